@@ -1,0 +1,31 @@
+#!/bin/bash
+# Install every Debian package peerdirect needs to build, test and demo, on a
+# fresh Debian 12.  Safe to re-run: packages already present are skipped.
+set -euo pipefail
+
+pkgs=(
+	build-essential pkg-config git cpio gzip kmod util-linux socat
+	# the kernel we boot in QEMU, its headers, and its source for the debug kernel,
+	# checkpatch.pl and kselftest_harness.h
+	linux-image-amd64 linux-headers-amd64 linux-source-6.1
+	flex bison bc libelf-dev libssl-dev dwarves sparse
+	qemu-system-x86 busybox-static bash iproute2
+	# RDMA and libfabric, for the shim and the soft-RoCE tests
+	rdma-core ibverbs-utils ibverbs-providers libibverbs-dev librdmacm-dev
+	libfabric-dev libfabric-bin perftest
+	valgrind
+)
+
+missing=()
+for p in "${pkgs[@]}"; do
+	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+# linux-image-amd64 is a metapackage; make sure a real image and its headers are there.
+ls /boot/vmlinuz-*-amd64 >/dev/null 2>&1 || missing+=(linux-image-amd64)
+
+if [ "${#missing[@]}" -gt 0 ]; then
+	echo "install-deps: installing ${missing[*]}"
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get update -qq
+	apt-get install -y -qq "${missing[@]}" >/dev/null
+fi

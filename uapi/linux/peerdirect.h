@@ -1,0 +1,147 @@
+/* SPDX-License-Identifier: GPL-2.0 WITH Linux-syscall-note */
+/*
+ * peerdirect: export accelerator device memory as DMA-BUF.
+ *
+ * Every ioctl argument starts with __u32 argsz (the size userspace built) and
+ * __u32 flags.  The kernel accepts any argsz from the first published size of
+ * a struct up to PAGE_SIZE: bytes the kernel does not know must be zero
+ * (E2BIG otherwise), bytes userspace did not pass read as zero.  Output is
+ * written back up to min(argsz, kernel size).  Unknown flags, non-zero
+ * reserved fields and non-zero padding give EINVAL.
+ *
+ * See Documentation/peerdirect-uapi.rst.
+ */
+#ifndef _UAPI_LINUX_PEERDIRECT_H
+#define _UAPI_LINUX_PEERDIRECT_H
+
+#include <linux/ioctl.h>
+#include <linux/types.h>
+
+#define PEERDIRECT_ABI_MAJOR	1
+#define PEERDIRECT_ABI_MINOR	0
+
+/* Feature bits reported by PEERDIRECT_IOCTL_QUERY. */
+#define PEERDIRECT_FEAT_EXPORT		(1ULL << 0)	/* dma-buf export */
+#define PEERDIRECT_FEAT_PIN		(1ULL << 1)	/* pinned importers */
+#define PEERDIRECT_FEAT_MOVE_NOTIFY	(1ULL << 2)	/* kernel delivers move_notify */
+#define PEERDIRECT_FEAT_CPU_MMAP	(1ULL << 3)	/* mmap of the dma-buf fd */
+#define PEERDIRECT_FEAT_EVENTS		(1ULL << 4)	/* revocation events */
+#define PEERDIRECT_FEAT_PAGELESS	(1ULL << 5)	/* sg entries carry no pages */
+#define PEERDIRECT_FEAT_P2P_REQUIRED	(1ULL << 6)	/* importers need peer2peer */
+
+/* Backends (device kinds). */
+#define PEERDIRECT_BACKEND_SIM		1	/* RAM pages standing in for HBM */
+#define PEERDIRECT_BACKEND_PCI_BAR	2	/* a PCI BAR, no struct pages */
+
+struct peerdirect_query {
+	__u32 argsz;
+	__u32 flags;		/* must be 0 */
+	__u32 abi_major;	/* out */
+	__u32 abi_minor;	/* out */
+	__u64 features;		/* out: PEERDIRECT_FEAT_* */
+	__u32 backend;		/* out: PEERDIRECT_BACKEND_* */
+	__u32 index;		/* out: N of /dev/peerdirectN */
+	__u64 mem_size;		/* out: device memory, bytes */
+	__u64 mem_free;		/* out: bytes not allocated or quarantined */
+	__u64 page_size;	/* out: allocation granule, bytes */
+	__u64 quota;		/* out: per-process limit, bytes */
+	__u64 quota_used;	/* out: charged to the calling process */
+	__u32 max_exports;	/* out: live exports allowed per allocation */
+	__u32 max_events;	/* out: event queue depth per open file */
+	__u64 reserved[4];	/* out: zero */
+};
+
+struct peerdirect_alloc {
+	__u32 argsz;
+	__u32 flags;		/* must be 0 */
+	__u64 size;		/* in: bytes, rounded up to page_size */
+	__u64 handle;		/* out: scoped to this open file, never 0 */
+	__u64 alloc_size;	/* out: bytes actually allocated */
+};
+
+struct peerdirect_free {
+	__u32 argsz;
+	__u32 flags;		/* must be 0 */
+	__u64 handle;
+};
+
+/* PEERDIRECT_IOCTL_EXPORT flags: only these open flags are accepted. */
+#define PEERDIRECT_EXPORT_RDONLY	0x00000000	/* O_RDONLY */
+#define PEERDIRECT_EXPORT_RDWR		0x00000002	/* O_RDWR */
+#define PEERDIRECT_EXPORT_CLOEXEC	0x00080000	/* O_CLOEXEC */
+
+struct peerdirect_export {
+	__u32 argsz;
+	__u32 flags;		/* in: PEERDIRECT_EXPORT_* (O_RDWR, O_CLOEXEC) */
+	__u64 handle;		/* in */
+	__u64 offset;		/* in: page aligned */
+	__u64 length;		/* in: page aligned, non-zero */
+	__s32 fd;		/* out: the dma-buf */
+	__u32 pad;		/* must be 0 */
+	__u64 export_id;	/* out: unique on this device, never 0 */
+	__u64 inode;		/* out: st_ino of fd, for caches keyed by fstat */
+};
+
+/* PEERDIRECT_IOCTL_REVOKE flags: exactly one scope. */
+#define PEERDIRECT_REVOKE_ALLOC		(1U << 0)	/* every export of handle */
+#define PEERDIRECT_REVOKE_EXPORT	(1U << 1)	/* export_id only */
+
+struct peerdirect_revoke {
+	__u32 argsz;
+	__u32 flags;
+	__u64 handle;		/* in: with REVOKE_ALLOC */
+	__u64 export_id;	/* in: with REVOKE_EXPORT */
+	__u32 revoked;		/* out: exports revoked by this call */
+	__u32 pending;		/* out: of those, still mapped by an importer */
+};
+
+/*
+ * PEERDIRECT_IOCTL_RESET (CAP_SYS_ADMIN): simulate a device reset.  Every
+ * export of every process on the device is revoked; allocations stay.
+ * PEERDIRECT_IOCTL_ADMIN_REVOKE (CAP_SYS_ADMIN): revoke one export of any
+ * process by export_id (reason ADMIN).
+ */
+struct peerdirect_reset {
+	__u32 argsz;
+	__u32 flags;		/* must be 0 */
+	__u32 revoked;		/* out */
+	__u32 pending;		/* out */
+};
+
+/* Reasons carried by events. */
+#define PEERDIRECT_REASON_FREE		1	/* allocation freed or owner closed */
+#define PEERDIRECT_REASON_REVOKE	2	/* PEERDIRECT_IOCTL_REVOKE */
+#define PEERDIRECT_REASON_RESET		3	/* device reset */
+#define PEERDIRECT_REASON_ADMIN		4	/* administrator */
+#define PEERDIRECT_REASON_UNPLUG	5	/* device removed */
+#define PEERDIRECT_REASON_OVERFLOW	6	/* events lost: treat all as revoked */
+
+/*
+ * read() on the device fd returns whole records, never a partial one
+ * (EINVAL if the buffer holds none).  O_NONBLOCK gives EAGAIN when the queue
+ * is empty; poll() reports EPOLLIN.  After device removal read gives ENODEV
+ * once the queue is drained.
+ */
+struct peerdirect_event {
+	__u32 size;		/* sizeof(struct peerdirect_event) */
+	__u32 reason;		/* PEERDIRECT_REASON_* */
+	__u64 seq;		/* per file, from 1 */
+	__u64 export_id;
+	__u64 handle;
+	__u64 inode;		/* st_ino of the revoked dma-buf */
+	__u64 offset;
+	__u64 length;
+};
+
+#define PEERDIRECT_IOCTL_MAGIC	0xD7
+
+#define PEERDIRECT_IOCTL_QUERY	_IOWR(PEERDIRECT_IOCTL_MAGIC, 0x00, struct peerdirect_query)
+#define PEERDIRECT_IOCTL_ALLOC	_IOWR(PEERDIRECT_IOCTL_MAGIC, 0x01, struct peerdirect_alloc)
+#define PEERDIRECT_IOCTL_FREE	_IOW(PEERDIRECT_IOCTL_MAGIC, 0x02, struct peerdirect_free)
+#define PEERDIRECT_IOCTL_EXPORT	_IOWR(PEERDIRECT_IOCTL_MAGIC, 0x03, struct peerdirect_export)
+#define PEERDIRECT_IOCTL_REVOKE	_IOWR(PEERDIRECT_IOCTL_MAGIC, 0x04, struct peerdirect_revoke)
+#define PEERDIRECT_IOCTL_RESET	_IOWR(PEERDIRECT_IOCTL_MAGIC, 0x05, struct peerdirect_reset)
+#define PEERDIRECT_IOCTL_ADMIN_REVOKE \
+	_IOWR(PEERDIRECT_IOCTL_MAGIC, 0x06, struct peerdirect_revoke)
+
+#endif /* _UAPI_LINUX_PEERDIRECT_H */
