@@ -1,0 +1,383 @@
+#!/bin/bash
+# Boot a throw-away QEMU (TCG) VM with a busybox initramfs and run one test
+# script in it.
+#
+#   scripts/vm-run.sh [options] -- GUEST_SCRIPT [args...]
+#
+#   --kernel stock|debug  stock (default): Debian's newest /boot/vmlinuz-*-amd64
+#                         ($KVER or $VMLINUZ override) plus its modules for
+#                         veth, rxe, rdma_ucm, vgem; debug: the kernel of
+#                         scripts/debug-kernel.sh (all built in, KASAN etc.)
+#   --ko FILE             out-of-tree module, put at /pd/ko/ (not loaded)
+#   --payload DIR         copied to /pd/ (binaries, libraries, scripts)
+#   --ivshmem SIZE        add an ivshmem-plain device (ivshmem0, ivshmem1...)
+#                         whose BAR2 is backed by a host file; repeatable
+#   --ivshmem-dir DIR     put the backing files there (hbm0, hbm1...) and keep
+#                         them; else a temp dir, kept only if $VM_IVSHMEM_KEEP
+#                         is set.  "IVSHMEMn=PATH" lines go to stderr.
+#   --qmp SOCK            QMP server on a unix socket (see scripts/vm-qmp.sh)
+#   --timeout SECS        guest script timeout (default 600); QEMU itself is
+#                         killed 60 s later (debug kernel: 180 s)
+#   --mem MB              guest memory (default 1024, debug kernel 2048)
+#   --smp N               guest CPUs (default 1)
+#   --machine TYPE        QEMU machine (default pc: ACPI PCI hot-unplug works)
+#   --append ARGS         extra kernel command line
+#   --log FILE            console log (default: a temp file, removed)
+#   --allow-warn REGEX    kernel report lines to ignore (repeatable)
+#   --mod NAME            extra stock-kernel module to ship (with its deps)
+#   --bin NAME            extra host program to ship (with its libraries)
+#   --qemu-arg ARG        extra QEMU argument (repeatable)
+#   --keep                keep the temp dir (initramfs tree) for debugging
+#
+# GUEST_SCRIPT runs with /bin/bash in /pd; a relative path is taken inside
+# /pd.  If it is not in the image but exists on the host, it is copied in.
+# scripts/guest/*.sh are always shipped at /pd/lib/.
+#
+# Exit status: the guest script's; 124 on timeout; 125 if the VM died
+# without reporting one (panic, crash); 3 if the script passed but the
+# kernel logged a problem (BUG, WARNING, KASAN, lockdep, kmemleak...).
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+
+usage() {
+	sed -n '2,38s/^# \{0,1\}//p' "$0" >&2
+	exit 2
+}
+
+die() {
+	echo "vm-run: $*" >&2
+	exit 2
+}
+
+kernel=stock
+kos=()
+payload=
+ivshmem=()
+ivshmem_dir=
+qmp=
+timeout=600
+mem=
+smp=1
+machine=pc
+append=
+log=
+allow_warn=()
+extra_mods=()
+extra_bins=()
+qemu_extra=()
+keep=0
+
+while [ $# -gt 0 ]; do
+	case "$1" in
+	--kernel) kernel=${2:?}; shift 2 ;;
+	--ko) kos+=("${2:?}"); shift 2 ;;
+	--payload) payload=${2:?}; shift 2 ;;
+	--ivshmem) ivshmem+=("${2:?}"); shift 2 ;;
+	--ivshmem-dir) ivshmem_dir=${2:?}; shift 2 ;;
+	--qmp) qmp=${2:?}; shift 2 ;;
+	--timeout) timeout=${2:?}; shift 2 ;;
+	--mem) mem=${2:?}; shift 2 ;;
+	--smp) smp=${2:?}; shift 2 ;;
+	--machine) machine=${2:?}; shift 2 ;;
+	--append) append=${2?}; shift 2 ;;
+	--log) log=${2:?}; shift 2 ;;
+	--allow-warn) allow_warn+=("${2:?}"); shift 2 ;;
+	--mod) extra_mods+=("${2:?}"); shift 2 ;;
+	--bin) extra_bins+=("${2:?}"); shift 2 ;;
+	--qemu-arg) qemu_extra+=("${2?}"); shift 2 ;;
+	--keep) keep=1; shift ;;
+	-h|--help) usage ;;
+	--) shift; break ;;
+	*) usage ;;
+	esac
+done
+[ $# -ge 1 ] || usage
+script=$1
+shift
+[[ "$timeout" =~ ^[0-9]+$ ]] || die "--timeout wants seconds"
+[ -z "$payload" ] || [ -d "$payload" ] || die "--payload $payload is not a directory"
+for ko in ${kos[@]+"${kos[@]}"}; do
+	[ -f "$ko" ] || die "--ko $ko: no such file"
+done
+
+# ---- kernel -------------------------------------------------------------
+case "$kernel" in
+stock)
+	if [ -z "${KVER:-}" ]; then
+		if [ -n "${VMLINUZ:-}" ]; then
+			KVER=${VMLINUZ##*/vmlinuz-}
+		else
+			# shellcheck disable=SC2012  # names are kernel versions
+			KVER=$(ls /boot/vmlinuz-*-amd64 2>/dev/null | sed 's|.*/vmlinuz-||' | sort -V | tail -n 1)
+		fi
+	fi
+	[ -n "$KVER" ] || die "no /boot/vmlinuz-*-amd64 (apt-get install linux-image-amd64)"
+	vmlinuz=${VMLINUZ:-/boot/vmlinuz-$KVER}
+	moddir=/lib/modules/$KVER
+	[ -d "$moddir" ] || die "$moddir missing"
+	: "${mem:=1024}"
+	margin=60
+	;;
+debug)
+	kdir=$("$here/debug-kernel.sh" --path)
+	[ -f "$kdir/.done" ] || die "debug kernel not built: $kdir/.done missing (run scripts/debug-kernel.sh)"
+	vmlinuz=$kdir/arch/x86/boot/bzImage
+	KVER=$(cat "$kdir/include/config/kernel.release")
+	: "${mem:=2048}"
+	margin=180
+	;;
+*) die "--kernel stock|debug" ;;
+esac
+[ -r "$vmlinuz" ] || die "cannot read $vmlinuz"
+
+# ---- temp space ---------------------------------------------------------
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/pd-vm.XXXXXX")
+cleanup() {
+	if [ "$keep" = 1 ]; then
+		echo "vm-run: kept $tmp" >&2
+	else
+		rm -rf "$tmp"
+	fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+root=$tmp/root
+mkdir -p "$root"/usr/bin "$root"/usr/sbin "$root"/usr/lib "$root"/usr/lib64 \
+	"$root"/etc "$root"/proc "$root"/sys "$root"/dev "$root"/tmp "$root"/run \
+	"$root"/root "$root"/pd/lib "$root"/pd/ko "$root"/var
+# Same merged-/usr layout as the host, so library paths from ldd just work.
+ln -s usr/bin "$root/bin"
+ln -s usr/sbin "$root/sbin"
+ln -s usr/lib "$root/lib"
+ln -s usr/lib64 "$root/lib64"
+ln -s ../run "$root/var/run"
+
+# ---- files from the host ------------------------------------------------
+declare -A copied=()
+
+# copy_file PATH: copy a host file to the same path in the image; a symlink
+# is copied as a symlink, plus what it points to.
+copy_file() {
+	local p=$1
+	[ -z "${copied[$p]:-}" ] || return 0
+	copied[$p]=1
+	mkdir -p "$root$(dirname "$p")"
+	if [ -L "$p" ]; then
+		cp -P "$p" "$root$p"
+		copy_file "$(readlink -f "$p")"
+	else
+		cp "$p" "$root$p"
+	fi
+}
+
+is_elf() {
+	[ "$(od -An -tx1 -N4 "$1" 2>/dev/null | tr -d ' ')" = 7f454c46 ]
+}
+
+# copy_libs FILE: copy the shared libraries an ELF file needs (ldd).
+ldpath=
+copy_libs() {
+	local lib out
+	out=$(LD_LIBRARY_PATH=$ldpath ldd "$1" 2>/dev/null) || return 0
+	if grep -q 'not found' <<<"$out"; then
+		echo "vm-run: warning: $1: $(grep 'not found' <<<"$out" | tr -s ' \t' ' ')" >&2
+	fi
+	for lib in $(awk '{ for (i = 1; i <= NF; i++) if ($i ~ /^\//) print $i }' <<<"$out"); do
+		if [ -n "$payload_abs" ] && [[ "$lib" == "$payload_abs"/* ]]; then
+			continue
+		fi
+		copy_file "$lib"
+	done
+}
+
+# copy_bin NAME-OR-PATH [optional]: a host program plus its libraries.
+copy_bin() {
+	local p
+	p=$(PATH=/usr/sbin:/usr/bin:/sbin:/bin command -v "$1" || true)
+	if [ -z "$p" ]; then
+		[ "${2:-}" = optional ] && return 0
+		die "$1 not found on the host (scripts/install-deps.sh)"
+	fi
+	copy_file "$p"
+	copy_libs "$(readlink -f "$p")"
+}
+
+payload_abs=
+[ -z "$payload" ] || payload_abs=$(cd "$payload" && pwd)
+
+for b in bash ip rdma kmod modprobe insmod rmmod lsmod modinfo depmod timeout \
+	ibv_devices ibv_devinfo fi_info fi_pingpong ib_write_bw; do
+	copy_bin "$b"
+done
+for b in ib_write_lat ib_read_bw ib_read_lat ib_send_bw ib_send_lat rping; do
+	copy_bin "$b" optional
+done
+for b in ${extra_bins[@]+"${extra_bins[@]}"}; do
+	copy_bin "$b"
+done
+
+# libibverbs loads its provider by name from its config directory.
+for f in /usr/lib/x86_64-linux-gnu/libibverbs/librxe-rdmav*.so; do
+	[ -e "$f" ] || die "librxe provider missing (apt-get install ibverbs-providers)"
+	copy_file "$f"
+	copy_libs "$f"
+done
+copy_file /etc/libibverbs.d/rxe.driver
+
+# Busybox for the rest; an applet never shadows a real program.
+bb=$(command -v busybox) || die "busybox missing (apt-get install busybox-static)"
+cp "$bb" "$root/usr/bin/busybox"
+for a in $("$bb" --list); do
+	[ -e "$root/usr/bin/$a" ] || [ -e "$root/usr/sbin/$a" ] || [ -L "$root/usr/sbin/$a" ] ||
+		ln -s busybox "$root/usr/bin/$a"
+done
+
+printf 'root:x:0:0:root:/root:/bin/bash\n' > "$root/etc/passwd"
+printf 'root:x:0:\n' > "$root/etc/group"
+printf '127.0.0.1 localhost\n' > "$root/etc/hosts"
+
+# ---- kernel modules -------------------------------------------------------
+if [ "$kernel" = stock ]; then
+	mods=(veth rdma_rxe rdma_ucm ib_umad crc32_generic vgem drm drm_shmem_helper)
+	mods+=(${extra_mods[@]+"${extra_mods[@]}"})
+	for m in "${mods[@]}"; do
+		deps=$(modprobe -S "$KVER" --show-depends "$m") || die "module $m not found for $KVER"
+		for f in $(awk '$1 == "insmod" { print $2 }' <<<"$deps"); do
+			mkdir -p "$root$(dirname "$f")"
+			cp "$f" "$root$f"
+		done
+	done
+	for f in modules.order modules.builtin modules.builtin.modinfo; do
+		[ -f "$moddir/$f" ] && cp "$moddir/$f" "$root$moddir/$f"
+	done
+	depmod -b "$root" "$KVER"
+else
+	# Everything is built in; modprobe still wants modules.builtin to say so.
+	mkdir -p "$root/lib/modules/$KVER"
+	if [ -f "$kdir/modules.builtin" ]; then
+		cp "$kdir/modules.builtin" "$root/lib/modules/$KVER/"
+	elif [ -f "$kdir/modules.builtin.modinfo" ]; then
+		tr '\0' '\n' < "$kdir/modules.builtin.modinfo" | sed -n 's/^\([^.]*\)\.file=/\1 /p' |
+			awk '{ print "kernel/" $2 ".ko" }' | sort -u > "$root/lib/modules/$KVER/modules.builtin"
+	fi
+	[ -f "$kdir/modules.builtin.modinfo" ] && cp "$kdir/modules.builtin.modinfo" "$root/lib/modules/$KVER/"
+	touch "$root/lib/modules/$KVER/modules.order"
+	depmod -b "$root" "$KVER" 2>/dev/null || true
+fi
+
+# ---- payload ------------------------------------------------------------
+cp "$here"/guest/*.sh "$root/pd/lib/"
+for ko in ${kos[@]+"${kos[@]}"}; do
+	cp "$ko" "$root/pd/ko/"
+done
+guest_ldpath=
+if [ -n "$payload" ]; then
+	cp -a "$payload_abs/." "$root/pd/"
+	# Libraries inside the payload are found through LD_LIBRARY_PATH.
+	while IFS= read -r d; do
+		ldpath=${ldpath:+$ldpath:}$payload_abs/$d
+		guest_ldpath=${guest_ldpath:+$guest_ldpath:}/pd/$d
+	done < <(cd "$payload_abs" && find . -name '*.so*' -type f -printf '%h\n' | sed 's|^\./||; s|^\.$||' | sort -u)
+	while IFS= read -r -d '' f; do
+		if is_elf "$f"; then
+			copy_libs "$f"
+		fi
+	done < <(find "$payload_abs" -type f \( -perm -u+x -o -name '*.so*' \) -print0)
+fi
+
+case "$script" in
+/*) guest_script=$script ;;
+*) guest_script=/pd/$script ;;
+esac
+if [ ! -e "$root$guest_script" ]; then
+	[ -f "$script" ] || die "$script: not in the payload and not a host file"
+	mkdir -p "$root/pd/.vm-script"
+	cp "$script" "$root/pd/.vm-script/"
+	guest_script=/pd/.vm-script/${script##*/}
+fi
+
+# ---- init -----------------------------------------------------------------
+cp "$here/vm-init.sh" "$root/init"
+chmod 755 "$root/init"
+cp "$here/vm-scan-log.sh" "$root/etc/pd-vm-scan-log.sh"
+printf 'PD_TIMEOUT=%s\n' "$timeout" > "$root/etc/pd-vm.conf"
+printf '%s\n' ${allow_warn[@]+"${allow_warn[@]}"} > "$root/etc/pd-vm-scan-allow"
+{
+	echo '#!/bin/bash'
+	echo 'export PATH=/pd/bin:/pd:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin'
+	echo 'export HOME=/root TERM=dumb'
+	[ -z "$guest_ldpath" ] || printf 'export LD_LIBRARY_PATH=%q\n' "$guest_ldpath"
+	echo 'cd /pd'
+	printf 'exec /bin/bash'
+	printf ' %q' "$guest_script" "$@"
+	printf '\n'
+} > "$root/etc/pd-run.sh"
+
+initrd=$tmp/initrd.gz
+(cd "$root" && find . -print0 | cpio --null -o -H newc -R 0:0 --quiet) | gzip -1 > "$initrd"
+
+# ---- QEMU -----------------------------------------------------------------
+qemu=(qemu-system-x86_64 -machine "$machine" -accel tcg -m "$mem" -smp "$smp"
+	-kernel "$vmlinuz" -initrd "$initrd"
+	-append "console=ttyS0 panic=-1 loglevel=5 printk.time=1 $append"
+	-nographic -no-reboot -nic none -vga none -serial stdio -monitor none)
+
+if [ ${#ivshmem[@]} -gt 0 ]; then
+	if [ -n "$ivshmem_dir" ]; then
+		mkdir -p "$ivshmem_dir"
+		hbmdir=$(cd "$ivshmem_dir" && pwd)
+	elif [ -n "${VM_IVSHMEM_KEEP:-}" ]; then
+		hbmdir=$(mktemp -d "${TMPDIR:-/tmp}/pd-hbm.XXXXXX")
+	else
+		hbmdir=$tmp/hbm
+		mkdir -p "$hbmdir"
+	fi
+	for i in "${!ivshmem[@]}"; do
+		qemu+=(-object "memory-backend-file,id=hbm$i,share=on,mem-path=$hbmdir/hbm$i,size=${ivshmem[$i]}"
+			-device "ivshmem-plain,memdev=hbm$i,id=ivshmem$i")
+		echo "IVSHMEM$i=$hbmdir/hbm$i" >&2
+	done
+fi
+[ -z "$qmp" ] || qemu+=(-qmp "unix:$qmp,server=on,wait=off")
+qemu+=(${qemu_extra[@]+"${qemu_extra[@]}"})
+
+if [ -z "$log" ]; then
+	log=$tmp/console.log
+fi
+: > "$log"
+
+start=$EPOCHREALTIME
+set +e
+timeout -k 10 $((timeout + margin)) "${qemu[@]}" < /dev/null 2>&1 | sed -u 's/\r$//' | tee "$log"
+qemu_rc=${PIPESTATUS[0]}
+set -e
+elapsed=$(awk -v a="$start" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }')
+
+marker=$(grep -a '^PD_VM_EXIT=[0-9]*$' "$log" | tail -n 1 || true)
+if [ -n "$marker" ]; then
+	rc=${marker#PD_VM_EXIT=}
+elif [ "$qemu_rc" = 124 ] || [ "$qemu_rc" = 137 ]; then
+	rc=124
+	echo "vm-run: VM killed after $((timeout + margin)) s (no PD_VM_EXIT); last console lines:" >&2
+	tail -n 40 "$log" >&2
+else
+	rc=125
+	echo "vm-run: VM ended without PD_VM_EXIT (qemu rc $qemu_rc); last console lines:" >&2
+	tail -n 40 "$log" >&2
+fi
+
+scan=()
+for re in ${allow_warn[@]+"${allow_warn[@]}"}; do
+	scan+=(--allow "$re")
+done
+if ! reports=$("$here/vm-scan-log.sh" ${scan[@]+"${scan[@]}"} "$log"); then
+	echo "vm-run: kernel reported a problem:" >&2
+	printf '%s\n' "$reports" >&2
+	[ "$rc" != 0 ] || rc=3
+fi
+printf 'vm-run: rc=%s wall=%ss kernel=%s log=%s\n' "$rc" "$elapsed" "$KVER" \
+	"$([ "$log" = "$tmp/console.log" ] && echo '(temp)' || echo "$log")" >&2
+exit "$rc"
