@@ -1,0 +1,48 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * Differences between the kernels peerdirect builds against.  Each PD_HAVE_*
+ * comes from a probe of the target's headers in kmod/Kbuild, never from
+ * LINUX_VERSION_CODE: distributions backport these interfaces.
+ */
+#ifndef _PEERDIRECT_COMPAT_H
+#define _PEERDIRECT_COMPAT_H
+
+#include <linux/dma-buf.h>
+#include <linux/fs.h>
+#include <linux/mm.h>
+
+/* 7.1 renamed move_notify to invalidate_mappings. */
+#ifdef PD_HAVE_DMA_BUF_INVALIDATE_MAPPINGS
+#define pd_dma_buf_invalidate(dmabuf)	dma_buf_invalidate_mappings(dmabuf)
+#define PD_IMPORTER_INVALIDATE		invalidate_mappings
+#else
+#define pd_dma_buf_invalidate(dmabuf)	dma_buf_move_notify(dmabuf)
+#define PD_IMPORTER_INVALIDATE		move_notify
+#endif
+
+/*
+ * Take a file reference unless the file is already on its way to release;
+ * a revoke walk must skip dma-bufs whose release is waiting for our lock.
+ */
+#ifdef PD_HAVE_GET_FILE_ACTIVE
+#define pd_get_file_active(f)	(get_file_active(&(f)) != NULL)
+#else
+#define pd_get_file_active(f)	atomic_long_inc_not_zero(&(f)->f_count)
+#endif
+
+/* vm_flags became read-only behind accessors in 6.3. */
+#ifdef PD_HAVE_VM_FLAGS_SET
+#define pd_vm_flags_set(vma, flags)	vm_flags_set(vma, flags)
+#define pd_vm_flags_clear(vma, flags)	vm_flags_clear(vma, flags)
+#else
+#define pd_vm_flags_set(vma, flags)	((vma)->vm_flags |= (flags))
+#define pd_vm_flags_clear(vma, flags)	((vma)->vm_flags &= ~(flags))
+#endif
+
+/*
+ * The DMA_BUF symbol namespace: MODULE_IMPORT_NS took a bare token until
+ * 6.13 and a string literal after; the modinfo tag it expands to is the same.
+ */
+#define PD_MODULE_IMPORT_DMA_BUF()	MODULE_INFO(import_ns, "DMA_BUF")
+
+#endif /* _PEERDIRECT_COMPAT_H */

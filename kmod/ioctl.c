@@ -1,0 +1,263 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The ioctl layer: copy, validate, and hand over to the code that owns the
+ * object.  Commands are matched on type and number only, so a newer or
+ * older userspace whose struct size differs still reaches the handler;
+ * argsz says what it passed (see the uapi header for the rules).
+ */
+#include <linux/capability.h>
+#include <linux/file.h>
+#include <linux/fs.h>
+#include <linux/uaccess.h>
+#include "peerdirect.h"
+
+/* The first published size of each argument struct: never changes. */
+#define PD_MIN_QUERY	offsetofend(struct peerdirect_query, reserved)
+#define PD_MIN_ALLOC	offsetofend(struct peerdirect_alloc, alloc_size)
+#define PD_MIN_FREE	offsetofend(struct peerdirect_free, handle)
+#define PD_MIN_EXPORT	offsetofend(struct peerdirect_export, inode)
+#define PD_MIN_REVOKE	offsetofend(struct peerdirect_revoke, pending)
+#define PD_MIN_RESET	offsetofend(struct peerdirect_reset, pending)
+
+static int pd_copy_in(void *karg, size_t ksize, size_t minsz,
+		      void __user *uarg, u32 *usize)
+{
+	u32 argsz;
+	int ret;
+
+	if (get_user(argsz, (u32 __user *)uarg))
+		return -EFAULT;
+	if (argsz < minsz || argsz > PAGE_SIZE)
+		return -EINVAL;
+	ret = copy_struct_from_user(karg, ksize, uarg, argsz);
+	if (ret)
+		return ret;
+	*usize = argsz;
+	return 0;
+}
+
+static int pd_copy_out(void __user *uarg, const void *karg, size_t ksize,
+		       u32 usize)
+{
+	return copy_to_user(uarg, karg, min_t(size_t, ksize, usize)) ? -EFAULT : 0;
+}
+
+static int pd_ioctl_query(struct pd_file *file, void __user *uarg)
+{
+	struct pd_device *pdev = file->pdev;
+	struct peerdirect_query q;
+	u32 usize;
+	int ret;
+
+	ret = pd_copy_in(&q, sizeof(q), PD_MIN_QUERY, uarg, &usize);
+	if (ret)
+		return ret;
+	if (q.flags || memchr_inv(&q.abi_major, 0,
+				  sizeof(q) - offsetof(struct peerdirect_query, abi_major)))
+		return -EINVAL;
+
+	q.abi_major = PEERDIRECT_ABI_MAJOR;
+	q.abi_minor = PEERDIRECT_ABI_MINOR;
+	q.features = PEERDIRECT_FEAT_EXPORT | PEERDIRECT_FEAT_PIN |
+		     PEERDIRECT_FEAT_CPU_MMAP | PEERDIRECT_FEAT_EVENTS |
+		     pdev->ops->features;
+	if (IS_ENABLED(CONFIG_DMABUF_MOVE_NOTIFY))
+		q.features |= PEERDIRECT_FEAT_MOVE_NOTIFY;
+	q.backend = pdev->ops->kind;
+	q.index = pdev->index;
+	q.mem_size = pdev->mem_size;
+	q.page_size = pdev->page_size;
+	q.quota = pdev->quota;
+	q.max_exports = pdev->max_exports;
+	q.max_events = pdev->max_events;
+	mutex_lock(&pdev->lock);
+	q.mem_free = pd_device_mem_free(pdev);
+	q.quota_used = file->owner->used;
+	mutex_unlock(&pdev->lock);
+	return pd_copy_out(uarg, &q, sizeof(q), usize);
+}
+
+static int pd_ioctl_alloc(struct pd_file *file, void __user *uarg)
+{
+	struct peerdirect_alloc a;
+	struct pd_alloc *alloc;
+	u32 usize;
+	int ret;
+
+	ret = pd_copy_in(&a, sizeof(a), PD_MIN_ALLOC, uarg, &usize);
+	if (ret)
+		return ret;
+	if (a.flags || a.handle || a.alloc_size)
+		return -EINVAL;
+
+	alloc = pd_alloc_create(file, a.size);
+	if (IS_ERR(alloc))
+		return PTR_ERR(alloc);
+	a.handle = alloc->handle;
+	a.alloc_size = alloc->size;
+	ret = pd_copy_out(uarg, &a, sizeof(a), usize);
+	if (ret)
+		pd_alloc_free(file, a.handle);
+	return ret;
+}
+
+static int pd_ioctl_free(struct pd_file *file, void __user *uarg)
+{
+	struct peerdirect_free f;
+	u32 usize;
+	int ret;
+
+	ret = pd_copy_in(&f, sizeof(f), PD_MIN_FREE, uarg, &usize);
+	if (ret)
+		return ret;
+	if (f.flags)
+		return -EINVAL;
+	return pd_alloc_free(file, f.handle);
+}
+
+static int pd_ioctl_export(struct pd_file *file, void __user *uarg)
+{
+	struct peerdirect_export e;
+	struct pd_alloc *alloc;
+	struct dma_buf *dmabuf;
+	u64 end;
+	u32 usize;
+	int fd, ret;
+
+	ret = pd_copy_in(&e, sizeof(e), PD_MIN_EXPORT, uarg, &usize);
+	if (ret)
+		return ret;
+	if (e.flags & ~(O_ACCMODE | O_CLOEXEC) ||
+	    (e.flags & O_ACCMODE) == O_WRONLY || (e.flags & O_ACCMODE) == O_ACCMODE)
+		return -EINVAL;
+	if (e.fd || e.pad || e.export_id || e.inode)
+		return -EINVAL;
+	if (!e.length || !PAGE_ALIGNED(e.offset) || !PAGE_ALIGNED(e.length) ||
+	    check_add_overflow(e.offset, e.length, &end))
+		return -EINVAL;
+
+	alloc = pd_alloc_lookup(file, e.handle);
+	if (!alloc)
+		return -ENOENT;
+	if (end > alloc->size) {
+		ret = -EINVAL;
+		goto out_put;
+	}
+
+	dmabuf = pd_export_create(file, alloc, &e, &fd);
+	if (IS_ERR(dmabuf)) {
+		ret = PTR_ERR(dmabuf);
+		goto out_put;
+	}
+	ret = pd_copy_out(uarg, &e, sizeof(e), usize);
+	if (ret) {
+		dma_buf_put(dmabuf);
+		put_unused_fd(fd);
+		goto out_put;
+	}
+	fd_install(fd, dmabuf->file);
+out_put:
+	pd_alloc_put(alloc);
+	return ret;
+}
+
+static int pd_ioctl_revoke(struct pd_file *file, void __user *uarg, bool admin)
+{
+	struct pd_revoke_result res = {};
+	struct peerdirect_revoke r;
+	struct pd_alloc *alloc;
+	u32 usize;
+	int ret;
+
+	if (admin && !capable(CAP_SYS_ADMIN))
+		return -EPERM;
+	ret = pd_copy_in(&r, sizeof(r), PD_MIN_REVOKE, uarg, &usize);
+	if (ret)
+		return ret;
+	if (r.revoked || r.pending)
+		return -EINVAL;
+
+	if (admin) {
+		if (r.flags != PEERDIRECT_REVOKE_EXPORT || r.handle)
+			return -EINVAL;
+		ret = pd_revoke_export_id(file->pdev, NULL, r.export_id,
+					  PD_REVOKE_ADMIN, &res);
+	} else if (r.flags == PEERDIRECT_REVOKE_EXPORT) {
+		if (r.handle)
+			return -EINVAL;
+		ret = pd_revoke_export_id(file->pdev, file, r.export_id,
+					  PD_REVOKE_USER, &res);
+	} else if (r.flags == PEERDIRECT_REVOKE_ALLOC) {
+		if (r.export_id)
+			return -EINVAL;
+		alloc = pd_alloc_lookup(file, r.handle);
+		if (!alloc)
+			return -ENOENT;
+		ret = pd_revoke_alloc(alloc, PD_REVOKE_USER, &res);
+		pd_alloc_put(alloc);
+	} else {
+		return -EINVAL;
+	}
+	if (ret)
+		return ret;
+
+	r.revoked = res.revoked;
+	r.pending = res.pending;
+	return pd_copy_out(uarg, &r, sizeof(r), usize);
+}
+
+static int pd_ioctl_reset(struct pd_file *file, void __user *uarg)
+{
+	struct pd_revoke_result res = {};
+	struct peerdirect_reset r;
+	u32 usize;
+	int ret;
+
+	if (!capable(CAP_SYS_ADMIN))
+		return -EPERM;
+	ret = pd_copy_in(&r, sizeof(r), PD_MIN_RESET, uarg, &usize);
+	if (ret)
+		return ret;
+	if (r.flags || r.revoked || r.pending)
+		return -EINVAL;
+
+	ret = pd_revoke_device(file->pdev, PD_REVOKE_RESET, &res);
+	if (ret)
+		return ret;
+	pr_info_ratelimited("%s: reset by pid %d revoked %u export(s), %u still mapped\n",
+			    file->pdev->name, task_tgid_nr(current),
+			    res.revoked, res.pending);
+	r.revoked = res.revoked;
+	r.pending = res.pending;
+	return pd_copy_out(uarg, &r, sizeof(r), usize);
+}
+
+long pd_ioctl(struct file *filp, unsigned int cmd, unsigned long arg)
+{
+	struct pd_file *file = filp->private_data;
+	void __user *uarg = (void __user *)arg;
+
+	if (_IOC_TYPE(cmd) != PEERDIRECT_IOCTL_MAGIC)
+		return -ENOTTY;
+	if (READ_ONCE(file->pdev->dead))
+		return -ENODEV;
+
+	switch (_IOC_NR(cmd)) {
+	case _IOC_NR(PEERDIRECT_IOCTL_QUERY):
+		return pd_ioctl_query(file, uarg);
+	case _IOC_NR(PEERDIRECT_IOCTL_ALLOC):
+		return pd_ioctl_alloc(file, uarg);
+	case _IOC_NR(PEERDIRECT_IOCTL_FREE):
+		return pd_ioctl_free(file, uarg);
+	case _IOC_NR(PEERDIRECT_IOCTL_EXPORT):
+		return pd_ioctl_export(file, uarg);
+	case _IOC_NR(PEERDIRECT_IOCTL_REVOKE):
+		return pd_ioctl_revoke(file, uarg, false);
+	case _IOC_NR(PEERDIRECT_IOCTL_RESET):
+		return pd_ioctl_reset(file, uarg);
+	case _IOC_NR(PEERDIRECT_IOCTL_ADMIN_REVOKE):
+		return pd_ioctl_revoke(file, uarg, true);
+	default:
+		return -ENOTTY;
+	}
+}

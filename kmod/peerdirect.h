@@ -1,0 +1,233 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * peerdirect internals: the device registry, the allocator, exports and
+ * revocation, shared by every backend.
+ *
+ * Lifetimes (each arrow holds a reference):
+ *   open file (pd_file) -> pd_device
+ *   allocation (pd_alloc) -> pd_device, pd_owner
+ *   export (pd_export, the dma-buf's priv) -> pd_alloc, pd_file (events)
+ * so device memory returns to the pool only when the last dma-buf that
+ * covers it is released, whatever the owner did: revoked memory stays
+ * quarantined while any importer still holds it.
+ *
+ * Lock order: pd_device.lock -> dma_resv -> pd_file.ev_lock.  Revocation
+ * never holds pd_device.lock while it waits on importers.
+ */
+#ifndef _PEERDIRECT_H
+#define _PEERDIRECT_H
+
+#include <linux/dma-buf.h>
+#include <linux/kref.h>
+#include <linux/list.h>
+#include <linux/miscdevice.h>
+#include <linux/mutex.h>
+#include <linux/types.h>
+#include <linux/wait.h>
+#include <linux/xarray.h>
+#include "../uapi/linux/peerdirect.h"
+
+struct pd_device;
+struct pd_export;
+
+/*
+ * A backend is the part that differs with the hardware: where device memory
+ * lives, how importers and the CPU reach it.  Offsets are device memory
+ * offsets in [0, mem_size).
+ */
+struct pd_backend_ops {
+	const char *name;
+	u32 kind;		/* PEERDIRECT_BACKEND_* */
+	u64 features;		/* extra PEERDIRECT_FEAT_* bits */
+	/* Refuse importers the backend cannot serve (peer-to-peer policy). */
+	int (*attach)(struct pd_device *pdev, struct dma_buf_attachment *attach);
+	struct sg_table *(*map)(struct pd_device *pdev,
+				struct dma_buf_attachment *attach,
+				u64 offset, u64 length,
+				enum dma_data_direction dir);
+	void (*unmap)(struct pd_device *pdev, struct dma_buf_attachment *attach,
+		      struct sg_table *sgt, enum dma_data_direction dir);
+	unsigned long (*pfn)(struct pd_device *pdev, u64 offset);
+	pgprot_t (*pgprot)(struct pd_device *pdev, pgprot_t prot);
+	int (*vmap)(struct pd_device *pdev, u64 offset, u64 length,
+		    struct iosys_map *map);
+	void (*vunmap)(struct pd_device *pdev, struct iosys_map *map);
+	void (*zero)(struct pd_device *pdev, u64 offset, u64 length);
+	/* CPU cache maintenance around DMA_BUF_IOCTL_SYNC; may be NULL. */
+	void (*sync)(struct pd_device *pdev, struct dma_buf_attachment *attach,
+		     struct sg_table *sgt, enum dma_data_direction dir,
+		     bool for_cpu);
+	/* The last reference to the device is gone. */
+	void (*release)(struct pd_device *pdev);
+};
+
+/* Per-process memory accounting on one device. */
+struct pd_owner {
+	struct kref ref;
+	struct list_head node;	/* pd_device.owners */
+	struct pd_device *pdev;
+	pid_t tgid;
+	u64 used;		/* under pd_device.lock */
+};
+
+enum pd_revoke_reason {
+	PD_REVOKE_FREE = PEERDIRECT_REASON_FREE,
+	PD_REVOKE_USER = PEERDIRECT_REASON_REVOKE,
+	PD_REVOKE_RESET = PEERDIRECT_REASON_RESET,
+	PD_REVOKE_ADMIN = PEERDIRECT_REASON_ADMIN,
+	PD_REVOKE_UNPLUG = PEERDIRECT_REASON_UNPLUG,
+	PD_REVOKE_NR_REASONS = PEERDIRECT_REASON_OVERFLOW,
+};
+
+struct pd_device {
+	struct kref ref;
+	int index;
+	char name[24];
+	struct miscdevice misc;
+	bool registered;
+	const struct pd_backend_ops *ops;
+	void *backend;
+	struct device *parent;		/* the PCI device, or NULL */
+
+	u64 mem_size;
+	u64 page_size;
+	u64 quota;
+	u32 max_exports;
+	u32 max_events;
+	struct gen_pool *pool;
+
+	struct mutex lock;		/* everything below */
+	bool dead;			/* unplugged: no new work */
+	struct list_head files;
+	struct list_head owners;
+	struct list_head allocs;
+	u64 quarantined;		/* freed but still held by exports */
+	u64 next_export_id;
+	u64 nr_exports_total;
+	u64 nr_revoked[PD_REVOKE_NR_REASONS];
+	u64 nr_revoke_timeouts;
+
+	wait_queue_head_t dead_wq;	/* readers woken on unplug */
+	struct dentry *debugfs;
+};
+
+struct pd_file {
+	struct kref ref;
+	struct pd_device *pdev;
+	struct pd_owner *owner;
+	struct list_head node;		/* pd_device.files */
+	pid_t tgid;
+	struct xarray allocs;		/* handle -> pd_alloc */
+	u32 next_handle;
+
+	struct mutex ev_lock;		/* the event queue */
+	wait_queue_head_t ev_wq;
+	struct peerdirect_event *ev_ring;
+	u32 ev_head, ev_count;
+	u64 ev_seq;
+	bool ev_overflow;
+	bool closed;
+};
+
+struct pd_alloc {
+	struct kref ref;
+	struct pd_device *pdev;
+	struct pd_owner *owner;
+	struct list_head node;		/* pd_device.allocs */
+	struct list_head exports;	/* under pd_device.lock */
+	u32 nr_exports;
+	u64 handle;
+	u64 offset;			/* in device memory */
+	u64 size;
+	pid_t tgid;
+	bool freed;			/* handle gone; memory quarantined */
+};
+
+struct pd_attach {
+	struct list_head node;		/* pd_export.attachments, under resv */
+	struct dma_buf_attachment *attach;
+	u32 pins;
+	u32 maps;
+	struct sg_table *sgt;		/* the latest mapping, for SYNC */
+	enum dma_data_direction dir;
+};
+
+struct pd_export {
+	struct pd_alloc *alloc;
+	struct pd_file *file;
+	struct dma_buf *dmabuf;
+	struct list_head node;		/* pd_alloc.exports */
+	u64 id;
+	u64 offset;			/* within the allocation */
+	u64 length;
+	u64 inode;
+	pid_t tgid;
+	bool rdonly;
+
+	/* Under dmabuf->resv. */
+	bool revoked;
+	u32 reason;
+	struct list_head attachments;
+	u32 nr_pins;
+
+	atomic_t nr_maps;		/* live importer mappings */
+	wait_queue_head_t unmap_wq;
+};
+
+/* core.c: device registry */
+extern unsigned int pd_revoke_timeout_ms;
+struct pd_device *pd_device_create(const struct pd_backend_ops *ops,
+				   void *backend, struct device *parent,
+				   u64 mem_size, u64 page_size);
+int pd_device_register(struct pd_device *pdev);
+void pd_device_unplug(struct pd_device *pdev);
+void pd_device_put(struct pd_device *pdev);
+u64 pd_device_mem_free(struct pd_device *pdev);
+
+/* file.c: the character device */
+extern const struct file_operations pd_fops;
+void pd_file_put(struct pd_file *file);
+void pd_file_queue_event(struct pd_file *file, const struct pd_export *exp);
+
+/* memory.c: allocations and quota */
+struct pd_alloc *pd_alloc_create(struct pd_file *file, u64 size);
+struct pd_alloc *pd_alloc_lookup(struct pd_file *file, u64 handle);
+int pd_alloc_free(struct pd_file *file, u64 handle);
+void pd_alloc_get(struct pd_alloc *alloc);
+void pd_alloc_put(struct pd_alloc *alloc);
+struct pd_owner *pd_owner_get(struct pd_device *pdev, pid_t tgid);
+void pd_owner_put(struct pd_owner *owner);
+
+/* export.c: dma-buf exporter */
+struct dma_buf *pd_export_create(struct pd_file *file, struct pd_alloc *alloc,
+				 struct peerdirect_export *args, int *fdp);
+bool pd_is_export(struct dma_buf *dmabuf);
+u64 pd_export_dev_offset(const struct pd_export *exp);
+
+/* revoke.c */
+struct pd_revoke_result {
+	u32 revoked;
+	u32 pending;
+};
+
+int pd_revoke_alloc(struct pd_alloc *alloc, u32 reason,
+		    struct pd_revoke_result *res);
+int pd_revoke_export_id(struct pd_device *pdev, struct pd_file *owner,
+			u64 export_id, u32 reason, struct pd_revoke_result *res);
+int pd_revoke_device(struct pd_device *pdev, u32 reason,
+		     struct pd_revoke_result *res);
+
+/* ioctl.c */
+long pd_ioctl(struct file *filp, unsigned int cmd, unsigned long arg);
+
+/* debugfs.c */
+void pd_debugfs_init(void);
+void pd_debugfs_exit(void);
+void pd_debugfs_add(struct pd_device *pdev);
+void pd_debugfs_remove(struct pd_device *pdev);
+
+/* backend_sim.c */
+int pd_sim_init(void);
+void pd_sim_exit(void);
+
+#endif /* _PEERDIRECT_H */
