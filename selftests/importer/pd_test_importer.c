@@ -1,0 +1,363 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Test-only dma-buf importer for the peerdirect selftests.  It imports the
+ * way RDMA's ib_umem_dmabuf_get_pinned() does (dynamic attach with
+ * allow_peer2peer, dma_buf_pin, map under the reservation lock, a
+ * move_notify that can only record), or as a dynamic importer that unmaps
+ * on move_notify, and checks every DMA entry against the exporter's own
+ * kernel mapping.  Not for production kernels.
+ */
+#include <linux/dma-buf.h>
+#include <linux/dma-direct.h>
+#include <linux/dma-mapping.h>
+#include <linux/dma-resv.h>
+#include <linux/io.h>
+#include <linux/iosys-map.h>
+#include <linux/miscdevice.h>
+#include <linux/module.h>
+#include <linux/scatterlist.h>
+#include <linux/slab.h>
+#include <linux/uaccess.h>
+#include <linux/vmalloc.h>
+#include "../../kmod/compat.h"
+#include "pd_test_importer.h"
+
+#define PDTI_MAX_READ	SZ_16M
+
+struct pdti {
+	struct mutex lock;	/* import/release; never taken in move_notify */
+	struct dma_buf *dmabuf;
+	struct dma_buf_attachment *attach;
+	u32 flags;
+	/* Under the dma-buf's reservation lock. */
+	struct sg_table *sgt;
+	struct pdti_status st;
+};
+
+static struct miscdevice pdti_misc;
+static struct device_dma_parameters pdti_dma_parms;
+
+static void pdti_invalidate(struct dma_buf_attachment *attach)
+{
+	struct pdti *t = attach->importer_priv;
+
+	dma_resv_assert_held(attach->dmabuf->resv);
+	t->st.move_notify++;
+	if ((t->flags & PDTI_DYNAMIC) && t->sgt) {
+		dma_buf_unmap_attachment(attach, t->sgt, DMA_BIDIRECTIONAL);
+		t->sgt = NULL;
+		t->st.mapped = 0;
+	}
+}
+
+static const struct dma_buf_attach_ops pdti_ops_p2p = {
+	.allow_peer2peer = true,
+	.PD_IMPORTER_INVALIDATE = pdti_invalidate,
+};
+
+static const struct dma_buf_attach_ops pdti_ops_nop2p = {
+	.allow_peer2peer = false,
+	.PD_IMPORTER_INVALIDATE = pdti_invalidate,
+};
+
+static int pdti_vmap(struct dma_buf *dmabuf, struct iosys_map *map)
+{
+#ifdef PD_HAVE_DMA_BUF_VMAP_UNLOCKED
+	return dma_buf_vmap_unlocked(dmabuf, map);
+#else
+	return dma_buf_vmap(dmabuf, map);
+#endif
+}
+
+static void pdti_vunmap(struct dma_buf *dmabuf, struct iosys_map *map)
+{
+#ifdef PD_HAVE_DMA_BUF_VMAP_UNLOCKED
+	dma_buf_vunmap_unlocked(dmabuf, map);
+#else
+	dma_buf_vunmap(dmabuf, map);
+#endif
+}
+
+/* Every DMA page must be the page the exporter's vmap shows at that offset. */
+static void pdti_check_sgt(struct pdti *t, const struct iosys_map *map)
+{
+	struct device *dev = pdti_misc.this_device;
+	const void *base = map->is_iomem ? (const void __force *)map->vaddr_iomem : map->vaddr;
+	struct scatterlist *sg;
+	u64 off = 0;
+	int i;
+
+	t->st.nents = t->sgt->nents;
+	for_each_sgtable_dma_sg(t->sgt, sg, i) {
+		dma_addr_t addr = sg_dma_address(sg);
+		unsigned int len = sg_dma_len(sg), k;
+
+		t->st.max_entry = max(t->st.max_entry, len);
+		if (!len || !PAGE_ALIGNED(len) || !PAGE_ALIGNED(addr) ||
+		    len > dma_get_max_seg_size(dev)) {
+			t->st.sg_error = -EIO;
+			return;
+		}
+		for (k = 0; k < len; k += PAGE_SIZE, off += PAGE_SIZE) {
+			if (off >= t->dmabuf->size ||
+			    PHYS_PFN(dma_to_phys(dev, addr + k)) !=
+			    vmalloc_to_pfn(base + off)) {
+				t->st.sg_error = -EIO;
+				return;
+			}
+			t->st.sg_checked++;
+		}
+	}
+	if (off != t->dmabuf->size)
+		t->st.sg_error = -EIO;
+}
+
+static int pdti_map_locked(struct pdti *t)
+{
+	struct sg_table *sgt;
+	int ret;
+
+	dma_resv_assert_held(t->dmabuf->resv);
+	if (t->flags & PDTI_PINNED && !t->st.pinned) {
+		ret = dma_buf_pin(t->attach);
+		if (ret)
+			return ret;
+		t->st.pinned = 1;
+	}
+	sgt = dma_buf_map_attachment(t->attach, DMA_BIDIRECTIONAL);
+	if (IS_ERR(sgt))
+		return PTR_ERR(sgt);
+	t->sgt = sgt;
+	t->st.mapped = 1;
+	return 0;
+}
+
+static void pdti_release_import(struct pdti *t)
+{
+	if (!t->dmabuf)
+		return;
+	dma_resv_lock(t->dmabuf->resv, NULL);
+	if (t->sgt)
+		dma_buf_unmap_attachment(t->attach, t->sgt, DMA_BIDIRECTIONAL);
+	t->sgt = NULL;
+	if (t->st.pinned)
+		dma_buf_unpin(t->attach);
+	dma_resv_unlock(t->dmabuf->resv);
+	dma_buf_detach(t->dmabuf, t->attach);
+	dma_buf_put(t->dmabuf);
+	t->dmabuf = NULL;
+	t->attach = NULL;
+	memset(&t->st, 0, sizeof(t->st));
+}
+
+static int pdti_import(struct pdti *t, struct pdti_import __user *uarg)
+{
+	struct device *dev = pdti_misc.this_device;
+	struct pdti_import imp;
+	struct iosys_map map;
+	int ret;
+
+	if (copy_from_user(&imp, uarg, sizeof(imp)))
+		return -EFAULT;
+	if (imp.pad || imp.flags & ~(PDTI_PINNED | PDTI_DYNAMIC | PDTI_NO_P2P) ||
+	    !(imp.flags & (PDTI_PINNED | PDTI_DYNAMIC)))
+		return -EINVAL;
+	if (t->dmabuf)
+		return -EBUSY;
+
+	dma_set_max_seg_size(dev, imp.max_seg ? imp.max_seg : SZ_64K);
+	t->dmabuf = dma_buf_get(imp.fd);
+	if (IS_ERR(t->dmabuf)) {
+		ret = PTR_ERR(t->dmabuf);
+		t->dmabuf = NULL;
+		return ret;
+	}
+	t->flags = imp.flags;
+	t->st.size = t->dmabuf->size;
+	t->attach = dma_buf_dynamic_attach(t->dmabuf, dev,
+					   imp.flags & PDTI_NO_P2P ?
+					   &pdti_ops_nop2p : &pdti_ops_p2p, t);
+	if (IS_ERR(t->attach)) {
+		ret = PTR_ERR(t->attach);
+		t->attach = NULL;
+		dma_buf_put(t->dmabuf);
+		t->dmabuf = NULL;
+		return ret;
+	}
+
+	ret = pdti_vmap(t->dmabuf, &map);
+	if (ret)
+		goto err;
+	dma_resv_lock(t->dmabuf->resv, NULL);
+	ret = pdti_map_locked(t);
+	if (!ret)
+		pdti_check_sgt(t, &map);
+	dma_resv_unlock(t->dmabuf->resv);
+	pdti_vunmap(t->dmabuf, &map);
+	if (ret)
+		goto err;
+	return 0;
+
+err:
+	pdti_release_import(t);
+	return ret;
+}
+
+/* Reads through the importer's DMA addresses, not through the exporter. */
+static int pdti_read(struct pdti *t, struct pdti_read __user *uarg)
+{
+	struct device *dev = pdti_misc.this_device;
+	struct scatterlist *sg;
+	struct pdti_read rd;
+	u64 pos = 0, done = 0;
+	void *kbuf;
+	int i, ret = 0;
+
+	if (copy_from_user(&rd, uarg, sizeof(rd)))
+		return -EFAULT;
+	if (!t->dmabuf)
+		return -ENOENT;
+	if (!rd.length || rd.length > PDTI_MAX_READ || rd.offset > t->st.size ||
+	    rd.length > t->st.size - rd.offset)
+		return -EINVAL;
+	kbuf = kvmalloc(rd.length, GFP_KERNEL);
+	if (!kbuf)
+		return -ENOMEM;
+
+	dma_resv_lock(t->dmabuf->resv, NULL);
+	if (!t->sgt) {
+		ret = -ENODEV;
+		goto unlock;
+	}
+	for_each_sgtable_dma_sg(t->sgt, sg, i) {
+		u64 len = sg_dma_len(sg), from, n;
+		void *src;
+
+		if (pos + len <= rd.offset + done) {
+			pos += len;
+			continue;
+		}
+		from = rd.offset + done - pos;
+		n = min(len - from, rd.length - done);
+		src = memremap(dma_to_phys(dev, sg_dma_address(sg)) + from, n,
+			       MEMREMAP_WB);
+		if (!src) {
+			ret = -ENOMEM;
+			goto unlock;
+		}
+		memcpy(kbuf + done, src, n);
+		memunmap(src);
+		done += n;
+		pos += len;
+		if (done == rd.length)
+			break;
+	}
+unlock:
+	dma_resv_unlock(t->dmabuf->resv);
+	if (!ret && copy_to_user(u64_to_user_ptr(rd.buf), kbuf, rd.length))
+		ret = -EFAULT;
+	kvfree(kbuf);
+	return ret;
+}
+
+static long pdti_ioctl(struct file *filp, unsigned int cmd, unsigned long arg)
+{
+	struct pdti *t = filp->private_data;
+	void __user *uarg = (void __user *)arg;
+	struct pdti_status st;
+	long ret;
+
+	mutex_lock(&t->lock);
+	switch (cmd) {
+	case PDTI_IOCTL_IMPORT:
+		ret = pdti_import(t, uarg);
+		break;
+	case PDTI_IOCTL_STATUS:
+		ret = -ENOENT;
+		if (!t->dmabuf)
+			break;
+		dma_resv_lock(t->dmabuf->resv, NULL);
+		st = t->st;
+		dma_resv_unlock(t->dmabuf->resv);
+		ret = copy_to_user(uarg, &st, sizeof(st)) ? -EFAULT : 0;
+		break;
+	case PDTI_IOCTL_READ:
+		ret = pdti_read(t, uarg);
+		break;
+	case PDTI_IOCTL_REMAP:
+		ret = -ENOENT;
+		if (!t->dmabuf)
+			break;
+		dma_resv_lock(t->dmabuf->resv, NULL);
+		ret = t->sgt ? 0 : pdti_map_locked(t);
+		t->st.remap_error = ret;
+		dma_resv_unlock(t->dmabuf->resv);
+		break;
+	case PDTI_IOCTL_RELEASE:
+		ret = t->dmabuf ? 0 : -ENOENT;
+		pdti_release_import(t);
+		break;
+	default:
+		ret = -ENOTTY;
+	}
+	mutex_unlock(&t->lock);
+	return ret;
+}
+
+static int pdti_open(struct inode *inode, struct file *filp)
+{
+	struct pdti *t = kzalloc(sizeof(*t), GFP_KERNEL);
+
+	if (!t)
+		return -ENOMEM;
+	mutex_init(&t->lock);
+	filp->private_data = t;
+	return 0;
+}
+
+static int pdti_release(struct inode *inode, struct file *filp)
+{
+	struct pdti *t = filp->private_data;
+
+	pdti_release_import(t);
+	mutex_destroy(&t->lock);
+	kfree(t);
+	return 0;
+}
+
+static const struct file_operations pdti_fops = {
+	.owner = THIS_MODULE,
+	.open = pdti_open,
+	.release = pdti_release,
+	.unlocked_ioctl = pdti_ioctl,
+	.llseek = noop_llseek,
+};
+
+static struct miscdevice pdti_misc = {
+	.minor = MISC_DYNAMIC_MINOR,
+	.name = "pd_test_importer",
+	.fops = &pdti_fops,
+	.mode = 0600,
+};
+
+static int __init pdti_init(void)
+{
+	int ret = misc_register(&pdti_misc);
+
+	if (ret)
+		return ret;
+	pdti_misc.this_device->dma_parms = &pdti_dma_parms;
+	dma_coerce_mask_and_coherent(pdti_misc.this_device, DMA_BIT_MASK(64));
+	return 0;
+}
+
+static void __exit pdti_exit(void)
+{
+	misc_deregister(&pdti_misc);
+}
+
+module_init(pdti_init);
+module_exit(pdti_exit);
+MODULE_DESCRIPTION("peerdirect selftest dma-buf importer (test only)");
+MODULE_LICENSE("GPL");
+PD_MODULE_IMPORT_DMA_BUF();

@@ -1,0 +1,50 @@
+/* SPDX-License-Identifier: GPL-2.0 WITH Linux-syscall-note */
+/*
+ * Test-only dma-buf importer (selftests/importer): lets the selftests attach
+ * to a dma-buf the way RDMA does (dynamic + pinned, like
+ * ib_umem_dmabuf_get_pinned), or as a plain dynamic importer that drops its
+ * mapping on move_notify, then inspect what the exporter handed out.
+ * One import per open file of /dev/pd_test_importer.
+ */
+#ifndef _PD_TEST_IMPORTER_H
+#define _PD_TEST_IMPORTER_H
+
+#include <linux/ioctl.h>
+#include <linux/types.h>
+
+#define PDTI_PINNED	(1U << 0)	/* pin + map, keep through move_notify */
+#define PDTI_DYNAMIC	(1U << 1)	/* map; unmap inside move_notify */
+#define PDTI_NO_P2P	(1U << 2)	/* do not set allow_peer2peer */
+
+struct pdti_import {
+	__s32 fd;
+	__u32 flags;
+	__u32 max_seg;		/* importer's max segment size; 0 = 64 KiB */
+	__u32 pad;
+};
+
+struct pdti_status {
+	__u32 move_notify;	/* calls seen */
+	__u32 mapped;		/* 1 while the importer holds a mapping */
+	__u32 pinned;
+	__u32 nents;		/* DMA entries of the current/last mapping */
+	__u64 size;
+	__u32 max_entry;	/* largest DMA entry seen */
+	__u32 sg_checked;	/* pages compared with the exporter's vmap */
+	__s32 sg_error;		/* 0, or -EIO on a mismatch / bad entry */
+	__s32 remap_error;	/* last PDTI_IOCTL_REMAP result */
+};
+
+struct pdti_read {
+	__u64 offset;
+	__u64 length;
+	__u64 buf;		/* user pointer */
+};
+
+#define PDTI_IOCTL_IMPORT	_IOW('T', 1, struct pdti_import)
+#define PDTI_IOCTL_STATUS	_IOR('T', 2, struct pdti_status)
+#define PDTI_IOCTL_READ		_IOW('T', 3, struct pdti_read)
+#define PDTI_IOCTL_REMAP	_IO('T', 4)
+#define PDTI_IOCTL_RELEASE	_IO('T', 5)
+
+#endif
