@@ -156,84 +156,100 @@ ln -s usr/lib64 "$root/lib64"
 ln -s ../run "$root/var/run"
 
 # ---- files from the host ------------------------------------------------
-declare -A copied=()
+# Forks are slow here (~10 ms each), so files are collected in lists and
+# copied with one cp, libraries are found with one ldd call.
+payload_abs=
+[ -z "$payload" ] || payload_abs=$(cd "$payload" && pwd)
 
-# copy_file PATH: copy a host file to the same path in the image; a symlink
-# is copied as a symlink, plus what it points to.
-copy_file() {
-	local p=$1
-	[ -z "${copied[$p]:-}" ] || return 0
-	copied[$p]=1
-	mkdir -p "$root$(dirname "$p")"
-	if [ -L "$p" ]; then
-		cp -P "$p" "$root$p"
-		copy_file "$(readlink -f "$p")"
-	else
-		cp "$p" "$root$p"
-	fi
-}
+files=()  # host paths, copied to the same path in the image
+elfs=()   # ELF files whose libraries are needed
 
-is_elf() {
-	[ "$(od -An -tx1 -N4 "$1" 2>/dev/null | tr -d ' ')" = 7f454c46 ]
-}
-
-# copy_libs FILE: copy the shared libraries an ELF file needs (ldd).
-ldpath=
-copy_libs() {
-	local lib out
-	out=$(LD_LIBRARY_PATH=$ldpath ldd "$1" 2>/dev/null) || return 0
-	if grep -q 'not found' <<<"$out"; then
-		echo "vm-run: warning: $1: $(grep 'not found' <<<"$out" | tr -s ' \t' ' ')" >&2
-	fi
-	for lib in $(awk '{ for (i = 1; i <= NF; i++) if ($i ~ /^\//) print $i }' <<<"$out"); do
-		if [ -n "$payload_abs" ] && [[ "$lib" == "$payload_abs"/* ]]; then
-			continue
-		fi
-		copy_file "$lib"
-	done
-}
-
-# copy_bin NAME-OR-PATH [optional]: a host program plus its libraries.
-copy_bin() {
+# add_bin NAME [optional]: a host program.
+add_bin() {
 	local p
-	p=$(PATH=/usr/sbin:/usr/bin:/sbin:/bin command -v "$1" || true)
+	p=$(PATH=/usr/sbin:/usr/bin:/sbin:/bin command -v "$1") || p=
 	if [ -z "$p" ]; then
 		[ "${2:-}" = optional ] && return 0
 		die "$1 not found on the host (scripts/install-deps.sh)"
 	fi
-	copy_file "$p"
-	copy_libs "$(readlink -f "$p")"
+	files+=("$p")
+	elfs+=("$p")
 }
 
-payload_abs=
-[ -z "$payload" ] || payload_abs=$(cd "$payload" && pwd)
+is_elf() {
+	local magic
+	LC_ALL=C read -r -N 4 magic < "$1" 2>/dev/null || return 1
+	[ "$magic" = $'\x7fELF' ]
+}
 
 for b in bash ip rdma kmod modprobe insmod rmmod lsmod modinfo depmod timeout \
 	ibv_devices ibv_devinfo fi_info fi_pingpong ib_write_bw; do
-	copy_bin "$b"
+	add_bin "$b"
 done
 for b in ib_write_lat ib_read_bw ib_read_lat ib_send_bw ib_send_lat rping; do
-	copy_bin "$b" optional
+	add_bin "$b" optional
 done
 for b in ${extra_bins[@]+"${extra_bins[@]}"}; do
-	copy_bin "$b"
+	add_bin "$b"
 done
 
 # libibverbs loads its provider by name from its config directory.
 for f in /usr/lib/x86_64-linux-gnu/libibverbs/librxe-rdmav*.so; do
 	[ -e "$f" ] || die "librxe provider missing (apt-get install ibverbs-providers)"
-	copy_file "$f"
-	copy_libs "$f"
+	files+=("$f")
+	elfs+=("$f")
 done
-copy_file /etc/libibverbs.d/rxe.driver
+files+=(/etc/libibverbs.d/rxe.driver)
+
+# Payload binaries and libraries: their libraries come from the host,
+# except those the payload ships itself (found via LD_LIBRARY_PATH).
+ldpath=
+guest_ldpath=
+if [ -n "$payload" ]; then
+	while IFS= read -r d; do
+		ldpath=${ldpath:+$ldpath:}$payload_abs/$d
+		guest_ldpath=${guest_ldpath:+$guest_ldpath:}/pd/$d
+	done < <(cd "$payload_abs" && find . -name '*.so*' -type f -printf '%h\n' | sed 's|^\./||; s|^\.$||' | sort -u)
+	while IFS= read -r -d '' f; do
+		if is_elf "$f"; then
+			elfs+=("$f")
+		fi
+	done < <(find "$payload_abs" -type f \( -perm -u+x -o -name '*.so*' \) -print0)
+fi
+
+ldd_out=$(LD_LIBRARY_PATH=$ldpath ldd "${elfs[@]}" 2>&1 || true)
+if grep -q 'not found' <<<"$ldd_out"; then
+	echo "vm-run: warning: missing libraries:" >&2
+	grep 'not found' <<<"$ldd_out" | sort -u >&2
+fi
+while IFS= read -r lib; do
+	if [ -n "$payload_abs" ] && [[ "$lib" == "$payload_abs"/* ]]; then
+		continue
+	fi
+	files+=("$lib")
+done < <(awk '{ for (i = 1; i <= NF; i++) if ($i ~ /^\/[^:]*$/) print $i }' <<<"$ldd_out" | sort -u)
+
+# Copied dereferenced: library links can go through /etc/alternatives, and
+# kmod's tools work as copies (they look at argv[0]).  /lib/x and /usr/lib/x
+# are one file on a merged-/usr host and in the image: name it once.
+for i in "${!files[@]}"; do
+	f=${files[$i]}
+	for d in bin sbin lib lib64; do
+		if [[ "$f" == /$d/* ]] && [ "/$d" -ef "/usr/$d" ]; then
+			files[$i]=/usr$f
+		fi
+	done
+done
+mapfile -t files < <(printf '%s\n' "${files[@]}" | sort -u)
+cp -L --parents "${files[@]}" "$root/"
 
 # Busybox for the rest; an applet never shadows a real program.
 bb=$(command -v busybox) || die "busybox missing (apt-get install busybox-static)"
 cp "$bb" "$root/usr/bin/busybox"
-for a in $("$bb" --list); do
-	[ -e "$root/usr/bin/$a" ] || [ -e "$root/usr/sbin/$a" ] || [ -L "$root/usr/sbin/$a" ] ||
-		ln -s busybox "$root/usr/bin/$a"
-done
+# shellcheck disable=SC2016  # perl code
+"$bb" --list | PD_ROOT=$root perl -ne 'chomp; my $r = $ENV{PD_ROOT};
+	symlink("busybox", "$r/usr/bin/$_")
+		unless -e "$r/usr/bin/$_" || -e "$r/usr/sbin/$_" || -l "$r/usr/sbin/$_";'
 
 printf 'root:x:0:0:root:/root:/bin/bash\n' > "$root/etc/passwd"
 printf 'root:x:0:\n' > "$root/etc/group"
@@ -243,15 +259,12 @@ printf '127.0.0.1 localhost\n' > "$root/etc/hosts"
 if [ "$kernel" = stock ]; then
 	mods=(veth rdma_rxe rdma_ucm ib_umad crc32_generic vgem drm drm_shmem_helper)
 	mods+=(${extra_mods[@]+"${extra_mods[@]}"})
-	for m in "${mods[@]}"; do
-		deps=$(modprobe -S "$KVER" --show-depends "$m") || die "module $m not found for $KVER"
-		for f in $(awk '$1 == "insmod" { print $2 }' <<<"$deps"); do
-			mkdir -p "$root$(dirname "$f")"
-			cp "$f" "$root$f"
-		done
-	done
+	deps=$(modprobe -S "$KVER" --show-depends -a "${mods[@]}") ||
+		die "a module of ${mods[*]} is missing for $KVER"
+	mapfile -t kos_host < <(awk '$1 == "insmod" { print $2 }' <<<"$deps" | sort -u)
+	cp --parents "${kos_host[@]}" "$root/"
 	for f in modules.order modules.builtin modules.builtin.modinfo; do
-		[ -f "$moddir/$f" ] && cp "$moddir/$f" "$root$moddir/$f"
+		[ ! -f "$moddir/$f" ] || cp "$moddir/$f" "$root$moddir/$f"
 	done
 	depmod -b "$root" "$KVER"
 else
@@ -263,30 +276,15 @@ else
 		tr '\0' '\n' < "$kdir/modules.builtin.modinfo" | sed -n 's/^\([^.]*\)\.file=/\1 /p' |
 			awk '{ print "kernel/" $2 ".ko" }' | sort -u > "$root/lib/modules/$KVER/modules.builtin"
 	fi
-	[ -f "$kdir/modules.builtin.modinfo" ] && cp "$kdir/modules.builtin.modinfo" "$root/lib/modules/$KVER/"
+	[ ! -f "$kdir/modules.builtin.modinfo" ] || cp "$kdir/modules.builtin.modinfo" "$root/lib/modules/$KVER/"
 	touch "$root/lib/modules/$KVER/modules.order"
 	depmod -b "$root" "$KVER" 2>/dev/null || true
 fi
 
 # ---- payload ------------------------------------------------------------
 cp "$here"/guest/*.sh "$root/pd/lib/"
-for ko in ${kos[@]+"${kos[@]}"}; do
-	cp "$ko" "$root/pd/ko/"
-done
-guest_ldpath=
-if [ -n "$payload" ]; then
-	cp -a "$payload_abs/." "$root/pd/"
-	# Libraries inside the payload are found through LD_LIBRARY_PATH.
-	while IFS= read -r d; do
-		ldpath=${ldpath:+$ldpath:}$payload_abs/$d
-		guest_ldpath=${guest_ldpath:+$guest_ldpath:}/pd/$d
-	done < <(cd "$payload_abs" && find . -name '*.so*' -type f -printf '%h\n' | sed 's|^\./||; s|^\.$||' | sort -u)
-	while IFS= read -r -d '' f; do
-		if is_elf "$f"; then
-			copy_libs "$f"
-		fi
-	done < <(find "$payload_abs" -type f \( -perm -u+x -o -name '*.so*' \) -print0)
-fi
+[ ${#kos[@]} -eq 0 ] || cp "${kos[@]}" "$root/pd/ko/"
+[ -z "$payload" ] || cp -a "$payload_abs/." "$root/pd/"
 
 case "$script" in
 /*) guest_script=$script ;;
@@ -351,7 +349,7 @@ fi
 
 start=$EPOCHREALTIME
 set +e
-timeout -k 10 $((timeout + margin)) "${qemu[@]}" < /dev/null 2>&1 | sed -u 's/\r$//' | tee "$log"
+timeout -k 10 $((timeout + margin)) "${qemu[@]}" < /dev/null 2>&1 | sed -u 's/\r$//; s/\x1b\[[0-9;?]*[A-Za-z]//g; s/\x1b[c]//g' | tee "$log"
 qemu_rc=${PIPESTATUS[0]}
 set -e
 elapsed=$(awk -v a="$start" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }')

@@ -1,0 +1,3 @@
+#!/bin/bash
+echo "exiting with 7"
+exit 7
