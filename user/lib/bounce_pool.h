@@ -1,0 +1,35 @@
+/* SPDX-License-Identifier: MIT */
+#ifndef PD_BOUNCE_POOL_H
+#define PD_BOUNCE_POOL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct fid_domain;
+struct pd_bounce_pool;
+
+/* nslots host buffers of slot_size bytes, registered once on domain. */
+int pd_bounce_pool_create(struct fid_domain *domain, size_t slot_size,
+			  size_t nslots, struct pd_bounce_pool **out);
+void pd_bounce_pool_destroy(struct pd_bounce_pool *pool);
+/* A free slot index, or -1 when all are in flight.  Not thread-safe: the
+ * fabric lock serializes callers. */
+int pd_bounce_slot_get(struct pd_bounce_pool *pool);
+void pd_bounce_slot_put(struct pd_bounce_pool *pool, int slot);
+char *pd_bounce_slot_ptr(struct pd_bounce_pool *pool, int slot);
+void *pd_bounce_desc(struct pd_bounce_pool *pool);
+
+/*
+ * CPU copies between a dma-buf mapping and host memory, bracketed by
+ * DMA_BUF_IOCTL_SYNC START/END.  A SYNC failing with ENODEV means the export
+ * was revoked: the copy is reported failed, whatever it read is discarded.
+ */
+int pd_dmabuf_copy_from(int fd, void *dst, const void *map_src, size_t len);
+int pd_dmabuf_copy_to(int fd, void *map_dst, const void *src, size_t len);
+
+/* The SYNC step, replaceable by tests (a memfd answers SYNC with ENOTTY).
+ * Returns 0 or a negative errno.  NULL restores the real ioctl. */
+typedef int (*pd_dmabuf_sync_fn)(int fd, uint64_t flags);
+void pd_set_dmabuf_sync(pd_dmabuf_sync_fn fn);
+
+#endif

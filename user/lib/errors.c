@@ -1,0 +1,93 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Per-thread error text.  Errors are negative errno values so a runtime can
+ * switch on them; the text says what the library was doing and why it failed,
+ * which an errno alone cannot (e.g. "EOPNOTSUPP" vs "built without
+ * FI_MR_DMABUF").
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <rdma/fi_errno.h>
+
+#include "peerdirect.h"
+#include "errors.h"
+
+static _Thread_local char last_error[512];
+
+int pd_error(int err, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(last_error, sizeof(last_error), fmt, ap);
+	va_end(ap);
+	return err;
+}
+
+void pd_clear_error(void)
+{
+	last_error[0] = '\0';
+}
+
+const char *pd_last_error(void)
+{
+	return last_error;
+}
+
+const char *pd_strerror(int err)
+{
+	if (err > 0)
+		err = -err;
+	/* libfabric's own codes (FI_ETRUNC, ...) sit above the errno range. */
+	if (-err >= FI_ERRNO_OFFSET)
+		return fi_strerror(-err);
+	return strerror(-err);
+}
+
+int pd_parse_size(const char *s, size_t *out)
+{
+	unsigned long long v;
+	char *end;
+
+	if (!s || !*s || *s == '-')
+		return -EINVAL;
+	errno = 0;
+	v = strtoull(s, &end, 0);
+	if (errno || end == s)
+		return -EINVAL;
+	switch (toupper((unsigned char)*end)) {
+	case 'G': v <<= 10; /* fall through */
+	case 'M': v <<= 10; /* fall through */
+	case 'K': v <<= 10; end++; break;
+	case '\0': break;
+	default: return -EINVAL;
+	}
+	if (*end == 'i' || *end == 'I')
+		end++;
+	if (*end == 'B' || *end == 'b')
+		end++;
+	if (*end)
+		return -EINVAL;
+	if (v > SIZE_MAX)
+		return -ERANGE;
+	*out = (size_t)v;
+	return 0;
+}
+
+int pd_env_size(const char *name, size_t *out)
+{
+	const char *s = getenv(name);
+
+	if (!s)
+		return 0;
+	if (pd_parse_size(s, out))
+		return pd_error(-EINVAL, "%s='%s' is not a size (e.g. 1024, 4K, 8M, 2G)",
+				name, s);
+	return 0;
+}

@@ -1,0 +1,417 @@
+// SPDX-License-Identifier: MIT
+/*
+ * One RDM endpoint per pd_fabric: provider choice, queue sizing, address
+ * exchange, path policy and the registration cache's home.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <rdma/fabric.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_errno.h>
+
+#include "bounce_pool.h"
+#include "errors.h"
+#include "fabric.h"
+
+#define DEFAULT_CHUNK		(4u << 20)
+#define DEFAULT_BOUNCE_SLOTS	8
+#define DEFAULT_CACHE_ENTRIES	1024
+#define DEFAULT_CACHE_BYTES	(64ULL << 30)
+/*
+ * ofi_rxm sizes each MSG-provider CQ as (tx + rx) * FI_UNIVERSE_SIZE; with
+ * the default 256 that is 196608 entries over verbs, above rxe's max_cqe of
+ * 32767, and domain setup fails.  32 peers keeps it at 24576.
+ */
+#define DEFAULT_UNIVERSE	32
+
+static const char *const path_names[] = {
+	[PD_PATH_AUTO] = "auto", [PD_PATH_HOST] = "host", [PD_PATH_DMABUF] = "dmabuf",
+	[PD_PATH_MAPPED] = "mapped", [PD_PATH_BOUNCE] = "bounce",
+};
+
+const char *pd_path_name(enum pd_path path)
+{
+	if ((unsigned int)path < sizeof(path_names) / sizeof(path_names[0]))
+		return path_names[path];
+	return "invalid";
+}
+
+int pd_path_parse(const char *name, enum pd_path *out)
+{
+	unsigned int i;
+
+	for (i = 0; name && i < sizeof(path_names) / sizeof(path_names[0]); i++) {
+		if (!strcmp(name, path_names[i])) {
+			*out = (enum pd_path)i;
+			return 0;
+		}
+	}
+	return pd_error(-EINVAL, "path '%s' is not one of auto|dmabuf|mapped|bounce",
+			name ? name : "(null)");
+}
+
+bool pd_provider_copies_with_cpu(const char *provider)
+{
+	static const char *const movers[] = { "tcp", "shm", "sockets", "udp", "net" };
+	size_t core = strcspn(provider, ";");
+	unsigned int i;
+
+	for (i = 0; i < sizeof(movers) / sizeof(movers[0]); i++) {
+		if (strlen(movers[i]) == core && !strncmp(provider, movers[i], core))
+			return true;
+	}
+	return false;
+}
+
+void pd_fabric_attr_init(struct pd_fabric_attr *attr)
+{
+	if (attr)
+		*attr = (struct pd_fabric_attr) { .size = sizeof(*attr) };
+}
+
+/* API value if given, else the environment, else the default. */
+static int setting(size_t api, const char *env, size_t dflt, size_t *out)
+{
+	*out = dflt;
+	if (api) {
+		*out = api;
+		return 0;
+	}
+	return pd_env_size(env, out);
+}
+
+struct settings {
+	const char *provider;
+	enum pd_path path;
+	size_t chunk, slots, max_entries, max_bytes, queue, universe;
+};
+
+static int read_settings(const struct pd_fabric_attr *a, struct settings *s)
+{
+	const char *env_path = getenv("PEERDIRECT_PATH");
+	int ret;
+
+	if (a->size < offsetof(struct pd_fabric_attr, universe_size) + sizeof(size_t) ||
+	    a->flags)
+		return pd_error(-EINVAL, "pd_fabric_open: attr not initialised with pd_fabric_attr_init (size %u, flags 0x%x)",
+				a->size, a->flags);
+	s->provider = a->provider ? a->provider : getenv("PEERDIRECT_PROVIDER");
+	if (s->provider && (!*s->provider || !strcmp(s->provider, "auto")))
+		s->provider = NULL;
+	s->path = a->path;
+	if ((unsigned int)a->path > PD_PATH_BOUNCE || a->path == PD_PATH_HOST)
+		return pd_error(-EINVAL, "pd_fabric_open: path %d is not auto|dmabuf|mapped|bounce",
+				(int)a->path);
+	if (s->path == PD_PATH_AUTO && env_path) {
+		ret = pd_path_parse(env_path, &s->path);
+		if (ret || s->path == PD_PATH_HOST)
+			return pd_error(-EINVAL, "PEERDIRECT_PATH='%s' is not one of auto|dmabuf|mapped|bounce",
+					env_path);
+	}
+	if ((ret = setting(a->chunk_size, "PEERDIRECT_CHUNK_SIZE", DEFAULT_CHUNK, &s->chunk)) ||
+	    (ret = setting(a->bounce_slots, "PEERDIRECT_BOUNCE_SLOTS", DEFAULT_BOUNCE_SLOTS, &s->slots)) ||
+	    (ret = setting(a->cache_max_entries, "PEERDIRECT_MR_CACHE_MAX_ENTRIES",
+			   DEFAULT_CACHE_ENTRIES, &s->max_entries)) ||
+	    (ret = setting(a->cache_max_bytes, "PEERDIRECT_MR_CACHE_MAX_BYTES",
+			   DEFAULT_CACHE_BYTES, &s->max_bytes)) ||
+	    (ret = setting(a->queue_size, "PEERDIRECT_QUEUE_SIZE", 0, &s->queue)) ||
+	    (ret = setting(a->universe_size, "PEERDIRECT_UNIVERSE_SIZE", DEFAULT_UNIVERSE,
+			   &s->universe)))
+		return ret;
+	if (s->chunk < 4096 || s->slots < 2 || s->slots > 4096 || !s->universe)
+		return pd_error(-EINVAL, "pd_fabric_open: chunk_size %zu (min 4096), bounce_slots %zu (2..4096), universe_size %zu (min 1)",
+				s->chunk, s->slots, s->universe);
+	return 0;
+}
+
+static struct fi_info *make_hints(const struct settings *s, bool directed)
+{
+	struct fi_info *h = fi_allocinfo();
+
+	if (!h)
+		return NULL;
+	h->ep_attr->type = FI_EP_RDM;
+	h->caps = FI_TAGGED | FI_RMA | (directed ? FI_DIRECTED_RECV : 0);
+	h->mode = FI_CONTEXT | FI_CONTEXT2;
+	h->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED |
+				  FI_MR_PROV_KEY;
+#ifdef FI_MR_DMABUF
+	h->domain_attr->mr_mode |= FI_MR_HMEM;
+#endif
+	/* Registration runs outside our lock, concurrently with the data path. */
+	h->domain_attr->threading = FI_THREAD_SAFE;
+	if (s->provider)
+		h->fabric_attr->prov_name = strdup(s->provider);
+	if (s->queue) {
+		h->tx_attr->size = s->queue;
+		h->rx_attr->size = s->queue;
+	}
+	return h;
+}
+
+static int get_info(struct pd_fabric *fab, const struct settings *s)
+{
+	struct fi_info *hints;
+	char universe[32];
+	int ret = -FI_ENODATA, attempt;
+
+	/* Only if the user did not choose: their setting always wins. */
+	snprintf(universe, sizeof(universe), "%zu", s->universe);
+	setenv("FI_UNIVERSE_SIZE", universe, 0);
+	/* FI_DIRECTED_RECV lets a receive name its peer; some providers lack it. */
+	for (attempt = 0; attempt < 2 && ret; attempt++) {
+		hints = make_hints(s, attempt == 0);
+		if (!hints)
+			return pd_error(-ENOMEM, "fi_allocinfo: out of memory");
+		ret = fi_getinfo(FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION), NULL, NULL,
+				 0, hints, &fab->info);
+		fi_freeinfo(hints);
+		fab->directed_recv = attempt == 0;
+	}
+	if (ret)
+		return pd_error(ret, "fi_getinfo(provider %s, RDM, tagged + RMA): %s",
+				s->provider ? s->provider : "auto", fi_strerror(-ret));
+	return 0;
+}
+
+static int open_objects(struct pd_fabric *fab)
+{
+	struct fi_info *i = fab->info;
+	struct fi_av_attr av_attr = { .type = FI_AV_TABLE };
+	struct fi_cq_attr cq_attr = {
+		.format = FI_CQ_FORMAT_TAGGED, .wait_obj = FI_WAIT_NONE,
+		.size = i->tx_attr->size + i->rx_attr->size,
+	};
+	const char *step;
+	int ret;
+
+	if ((ret = fi_fabric(i->fabric_attr, &fab->fabric, NULL))) {
+		step = "fi_fabric";
+	} else if ((ret = fi_domain(fab->fabric, i, &fab->domain, NULL))) {
+		step = "fi_domain";
+	} else if ((ret = fi_av_open(fab->domain, &av_attr, &fab->av, NULL))) {
+		step = "fi_av_open";
+	} else if ((ret = fi_cq_open(fab->domain, &cq_attr, &fab->cq, NULL))) {
+		step = "fi_cq_open";
+	} else if ((ret = fi_endpoint(fab->domain, i, &fab->ep, NULL))) {
+		step = "fi_endpoint";
+	} else if ((ret = fi_ep_bind(fab->ep, &fab->av->fid, 0)) ||
+		   (ret = fi_ep_bind(fab->ep, &fab->cq->fid, FI_TRANSMIT | FI_RECV))) {
+		step = "fi_ep_bind";
+	} else if ((ret = fi_enable(fab->ep))) {
+		step = "fi_enable";
+	} else {
+		return 0;
+	}
+	return pd_error(ret, "%s on %s: %s", step, fab->provider, fi_strerror(-ret));
+}
+
+int pd_fabric_open(const struct pd_fabric_attr *attr, struct pd_fabric **out)
+{
+	struct pd_fabric_attr dflt;
+	struct pd_mr_cache_ops ops = {
+		.reg = pd_paths_register, .dereg = pd_paths_deregister,
+	};
+	struct pd_fabric *fab;
+	struct settings s;
+	int ret;
+
+	if (!out)
+		return pd_error(-EINVAL, "pd_fabric_open: out is NULL");
+	if (!attr) {
+		pd_fabric_attr_init(&dflt);
+		attr = &dflt;
+	}
+	ret = read_settings(attr, &s);
+	if (ret)
+		return ret;
+	fab = calloc(1, sizeof(*fab));
+	if (!fab)
+		return pd_error(-ENOMEM, "pd_fabric_open: out of memory");
+	pthread_mutex_init(&fab->lock, NULL);
+	ops.ctx = fab;
+	ret = get_info(fab, &s);
+	if (ret)
+		goto fail;
+	snprintf(fab->provider, sizeof(fab->provider), "%s", fab->info->fabric_attr->prov_name);
+	fab->cpu_mover = pd_provider_copies_with_cpu(fab->provider);
+	fab->hmem = fab->info->caps & FI_HMEM;
+	fab->virt_addr = fab->info->domain_attr->mr_mode & FI_MR_VIRT_ADDR;
+	fab->chunk = s.chunk < fab->info->ep_attr->max_msg_size ? s.chunk :
+		     fab->info->ep_attr->max_msg_size;
+	fab->bounce_slots = s.slots;
+	fab->path = s.path;
+	ret = open_objects(fab);
+	if (ret)
+		goto fail;
+	ret = pd_mr_cache_create(&ops, s.max_entries, s.max_bytes, &fab->cache);
+	if (ret)
+		goto fail;
+	*out = fab;
+	return 0;
+fail:
+	pd_fabric_close(fab);
+	return ret;
+}
+
+void pd_fabric_close(struct pd_fabric *fab)
+{
+	if (!fab)
+		return;
+	/* The endpoint goes first so no completion can name a freed request. */
+	if (fab->ep)
+		fi_close(&fab->ep->fid);
+	pd_xfer_cleanup(fab);
+	if (fab->cq)
+		fi_close(&fab->cq->fid);
+	if (fab->av)
+		fi_close(&fab->av->fid);
+	pd_mr_cache_destroy(fab->cache);
+	pd_bounce_pool_destroy(fab->bounce);
+	if (fab->domain)
+		fi_close(&fab->domain->fid);
+	if (fab->fabric)
+		fi_close(&fab->fabric->fid);
+	fi_freeinfo(fab->info);
+	pthread_mutex_destroy(&fab->lock);
+	free(fab);
+}
+
+const char *pd_fabric_provider(const struct pd_fabric *fab)
+{
+	return fab ? fab->provider : "";
+}
+
+size_t pd_fabric_chunk_size(const struct pd_fabric *fab)
+{
+	return fab ? fab->chunk : 0;
+}
+
+int pd_fabric_set_path(struct pd_fabric *fab, enum pd_path path)
+{
+	if (!fab)
+		return pd_error(-EINVAL, "pd_fabric_set_path: fabric is NULL");
+	if ((unsigned int)path > PD_PATH_BOUNCE || path == PD_PATH_HOST)
+		return pd_error(-EINVAL, "pd_fabric_set_path: %d is not auto|dmabuf|mapped|bounce",
+				(int)path);
+	__atomic_store_n(&fab->path, path, __ATOMIC_RELAXED);
+	return 0;
+}
+
+int pd_fabric_addr(struct pd_fabric *fab, void *buf, size_t *len)
+{
+	int ret;
+
+	if (!fab || !len)
+		return pd_error(-EINVAL, "pd_fabric_addr: NULL argument");
+	ret = fi_getname(&fab->ep->fid, buf, len);
+	if (ret)
+		return pd_error(ret, "fi_getname: %s (need %zu bytes)", fi_strerror(-ret), *len);
+	return 0;
+}
+
+int pd_fabric_insert(struct pd_fabric *fab, const void *addr, size_t len,
+		     uint64_t *peer)
+{
+	fi_addr_t fa;
+	int ret;
+
+	if (!fab || !addr || !len || !peer)
+		return pd_error(-EINVAL, "pd_fabric_insert: %s", !len ? "length is 0" : "NULL argument");
+	pthread_mutex_lock(&fab->lock);
+	ret = fi_av_insert(fab->av, addr, 1, &fa, 0, NULL);
+	pthread_mutex_unlock(&fab->lock);
+	if (ret != 1)
+		return pd_error(ret < 0 ? ret : -EINVAL, "fi_av_insert of a %zu-byte address on %s: %s",
+				len, fab->provider, ret < 0 ? fi_strerror(-ret) : "address rejected");
+	*peer = fa;
+	return 0;
+}
+
+int pd_fabric_bounce_pool(struct pd_fabric *fab, struct pd_bounce_pool **out)
+{
+	struct pd_bounce_pool *pool;
+	int ret;
+
+	pthread_mutex_lock(&fab->lock);
+	pool = fab->bounce;
+	pthread_mutex_unlock(&fab->lock);
+	if (pool) {
+		*out = pool;
+		return 0;
+	}
+	ret = pd_bounce_pool_create(fab->domain, fab->chunk, fab->bounce_slots, &pool);
+	if (ret)
+		return ret;
+	pthread_mutex_lock(&fab->lock);
+	if (!fab->bounce) {
+		fab->bounce = pool;
+		pool = NULL;
+	}
+	*out = fab->bounce;
+	pthread_mutex_unlock(&fab->lock);
+	pd_bounce_pool_destroy(pool);	/* lost a race: another thread made one */
+	return 0;
+}
+
+int pd_fabric_attach_device(struct pd_fabric *fab, struct pd_device *dev)
+{
+	int ret = 0;
+
+	if (!fab || !dev)
+		return pd_error(-EINVAL, "pd_fabric_attach_device: NULL argument");
+	pthread_mutex_lock(&fab->lock);
+	if (fab->ndevs == PD_MAX_DEVICES)
+		ret = pd_error(-ENOSPC, "pd_fabric_attach_device: at most %d devices", PD_MAX_DEVICES);
+	else
+		fab->devs[fab->ndevs++] = dev;
+	pthread_mutex_unlock(&fab->lock);
+	return ret;
+}
+
+int pd_fabric_poll_events(struct pd_fabric *fab)
+{
+	struct pd_device *devs[PD_MAX_DEVICES];
+	struct pd_event ev[16];
+	unsigned int ndevs, d;
+	int n, i, total = 0;
+
+	if (!fab)
+		return pd_error(-EINVAL, "pd_fabric_poll_events: fabric is NULL");
+	pthread_mutex_lock(&fab->lock);
+	ndevs = fab->ndevs;
+	memcpy(devs, fab->devs, sizeof(devs));
+	pthread_mutex_unlock(&fab->lock);
+	for (d = 0; d < ndevs; d++) {
+		while ((n = pd_device_read_events(devs[d], ev, 16, 0)) > 0) {
+			for (i = 0; i < n; i++)
+				total += (int)pd_mr_cache_invalidate_dmabuf(fab->cache, ev[i].inode,
+									    ev[i].reason);
+		}
+		/* A removed device reports ENODEV: nothing it exported is valid. */
+		if (n == -ENODEV)
+			total += (int)pd_mr_cache_invalidate_dmabuf(fab->cache, 0, PD_REASON_OVERFLOW);
+	}
+	return total;
+}
+
+int pd_fabric_cache_stats(struct pd_fabric *fab, struct pd_cache_stats *out)
+{
+	if (!fab || !out)
+		return pd_error(-EINVAL, "pd_fabric_cache_stats: NULL argument");
+	pd_mr_cache_stats(fab->cache, out);
+	return 0;
+}
+
+int pd_fabric_set_cache_limits(struct pd_fabric *fab, size_t max_entries,
+			       size_t max_bytes)
+{
+	if (!fab)
+		return pd_error(-EINVAL, "pd_fabric_set_cache_limits: fabric is NULL");
+	return pd_mr_cache_set_limits(fab->cache, max_entries, max_bytes);
+}

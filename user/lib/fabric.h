@@ -1,0 +1,89 @@
+/* SPDX-License-Identifier: MIT */
+/* Internal: the objects shared by fabric.c, mr_paths.c and xfer.c. */
+#ifndef PD_FABRIC_H
+#define PD_FABRIC_H
+
+#include <pthread.h>
+#include <stdbool.h>
+
+#include <rdma/fabric.h>
+
+#include "peerdirect.h"
+#include "mr_cache.h"
+
+#define PD_MAX_DEVICES 8
+
+struct pd_bounce_pool;
+struct pd_req;
+
+struct pd_fabric {
+	struct fi_info *info;
+	struct fid_fabric *fabric;
+	struct fid_domain *domain;
+	struct fid_av *av;
+	struct fid_cq *cq;
+	struct fid_ep *ep;
+	char provider[64];
+	bool cpu_mover;		/* provider copies with the CPU (tcp, shm, ...) */
+	bool hmem;		/* provider announced FI_HMEM */
+	bool virt_addr;		/* FI_MR_VIRT_ADDR: RMA addresses are VAs */
+	bool directed_recv;
+	size_t chunk;		/* wire chunk: message pieces, bounce slots */
+	size_t bounce_slots;
+	enum pd_path path;	/* forced path for dma-bufs, or AUTO */
+	struct pd_mr_cache *cache;
+
+	/* Everything below is under lock: ep and cq calls, request lists and
+	 * the bounce slots.  Registration is not (FI_THREAD_SAFE domain). */
+	pthread_mutex_t lock;
+	struct pd_bounce_pool *bounce;
+	/* Receives and sends each get half the slots, so a side whose sends
+	 * wait for the peer's receives can still receive (and vice versa). */
+	size_t bounce_recv_used, bounce_send_used;
+	struct pd_req *pending;		/* requests with chunks left to post */
+	struct pd_req *live;		/* every request not yet freed */
+	struct pd_device *devs[PD_MAX_DEVICES];
+	unsigned int ndevs;
+};
+
+/* What the cache stores per registration (its opaque handle). */
+struct pd_mr_reg {
+	struct pd_fabric *fab;
+	struct fid_mr *mr;	/* NULL on the bounce path */
+	void *desc;
+	uint64_t rkey;
+	int fd;			/* dup of the dma-buf, keeps the inode alive */
+	void *map;
+	size_t map_len;
+	char *cpu;		/* CPU address of the first registered byte */
+	char *iobase;		/* address libfabric expects for that byte */
+	uint64_t rma_base;	/* remote address of the first byte */
+	enum pd_path path;
+	char reason[256];
+};
+
+/* The handle given to users: a view of a (possibly larger) cached entry. */
+struct pd_mr {
+	struct pd_fabric *fab;
+	struct pd_mr_cache_entry *entry;
+	struct pd_mr_reg *reg;
+	char *cpu;		/* first byte of the user's range, or NULL */
+	char *io;		/* that byte as libfabric addresses it */
+	size_t len;
+	uint64_t rma_addr;
+};
+
+/* mr_paths.c: the cache's registration functions. */
+int pd_paths_register(void *fab, const struct pd_mr_key *key, int fd,
+		      void **handle);
+void pd_paths_deregister(void *fab, void *handle);
+/* Creates the staging pool on first use of the bounce path. */
+int pd_fabric_bounce_pool(struct pd_fabric *fab, struct pd_bounce_pool **out);
+
+/* fabric.c */
+bool pd_provider_copies_with_cpu(const char *provider);
+
+/* xfer.c */
+void pd_xfer_cleanup(struct pd_fabric *fab);
+
+#endif

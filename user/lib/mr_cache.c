@@ -1,0 +1,572 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The registration cache.  libfabric's own MR cache skips dma-buf memory
+ * (OFI_MR_NOCACHE) and aws-ofi-nccl's has no LRU, limits or invalidation, so
+ * we keep ours:
+ *  - a chained hash table: dma-buf entries hash their whole key; host entries
+ *    are linked once per 2 MiB granule they cover, so a containment lookup
+ *    hashes the granule of its start address and scans one short chain;
+ *  - an LRU of idle entries only (in-use entries are never evicted);
+ *  - caps on entries and bytes; an entry that cannot fit because everything
+ *    else is in use is handed out uncached and deregistered on release;
+ *  - registration and deregistration never run under the lock (they take
+ *    milliseconds and may re-enter libfabric); a race between two misses on
+ *    the same key is settled after registering, the loser deregisters;
+ *  - a registration failing for lack of resources evicts every idle entry
+ *    and is retried once.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "errors.h"
+#include "mr_cache.h"
+
+#define HOST_GRANULE_SHIFT 21
+#define MIN_BUCKETS 64
+
+struct list {
+	struct list *prev, *next;
+};
+
+struct hlink {
+	struct hlink *next;
+	uint64_t hkey;
+	struct pd_mr_cache_entry *e;
+};
+
+struct pd_mr_cache_entry {
+	struct pd_mr_key key;
+	void *handle;
+	unsigned int refs;
+	bool hashed;		/* reachable by lookups, counted in the caps */
+	bool invalid;		/* revoked by the kernel; read without the lock */
+	uint32_t inval_reason;
+	struct list lru;	/* idle and hashed, or on a victim list */
+	struct list all;	/* hashed */
+	size_t nlinks;
+	struct hlink links[];
+};
+
+struct pd_mr_cache {
+	pthread_mutex_t lock;
+	struct pd_mr_cache_ops ops;
+	struct hlink **buckets;
+	size_t nbuckets, nlinks;
+	struct list lru, all;
+	size_t max_entries, max_bytes;
+	size_t entries, bytes;
+	struct pd_cache_stats st;
+};
+
+static void list_init(struct list *l)
+{
+	l->prev = l->next = l;
+}
+
+static bool list_empty(const struct list *l)
+{
+	return l->next == l;
+}
+
+static void list_add_tail(struct list *head, struct list *n)
+{
+	n->prev = head->prev;
+	n->next = head;
+	head->prev->next = n;
+	head->prev = n;
+}
+
+static void list_del(struct list *n)
+{
+	n->prev->next = n->next;
+	n->next->prev = n->prev;
+	list_init(n);
+}
+
+#define entry_of(ptr, member) \
+	((struct pd_mr_cache_entry *)((char *)(ptr) - offsetof(struct pd_mr_cache_entry, member)))
+
+static uint64_t mix(uint64_t h, uint64_t v)
+{
+	h ^= v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
+	h ^= h >> 33;
+	h *= 0xff51afd7ed558ccdULL;
+	return h ^ (h >> 33);
+}
+
+static uint64_t dmabuf_hash(const struct pd_mr_key *k)
+{
+	uint64_t h = mix(0, k->dev);
+
+	h = mix(h, k->ino);
+	h = mix(h, k->start);
+	h = mix(h, k->len);
+	h = mix(h, ((uint64_t)k->access << 32) | k->path);
+	return mix(h, (uintptr_t)k->domain);
+}
+
+static uint64_t host_hash(const void *domain, uint64_t granule)
+{
+	return mix(mix(1, (uintptr_t)domain), granule);
+}
+
+static bool dmabuf_match(const struct pd_mr_key *a, const struct pd_mr_key *b)
+{
+	return a->kind == b->kind && a->dev == b->dev && a->ino == b->ino &&
+	       a->start == b->start && a->len == b->len &&
+	       a->access == b->access && a->path == b->path &&
+	       a->domain == b->domain;
+}
+
+static bool host_contains(const struct pd_mr_key *e, const struct pd_mr_key *k)
+{
+	return e->kind == PD_MEM_HOST && e->domain == k->domain &&
+	       e->start <= k->start && k->start + k->len <= e->start + e->len &&
+	       (e->access & k->access) == k->access;
+}
+
+static struct pd_mr_cache_entry *lookup_locked(struct pd_mr_cache *c,
+					       const struct pd_mr_key *k)
+{
+	uint64_t h = k->kind == PD_MEM_HOST ?
+		host_hash(k->domain, k->start >> HOST_GRANULE_SHIFT) : dmabuf_hash(k);
+	struct hlink *l;
+
+	for (l = c->buckets[h & (c->nbuckets - 1)]; l; l = l->next) {
+		if (l->hkey != h || l->e->invalid)
+			continue;
+		if (k->kind == PD_MEM_HOST ? host_contains(&l->e->key, k) :
+					     dmabuf_match(&l->e->key, k))
+			return l->e;
+	}
+	return NULL;
+}
+
+static void grow_locked(struct pd_mr_cache *c)
+{
+	size_t n = c->nbuckets * 2, i;
+	struct hlink **b = calloc(n, sizeof(*b));
+
+	if (!b)		/* longer chains, still correct */
+		return;
+	for (i = 0; i < c->nbuckets; i++) {
+		struct hlink *l = c->buckets[i], *next;
+
+		for (; l; l = next) {
+			next = l->next;
+			l->next = b[l->hkey & (n - 1)];
+			b[l->hkey & (n - 1)] = l;
+		}
+	}
+	free(c->buckets);
+	c->buckets = b;
+	c->nbuckets = n;
+}
+
+static void insert_locked(struct pd_mr_cache *c, struct pd_mr_cache_entry *e)
+{
+	size_t i;
+
+	if (c->nlinks + e->nlinks > c->nbuckets * 2)
+		grow_locked(c);
+	for (i = 0; i < e->nlinks; i++) {
+		struct hlink *l = &e->links[i];
+		struct hlink **b = &c->buckets[l->hkey & (c->nbuckets - 1)];
+
+		l->next = *b;
+		*b = l;
+	}
+	c->nlinks += e->nlinks;
+	list_add_tail(&c->all, &e->all);
+	c->entries++;
+	c->bytes += e->key.len;
+	e->hashed = true;
+}
+
+static void unhash_locked(struct pd_mr_cache *c, struct pd_mr_cache_entry *e)
+{
+	size_t i;
+
+	for (i = 0; i < e->nlinks; i++) {
+		struct hlink **p = &c->buckets[e->links[i].hkey & (c->nbuckets - 1)];
+
+		while (*p != &e->links[i])
+			p = &(*p)->next;
+		*p = e->links[i].next;
+	}
+	c->nlinks -= e->nlinks;
+	list_del(&e->all);
+	if (e->refs == 0)
+		list_del(&e->lru);
+	c->entries--;
+	c->bytes -= e->key.len;
+	e->hashed = false;
+}
+
+static bool over_caps(const struct pd_mr_cache *c, size_t add_entries,
+		      size_t add_bytes)
+{
+	return c->entries + add_entries > c->max_entries ||
+	       c->bytes + add_bytes > c->max_bytes;
+}
+
+/* Pops idle entries, oldest first, onto victims until the caps hold with
+ * room for add_*; all = true empties the LRU. */
+static void evict_locked(struct pd_mr_cache *c, size_t add_entries,
+			 size_t add_bytes, bool all, struct list *victims)
+{
+	while (!list_empty(&c->lru) &&
+	       (all || over_caps(c, add_entries, add_bytes))) {
+		struct pd_mr_cache_entry *e = entry_of(c->lru.next, lru);
+
+		unhash_locked(c, e);
+		list_add_tail(victims, &e->lru);
+		c->st.evictions++;
+		c->st.dereg_count++;
+	}
+}
+
+/* Outside the lock: deregistration may block in the provider. */
+static void release_victims(struct pd_mr_cache *c, struct list *victims)
+{
+	while (!list_empty(victims)) {
+		struct pd_mr_cache_entry *e = entry_of(victims->next, lru);
+
+		list_del(&e->lru);
+		c->ops.dereg(c->ops.ctx, e->handle);
+		free(e);
+	}
+}
+
+int pd_mr_cache_create(const struct pd_mr_cache_ops *ops, size_t max_entries,
+		       size_t max_bytes, struct pd_mr_cache **out)
+{
+	struct pd_mr_cache *c;
+
+	if (!ops || !ops->reg || !ops->dereg || !out)
+		return pd_error(-EINVAL, "pd_mr_cache_create: ops with reg and dereg required");
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return pd_error(-ENOMEM, "mr cache: out of memory");
+	c->nbuckets = MIN_BUCKETS;
+	c->buckets = calloc(c->nbuckets, sizeof(*c->buckets));
+	if (!c->buckets) {
+		free(c);
+		return pd_error(-ENOMEM, "mr cache: out of memory");
+	}
+	pthread_mutex_init(&c->lock, NULL);
+	c->ops = *ops;
+	c->max_entries = max_entries;
+	c->max_bytes = max_bytes;
+	list_init(&c->lru);
+	list_init(&c->all);
+	*out = c;
+	return 0;
+}
+
+void pd_mr_cache_destroy(struct pd_mr_cache *c)
+{
+	struct list victims;
+
+	if (!c)
+		return;
+	list_init(&victims);
+	pthread_mutex_lock(&c->lock);
+	while (!list_empty(&c->all)) {
+		struct pd_mr_cache_entry *e = entry_of(c->all.next, all);
+
+		unhash_locked(c, e);
+		list_add_tail(&victims, &e->lru);
+	}
+	pthread_mutex_unlock(&c->lock);
+	release_victims(c, &victims);
+	pthread_mutex_destroy(&c->lock);
+	free(c->buckets);
+	free(c);
+}
+
+static struct pd_mr_cache_entry *entry_new(const struct pd_mr_key *k)
+{
+	size_t n = 1, i;
+	struct pd_mr_cache_entry *e;
+	uint64_t g0 = 0;
+
+	if (k->kind == PD_MEM_HOST) {
+		g0 = k->start >> HOST_GRANULE_SHIFT;
+		n = ((k->start + k->len - 1) >> HOST_GRANULE_SHIFT) - g0 + 1;
+	}
+	e = calloc(1, sizeof(*e) + n * sizeof(e->links[0]));
+	if (!e)
+		return NULL;
+	e->key = *k;
+	e->nlinks = n;
+	list_init(&e->lru);
+	list_init(&e->all);
+	for (i = 0; i < n; i++) {
+		e->links[i].e = e;
+		e->links[i].hkey = k->kind == PD_MEM_HOST ?
+			host_hash(k->domain, g0 + i) : dmabuf_hash(k);
+	}
+	return e;
+}
+
+static bool lack_of_resources(int err)
+{
+	return err == -ENOMEM || err == -ENOSPC || err == -ENOBUFS ||
+	       err == -EMFILE || err == -ENFILE;
+}
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+/* Takes a reference on a found entry; an idle one leaves the LRU. */
+static void hold_locked(struct pd_mr_cache_entry *e)
+{
+	if (e->refs++ == 0)
+		list_del(&e->lru);
+}
+
+static int register_with_retry(struct pd_mr_cache *c,
+			       const struct pd_mr_key *k, int fd, void **handle)
+{
+	uint64_t t0 = now_ns();
+	struct list victims;
+	int ret;
+
+	ret = c->ops.reg(c->ops.ctx, k, fd, handle);
+	if (ret && lack_of_resources(ret)) {
+		list_init(&victims);
+		pthread_mutex_lock(&c->lock);
+		evict_locked(c, 0, 0, true, &victims);
+		pthread_mutex_unlock(&c->lock);
+		release_victims(c, &victims);
+		ret = c->ops.reg(c->ops.ctx, k, fd, handle);
+	}
+	pthread_mutex_lock(&c->lock);
+	c->st.reg_ns += now_ns() - t0;
+	if (ret)
+		c->st.reg_failures++;
+	else
+		c->st.reg_count++;
+	pthread_mutex_unlock(&c->lock);
+	return ret;
+}
+
+int pd_mr_cache_get(struct pd_mr_cache *c, const struct pd_mr_key *k, int fd,
+		    struct pd_mr_cache_entry **out)
+{
+	struct pd_mr_cache_entry *e, *raced;
+	struct list victims;
+	void *handle = NULL;
+	int ret;
+
+	if (!c || !k || !out)
+		return pd_error(-EINVAL, "pd_mr_cache_get: NULL argument");
+	if (!k->len || k->start + k->len < k->start)
+		return pd_error(-EINVAL, "registration of %llu bytes at 0x%llx: %s",
+				(unsigned long long)k->len, (unsigned long long)k->start,
+				k->len ? "range wraps around" : "length is 0");
+	pthread_mutex_lock(&c->lock);
+	c->st.lookups++;
+	e = lookup_locked(c, k);
+	if (e) {
+		hold_locked(e);
+		c->st.hits++;
+		pthread_mutex_unlock(&c->lock);
+		*out = e;
+		return 0;
+	}
+	c->st.misses++;
+	pthread_mutex_unlock(&c->lock);
+
+	e = entry_new(k);
+	if (!e)
+		return pd_error(-ENOMEM, "mr cache: out of memory");
+	ret = register_with_retry(c, k, fd, &handle);
+	if (ret) {
+		free(e);
+		return ret;
+	}
+	e->handle = handle;
+	e->refs = 1;
+	list_init(&victims);
+	pthread_mutex_lock(&c->lock);
+	raced = lookup_locked(c, k);
+	if (raced) {
+		hold_locked(raced);
+		pthread_mutex_unlock(&c->lock);
+		c->ops.dereg(c->ops.ctx, handle);
+		free(e);
+		*out = raced;
+		return 0;
+	}
+	evict_locked(c, 1, k->len, false, &victims);
+	if (!over_caps(c, 1, k->len))
+		insert_locked(c, e);
+	else
+		c->st.uncached++;
+	pthread_mutex_unlock(&c->lock);
+	release_victims(c, &victims);
+	*out = e;
+	return 0;
+}
+
+void pd_mr_cache_put(struct pd_mr_cache *c, struct pd_mr_cache_entry *e)
+{
+	struct list victims;
+	bool drop = false;
+
+	if (!c || !e)
+		return;
+	list_init(&victims);
+	pthread_mutex_lock(&c->lock);
+	if (--e->refs == 0) {
+		if (e->hashed) {
+			list_add_tail(&c->lru, &e->lru);
+			evict_locked(c, 0, 0, false, &victims);
+		} else {
+			drop = true;
+			c->st.dereg_count++;
+		}
+	}
+	pthread_mutex_unlock(&c->lock);
+	release_victims(c, &victims);
+	if (drop) {
+		c->ops.dereg(c->ops.ctx, e->handle);
+		free(e);
+	}
+}
+
+int pd_mr_cache_set_limits(struct pd_mr_cache *c, size_t max_entries,
+			   size_t max_bytes)
+{
+	struct list victims;
+
+	if (!c)
+		return pd_error(-EINVAL, "pd_mr_cache_set_limits: cache is NULL");
+	list_init(&victims);
+	pthread_mutex_lock(&c->lock);
+	if (max_entries)
+		c->max_entries = max_entries;
+	if (max_bytes)
+		c->max_bytes = max_bytes;
+	evict_locked(c, 0, 0, false, &victims);
+	pthread_mutex_unlock(&c->lock);
+	release_victims(c, &victims);
+	return 0;
+}
+
+/* Idle entries are dropped now; in-use ones leave the table and are
+ * dropped on their last release. */
+static void invalidate_locked(struct pd_mr_cache *c, struct pd_mr_cache_entry *e,
+			      struct list *victims)
+{
+	bool idle = e->refs == 0;
+
+	unhash_locked(c, e);
+	c->st.invalidations++;
+	if (idle) {
+		list_add_tail(victims, &e->lru);
+		c->st.dereg_count++;
+	}
+}
+
+unsigned int pd_mr_cache_invalidate_dmabuf(struct pd_mr_cache *c, uint64_t ino,
+					   uint32_t reason)
+{
+	struct list victims, *l, *next;
+	unsigned int n = 0;
+
+	if (!c)
+		return 0;
+	list_init(&victims);
+	pthread_mutex_lock(&c->lock);
+	for (l = c->all.next; l != &c->all; l = next) {
+		struct pd_mr_cache_entry *e = entry_of(l, all);
+
+		next = l->next;
+		if (e->key.kind != PD_MEM_DMABUF ||
+		    (reason != PD_REASON_OVERFLOW && e->key.ino != ino))
+			continue;
+		e->inval_reason = reason;
+		__atomic_store_n(&e->invalid, true, __ATOMIC_RELEASE);
+		invalidate_locked(c, e, &victims);
+		n++;
+	}
+	pthread_mutex_unlock(&c->lock);
+	release_victims(c, &victims);
+	return n;
+}
+
+unsigned int pd_mr_cache_invalidate_host(struct pd_mr_cache *c,
+					 const void *domain, uint64_t start,
+					 uint64_t len)
+{
+	struct list victims, *l, *next;
+	unsigned int n = 0;
+
+	if (!c)
+		return 0;
+	list_init(&victims);
+	pthread_mutex_lock(&c->lock);
+	for (l = c->all.next; l != &c->all; l = next) {
+		struct pd_mr_cache_entry *e = entry_of(l, all);
+
+		next = l->next;
+		if (e->key.kind != PD_MEM_HOST || e->key.domain != domain ||
+		    e->key.start >= start + len || start >= e->key.start + e->key.len)
+			continue;
+		invalidate_locked(c, e, &victims);
+		n++;
+	}
+	pthread_mutex_unlock(&c->lock);
+	release_victims(c, &victims);
+	return n;
+}
+
+void pd_mr_cache_stats(struct pd_mr_cache *c, struct pd_cache_stats *out)
+{
+	pthread_mutex_lock(&c->lock);
+	*out = c->st;
+	out->entries = c->entries;
+	out->bytes = c->bytes;
+	pthread_mutex_unlock(&c->lock);
+}
+
+void *pd_mr_entry_handle(const struct pd_mr_cache_entry *e)
+{
+	return e->handle;
+}
+
+const struct pd_mr_key *pd_mr_entry_key(const struct pd_mr_cache_entry *e)
+{
+	return &e->key;
+}
+
+static const char *reason_name(uint32_t reason)
+{
+	static const char *const names[] = {
+		[PD_REASON_FREE] = "allocation freed", [PD_REASON_REVOKE] = "revoked",
+		[PD_REASON_RESET] = "device reset", [PD_REASON_ADMIN] = "revoked by the administrator",
+		[PD_REASON_UNPLUG] = "device removed", [PD_REASON_OVERFLOW] = "event queue overflowed",
+	};
+
+	return reason < sizeof(names) / sizeof(names[0]) && names[reason] ?
+		names[reason] : "invalidated";
+}
+
+int pd_mr_entry_check(const struct pd_mr_cache_entry *e)
+{
+	if (!__atomic_load_n(&e->invalid, __ATOMIC_ACQUIRE))
+		return 0;
+	return pd_error(-ENODEV, "dma-buf inode %llu was revoked by the kernel (%s): registration unusable, re-export and register again",
+			(unsigned long long)e->key.ino, reason_name(e->inval_reason));
+}

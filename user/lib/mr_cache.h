@@ -1,0 +1,67 @@
+/* SPDX-License-Identifier: MIT */
+#ifndef PD_MR_CACHE_H
+#define PD_MR_CACHE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "peerdirect.h"
+
+enum pd_mem_kind { PD_MEM_HOST = 1, PD_MEM_DMABUF = 2 };
+
+/*
+ * What a registration is keyed by.  A dma-buf is identified by its inode
+ * (st_dev/st_ino from fstat), never by fd number: fds are reused and dup'ed,
+ * inodes are not while the file lives (the cache's registration keeps a dup).
+ * Host memory is keyed by address range and a lookup hits any entry that
+ * contains the requested range.
+ */
+struct pd_mr_key {
+	uint32_t kind;		/* enum pd_mem_kind */
+	uint32_t access;	/* PD_ACCESS_* */
+	uint32_t path;		/* requested enum pd_path (dma-buf only) */
+	uint32_t pad;
+	const void *domain;
+	uint64_t dev, ino;	/* dma-buf identity */
+	uint64_t start;		/* host address, or offset into the dma-buf */
+	uint64_t len;
+};
+
+/* Registration is injectable so tests can fail it on purpose. */
+struct pd_mr_cache_ops {
+	int (*reg)(void *ctx, const struct pd_mr_key *key, int fd, void **handle);
+	void (*dereg)(void *ctx, void *handle);
+	void *ctx;
+};
+
+struct pd_mr_cache;
+struct pd_mr_cache_entry;
+
+int pd_mr_cache_create(const struct pd_mr_cache_ops *ops, size_t max_entries,
+		       size_t max_bytes, struct pd_mr_cache **out);
+/* Deregisters every entry, in use or not: release all handles first. */
+void pd_mr_cache_destroy(struct pd_mr_cache *c);
+
+/* Find or register; the entry is in use until pd_mr_cache_put(). */
+int pd_mr_cache_get(struct pd_mr_cache *c, const struct pd_mr_key *key, int fd,
+		    struct pd_mr_cache_entry **out);
+void pd_mr_cache_put(struct pd_mr_cache *c, struct pd_mr_cache_entry *e);
+
+/* 0 keeps a limit as it is; idle entries are evicted to fit. */
+int pd_mr_cache_set_limits(struct pd_mr_cache *c, size_t max_entries,
+			   size_t max_bytes);
+/* reason PD_REASON_OVERFLOW invalidates every dma-buf entry. */
+unsigned int pd_mr_cache_invalidate_dmabuf(struct pd_mr_cache *c, uint64_t ino,
+					   uint32_t reason);
+unsigned int pd_mr_cache_invalidate_host(struct pd_mr_cache *c,
+					 const void *domain, uint64_t start,
+					 uint64_t len);
+void pd_mr_cache_stats(struct pd_mr_cache *c, struct pd_cache_stats *out);
+
+void *pd_mr_entry_handle(const struct pd_mr_cache_entry *e);
+const struct pd_mr_key *pd_mr_entry_key(const struct pd_mr_cache_entry *e);
+/* 0, or -ENODEV with a message when the kernel revoked the dma-buf. */
+int pd_mr_entry_check(const struct pd_mr_cache_entry *e);
+
+#endif

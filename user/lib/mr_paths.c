@@ -1,0 +1,379 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The three ways dma-buf memory reaches the provider, tried in order when
+ * the path is auto:
+ *  1. dmabuf: FI_MR_DMABUF (libfabric >= 1.20, provider with FI_HMEM), zero
+ *     copy.  Compiled out against older libfabric headers.
+ *  2. mapped: mmap the dma-buf once and register the mapping as host memory.
+ *     Only for providers that copy with the CPU: the exporter's mmap is
+ *     VM_PFNMAP, so a provider that pins pages (verbs) gets EFAULT.
+ *  3. bounce: copy through the pre-registered staging pool, SYNC-bracketed.
+ * Each registration records why it ended where it did.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <rdma/fabric.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_errno.h>
+
+#include "bounce_pool.h"
+#include "errors.h"
+#include "fabric.h"
+
+static uint64_t fi_access(unsigned int access)
+{
+	uint64_t a = 0;
+
+	if (access & PD_ACCESS_SEND)
+		a |= FI_SEND;
+	if (access & PD_ACCESS_RECV)
+		a |= FI_RECV;
+	if (access & PD_ACCESS_WRITE)
+		a |= FI_WRITE;
+	if (access & PD_ACCESS_REMOTE_WRITE)
+		a |= FI_REMOTE_WRITE;
+	return a;
+}
+
+static void note(struct pd_mr_reg *r, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+static void note(struct pd_mr_reg *r, const char *fmt, ...)
+{
+	size_t used = strlen(r->reason);
+	va_list ap;
+
+	if (used + 1 >= sizeof(r->reason))
+		return;
+	va_start(ap, fmt);
+	vsnprintf(r->reason + used, sizeof(r->reason) - used, fmt, ap);
+	va_end(ap);
+}
+
+/* Keys must be unique per domain unless the provider picks them. */
+static uint64_t next_key(void)
+{
+	static uint64_t key;
+
+	return __atomic_add_fetch(&key, 1, __ATOMIC_RELAXED);
+}
+
+static int reg_virtual(struct pd_fabric *fab, struct pd_mr_reg *r, void *addr,
+		       size_t len, unsigned int access)
+{
+	int ret = fi_mr_reg(fab->domain, addr, len, fi_access(access), 0,
+			    next_key(), 0, &r->mr, NULL);
+
+	if (ret)
+		return ret;
+	r->desc = fi_mr_desc(r->mr);
+	r->rkey = fi_mr_key(r->mr);
+	r->cpu = r->iobase = addr;
+	r->rma_base = fab->virt_addr ? (uintptr_t)addr : 0;
+	return 0;
+}
+
+static int reg_host(struct pd_fabric *fab, const struct pd_mr_key *k,
+		    struct pd_mr_reg *r)
+{
+	int ret = reg_virtual(fab, r, (void *)(uintptr_t)k->start, k->len, k->access);
+
+	if (ret)
+		return pd_error(ret, "fi_mr_reg of host memory [0x%llx, +%llu) on %s: %s",
+				(unsigned long long)k->start, (unsigned long long)k->len,
+				fab->provider, fi_strerror(-ret));
+	r->path = PD_PATH_HOST;
+	note(r, "host memory");
+	return 0;
+}
+
+static int try_dmabuf_mr(struct pd_fabric *fab, const struct pd_mr_key *k,
+			 struct pd_mr_reg *r)
+{
+#ifdef FI_MR_DMABUF
+	struct fi_mr_dmabuf dmabuf = {
+		.fd = r->fd, .offset = k->start, .len = k->len, .base_addr = NULL,
+	};
+	struct fi_mr_attr attr = {
+		.dmabuf = &dmabuf, .iov_count = 1, .access = fi_access(k->access),
+		.requested_key = next_key(), .iface = FI_HMEM_SYSTEM,
+	};
+	int ret;
+
+	if (!fab->hmem) {
+		note(r, "dmabuf: provider %s lacks FI_HMEM; ", fab->provider);
+		return -EOPNOTSUPP;
+	}
+	ret = fi_mr_regattr(fab->domain, &attr, FI_MR_DMABUF, &r->mr);
+	if (ret) {
+		note(r, "dmabuf: fi_mr_regattr(FI_MR_DMABUF): %s; ", fi_strerror(-ret));
+		return ret;
+	}
+	r->desc = fi_mr_desc(r->mr);
+	r->rkey = fi_mr_key(r->mr);
+	/* base_addr NULL: the provider addresses the buffer by its offset. */
+	r->iobase = (char *)(uintptr_t)k->start;
+	r->rma_base = fab->virt_addr ? k->start : 0;
+	return 0;
+#else
+	(void)k;
+	note(r, "dmabuf: built against libfabric %d.%d without FI_MR_DMABUF (needs 1.20); ",
+	     FI_MAJOR_VERSION, FI_MINOR_VERSION);
+	return fab ? -EOPNOTSUPP : -EINVAL;
+#endif
+}
+
+static int map_dmabuf(const struct pd_mr_key *k, struct pd_mr_reg *r)
+{
+	size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+	uint64_t aligned = k->start & ~(uint64_t)(pg - 1);
+	size_t delta = (size_t)(k->start - aligned);
+
+	r->map_len = (delta + k->len + pg - 1) & ~(pg - 1);
+	r->map = mmap(NULL, r->map_len, PROT_READ | PROT_WRITE, MAP_SHARED, r->fd,
+		      (off_t)aligned);
+	if (r->map == MAP_FAILED) {
+		r->map = NULL;
+		return -errno;
+	}
+	r->cpu = r->iobase = (char *)r->map + delta;
+	return 0;
+}
+
+static int reg_dmabuf(struct pd_fabric *fab, const struct pd_mr_key *k, int fd,
+		      struct pd_mr_reg *r)
+{
+	enum pd_path want = (enum pd_path)k->path;
+	struct pd_bounce_pool *pool;
+	int ret;
+
+	r->fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+	if (r->fd < 0)
+		return pd_error(-errno, "dma-buf fd %d: %s", fd, strerror(errno));
+
+	if (want == PD_PATH_AUTO || want == PD_PATH_DMABUF) {
+		ret = try_dmabuf_mr(fab, k, r);
+		if (!ret) {
+			r->path = PD_PATH_DMABUF;
+			note(r, "FI_MR_DMABUF on %s", fab->provider);
+			return 0;
+		}
+		if (want == PD_PATH_DMABUF)
+			return pd_error(ret, "forced path dmabuf is impossible: %s", r->reason);
+	}
+
+	ret = map_dmabuf(k, r);
+	if (ret)
+		return pd_error(ret, "mmap of dma-buf fd %d [%llu, +%llu): %s (the mapped and bounce paths need CPU access)",
+				fd, (unsigned long long)k->start, (unsigned long long)k->len,
+				strerror(-ret));
+
+	if (want == PD_PATH_MAPPED || (want == PD_PATH_AUTO && fab->cpu_mover)) {
+		ret = reg_virtual(fab, r, r->cpu, k->len, k->access);
+		if (!ret) {
+			r->path = PD_PATH_MAPPED;
+			note(r, "mapped: provider %s copies with the CPU", fab->provider);
+			return 0;
+		}
+		if (want == PD_PATH_MAPPED)
+			return pd_error(ret, "forced path mapped is impossible: fi_mr_reg of the dma-buf mapping on %s: %s%s",
+					fab->provider, fi_strerror(-ret),
+					ret == -EFAULT ? " (the mapping is VM_PFNMAP and cannot be pinned)" : "");
+		note(r, "mapped: fi_mr_reg of the mapping: %s; ", fi_strerror(-ret));
+	} else if (want == PD_PATH_AUTO) {
+		note(r, "mapped: skipped, %s moves data by DMA and cannot pin the VM_PFNMAP mapping; ",
+		     fab->provider);
+	}
+
+	ret = pd_fabric_bounce_pool(fab, &pool);
+	if (ret)
+		return ret;
+	r->path = PD_PATH_BOUNCE;
+	r->iobase = NULL;
+	r->rma_base = 0;
+	note(r, "bounce: staged through %zu x %zu B registered host slots", fab->bounce_slots,
+	     fab->chunk);
+	return 0;
+}
+
+void pd_paths_deregister(void *ctx, void *handle)
+{
+	struct pd_mr_reg *r = handle;
+
+	(void)ctx;
+	if (!r)
+		return;
+	if (r->mr)
+		fi_close(&r->mr->fid);
+	if (r->map)
+		munmap(r->map, r->map_len);
+	if (r->fd >= 0)
+		close(r->fd);
+	free(r);
+}
+
+int pd_paths_register(void *ctx, const struct pd_mr_key *k, int fd,
+		      void **handle)
+{
+	struct pd_fabric *fab = ctx;
+	struct pd_mr_reg *r = calloc(1, sizeof(*r));
+	int ret;
+
+	if (!r)
+		return pd_error(-ENOMEM, "registration: out of memory");
+	r->fab = fab;
+	r->fd = -1;
+	ret = k->kind == PD_MEM_HOST ? reg_host(fab, k, r) : reg_dmabuf(fab, k, fd, r);
+	if (ret) {
+		pd_paths_deregister(fab, r);
+		return ret;
+	}
+	*handle = r;
+	return 0;
+}
+
+static int check_access(const char *fn, unsigned int *access)
+{
+	if (*access & ~PD_ACCESS_ALL)
+		return pd_error(-EINVAL, "%s: unknown access bits 0x%x", fn,
+				*access & ~PD_ACCESS_ALL);
+	if (!*access)
+		*access = PD_ACCESS_ALL;
+	return 0;
+}
+
+/* delta: where the user's range starts inside the cached registration. */
+static int wrap(struct pd_fabric *fab, struct pd_mr_cache_entry *e, size_t delta,
+		size_t len, struct pd_mr **out)
+{
+	struct pd_mr_reg *r = pd_mr_entry_handle(e);
+	struct pd_mr *mr = malloc(sizeof(*mr));
+
+	if (!mr) {
+		pd_mr_cache_put(fab->cache, e);
+		return pd_error(-ENOMEM, "registration: out of memory");
+	}
+	*mr = (struct pd_mr) {
+		.fab = fab, .entry = e, .reg = r, .len = len,
+		.cpu = r->cpu ? r->cpu + delta : NULL,
+		.io = r->iobase ? r->iobase + delta : NULL,
+		.rma_addr = r->rma_base + delta,
+	};
+	*out = mr;
+	return 0;
+}
+
+int pd_mr_reg_host(struct pd_fabric *fab, void *ptr, size_t len,
+		   unsigned int access, struct pd_mr **out)
+{
+	size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+	struct pd_mr_cache_entry *e;
+	struct pd_mr_key k = { .kind = PD_MEM_HOST };
+	uintptr_t start = (uintptr_t)ptr;
+	int ret;
+
+	if (!fab || !ptr || !len || !out)
+		return pd_error(-EINVAL, "pd_mr_reg_host: %s", !fab ? "fabric is NULL" :
+				!ptr ? "ptr is NULL" : !len ? "length is 0" : "out is NULL");
+	ret = check_access("pd_mr_reg_host", &access);
+	if (ret)
+		return ret;
+	if (start + len < start)
+		return pd_error(-EINVAL, "pd_mr_reg_host: range wraps around");
+	/* Whole pages: neighbours in the same pages then hit the same entry. */
+	k.start = start & ~(uintptr_t)(pg - 1);
+	k.len = ((start + len + pg - 1) & ~(uintptr_t)(pg - 1)) - k.start;
+	k.access = access;
+	k.domain = fab->domain;
+	ret = pd_mr_cache_get(fab->cache, &k, -1, &e);
+	if (ret)
+		return ret;
+	return wrap(fab, e, start - pd_mr_entry_key(e)->start, len, out);
+}
+
+int pd_mr_reg_dmabuf(struct pd_fabric *fab, int fd, uint64_t offset,
+		     size_t len, unsigned int access, struct pd_mr **out)
+{
+	struct pd_mr_cache_entry *e;
+	struct pd_mr_key k = { .kind = PD_MEM_DMABUF };
+	struct stat st;
+	int ret;
+
+	if (!fab || !len || !out)
+		return pd_error(-EINVAL, "pd_mr_reg_dmabuf: %s", !fab ? "fabric is NULL" :
+				!len ? "length is 0" : "out is NULL");
+	ret = check_access("pd_mr_reg_dmabuf", &access);
+	if (ret)
+		return ret;
+	if (fd < 0 || fstat(fd, &st))
+		return pd_error(fd < 0 ? -EBADF : -errno, "pd_mr_reg_dmabuf: fd %d: %s", fd,
+				strerror(fd < 0 ? EBADF : errno));
+	if (offset + len < offset)
+		return pd_error(-EINVAL, "pd_mr_reg_dmabuf: range wraps around");
+	if (S_ISREG(st.st_mode) && offset + len > (uint64_t)st.st_size)
+		return pd_error(-EINVAL, "pd_mr_reg_dmabuf: [%llu, +%zu) is past the end (%lld bytes)",
+				(unsigned long long)offset, len, (long long)st.st_size);
+	pd_fabric_poll_events(fab);
+	k.dev = st.st_dev;
+	k.ino = st.st_ino;
+	k.start = offset;
+	k.len = len;
+	k.access = access;
+	k.path = fab->path;
+	k.domain = fab->domain;
+	ret = pd_mr_cache_get(fab->cache, &k, fd, &e);
+	if (ret)
+		return ret;
+	return wrap(fab, e, 0, len, out);
+}
+
+void pd_mr_dereg(struct pd_mr *mr)
+{
+	if (!mr)
+		return;
+	pd_mr_cache_put(mr->fab->cache, mr->entry);
+	free(mr);
+}
+
+enum pd_path pd_mr_path(const struct pd_mr *mr)
+{
+	return mr ? mr->reg->path : PD_PATH_AUTO;
+}
+
+const char *pd_mr_reason(const struct pd_mr *mr)
+{
+	return mr ? mr->reg->reason : "";
+}
+
+void *pd_mr_cpu_ptr(const struct pd_mr *mr)
+{
+	return mr ? mr->cpu : NULL;
+}
+
+int pd_mr_rkey(const struct pd_mr *mr, struct pd_rkey *out)
+{
+	if (!mr || !out)
+		return pd_error(-EINVAL, "pd_mr_rkey: NULL argument");
+	if (!mr->reg->mr)
+		return pd_error(-EOPNOTSUPP, "pd_mr_rkey: a %s-path registration cannot be an RMA target (%s)",
+				pd_path_name(mr->reg->path), mr->reg->reason);
+	*out = (struct pd_rkey) { .addr = mr->rma_addr, .key = mr->reg->rkey, .len = mr->len };
+	return 0;
+}
+
+int pd_mr_invalidate_host(struct pd_fabric *fab, const void *ptr, size_t len)
+{
+	if (!fab || !ptr || !len)
+		return pd_error(-EINVAL, "pd_mr_invalidate_host: %s", !fab ? "fabric is NULL" :
+				!ptr ? "ptr is NULL" : "length is 0");
+	return (int)pd_mr_cache_invalidate_host(fab->cache, fab->domain,
+						(uintptr_t)ptr, len);
+}

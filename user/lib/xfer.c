@@ -1,0 +1,464 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Tagged send/receive and RMA write over one RDM endpoint.
+ *
+ * A message is cut into wire chunks of fab->chunk bytes (the provider's
+ * max_msg_size caps it, the bounce pool's slots have that size); chunk i
+ * travels with tag | i << PD_TAG_BITS, so chunks match their receives
+ * whatever order the provider delivers them in, and both sides need only
+ * agree on the chunk size.  Progress is manual: fi_cq_read from test/wait,
+ * which also posts chunks that met -FI_EAGAIN or waited for a bounce slot.
+ */
+#include <errno.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <rdma/fabric.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_errno.h>
+#include <rdma/fi_rma.h>
+#include <rdma/fi_tagged.h>
+
+#include "bounce_pool.h"
+#include "errors.h"
+#include "fabric.h"
+
+#define MAX_CHUNKS	(1u << (64 - PD_TAG_BITS))
+#define CQ_BURST	32
+
+enum req_kind { REQ_SEND, REQ_RECV, REQ_WRITE };
+static const char *const kind_names[] = { "send", "recv", "write" };
+
+struct pd_op {
+	struct fi_context2 ctx;		/* first: libfabric's FI_CONTEXT2 space */
+	struct pd_req *req;
+	uint32_t chunk;
+	int slot;			/* bounce slot, or -1 */
+	bool inflight;
+};
+
+struct pd_req {
+	struct pd_fabric *fab;
+	enum req_kind kind;
+	struct pd_mr *mr;
+	size_t off, len;
+	uint64_t peer, tag, raddr, rkey;
+	uint32_t nchunks, next, done, inflight;
+	int status;
+	bool freed, pending;
+	size_t bytes;
+	struct pd_req *pend_next, *live_prev, *live_next;
+	char msg[320];
+	struct pd_op ops[];
+};
+
+static size_t chunk_len(const struct pd_req *r, uint32_t i)
+{
+	size_t off = (size_t)i * r->fab->chunk;
+
+	return r->len - off < r->fab->chunk ? r->len - off : r->fab->chunk;
+}
+
+static void fail_req(struct pd_req *r, int err, const char *msg)
+{
+	if (r->status)
+		return;
+	r->status = err;
+	snprintf(r->msg, sizeof(r->msg), "%s of %zu bytes (tag 0x%llx, %s path): %s",
+		 kind_names[r->kind], r->len, (unsigned long long)r->tag,
+		 pd_path_name(r->mr->reg->path), msg);
+}
+
+static bool finished(const struct pd_req *r)
+{
+	return r->inflight == 0 && (r->status || r->done == r->nchunks);
+}
+
+static void unlink_pending(struct pd_req *r)
+{
+	struct pd_req **p = &r->fab->pending;
+
+	if (!r->pending)
+		return;
+	while (*p != r)
+		p = &(*p)->pend_next;
+	*p = r->pend_next;
+	r->pending = false;
+}
+
+static void destroy_locked(struct pd_req *r)
+{
+	struct pd_fabric *fab = r->fab;
+
+	unlink_pending(r);
+	if (r->live_prev)
+		r->live_prev->live_next = r->live_next;
+	else
+		fab->live = r->live_next;
+	if (r->live_next)
+		r->live_next->live_prev = r->live_prev;
+	free(r);
+}
+
+static size_t *slot_budget(struct pd_fabric *fab, enum req_kind kind, size_t *cap)
+{
+	size_t recv_cap = fab->bounce_slots / 2;
+
+	*cap = kind == REQ_RECV ? recv_cap : fab->bounce_slots - recv_cap;
+	return kind == REQ_RECV ? &fab->bounce_recv_used : &fab->bounce_send_used;
+}
+
+static void put_slot(struct pd_req *r, struct pd_op *op)
+{
+	size_t cap;
+
+	if (op->slot < 0)
+		return;
+	pd_bounce_slot_put(r->fab->bounce, op->slot);
+	(*slot_budget(r->fab, r->kind, &cap))--;
+	op->slot = -1;
+}
+
+/* 0 posted, -EAGAIN try again after progress, other: the request failed. */
+static int post_chunk(struct pd_req *r, uint32_t i)
+{
+	struct pd_fabric *fab = r->fab;
+	struct pd_mr_reg *reg = r->mr->reg;
+	struct pd_op *op = &r->ops[i];
+	size_t coff = (size_t)i * fab->chunk, clen = chunk_len(r, i), cap, *used;
+	uint64_t wtag = r->tag | ((uint64_t)i << PD_TAG_BITS);
+	void *buf, *desc;
+	ssize_t ret;
+
+	op->req = r;
+	op->chunk = i;
+	op->slot = -1;
+	if (reg->path == PD_PATH_BOUNCE) {
+		used = slot_budget(fab, r->kind, &cap);
+		if (*used >= cap || (op->slot = pd_bounce_slot_get(fab->bounce)) < 0) {
+			op->slot = -1;
+			return -EAGAIN;
+		}
+		(*used)++;
+		buf = pd_bounce_slot_ptr(fab->bounce, op->slot);
+		desc = pd_bounce_desc(fab->bounce);
+		if (r->kind != REQ_RECV) {
+			ret = pd_dmabuf_copy_from(reg->fd, buf, r->mr->cpu + r->off + coff, clen);
+			if (ret) {
+				put_slot(r, op);
+				return (int)ret;
+			}
+		}
+	} else {
+		buf = r->mr->io + r->off + coff;
+		desc = reg->desc;
+	}
+	switch (r->kind) {
+	case REQ_SEND:
+		ret = fi_tsend(fab->ep, buf, clen, desc, r->peer, wtag, &op->ctx);
+		break;
+	case REQ_RECV:
+		ret = fi_trecv(fab->ep, buf, clen, desc,
+			       fab->directed_recv && r->peer != PD_ANY_PEER ? r->peer : FI_ADDR_UNSPEC,
+			       wtag, 0, &op->ctx);
+		break;
+	default:
+		ret = fi_write(fab->ep, buf, clen, desc, r->peer, r->raddr + coff, r->rkey,
+			       &op->ctx);
+		break;
+	}
+	if (ret) {
+		put_slot(r, op);
+		if (ret == -FI_EAGAIN)
+			return -EAGAIN;
+		return pd_error((int)ret, "fi_%s on %s: %s", r->kind == REQ_WRITE ? "write" :
+				r->kind == REQ_SEND ? "tsend" : "trecv", fab->provider,
+				fi_strerror((int)-ret));
+	}
+	op->inflight = true;
+	r->inflight++;
+	return 0;
+}
+
+static void enqueue_pending(struct pd_req *r)
+{
+	struct pd_req **p = &r->fab->pending;
+
+	if (r->pending)
+		return;
+	while (*p)		/* FIFO: earlier requests keep their turn */
+		p = &(*p)->pend_next;
+	*p = r;
+	r->pend_next = NULL;
+	r->pending = true;
+}
+
+static void post_more(struct pd_req *r)
+{
+	int ret = 0;
+
+	while (!r->status && !r->freed && r->next < r->nchunks) {
+		ret = post_chunk(r, r->next);
+		if (ret == -EAGAIN)
+			break;
+		if (ret) {
+			fail_req(r, ret, pd_last_error());
+			break;
+		}
+		r->next++;
+	}
+	if (ret == -EAGAIN)
+		enqueue_pending(r);
+	else
+		unlink_pending(r);
+}
+
+static void complete_op(struct pd_op *op, size_t len, int err, const char *msg)
+{
+	struct pd_req *r = op->req;
+	int ret;
+
+	op->inflight = false;
+	r->inflight--;
+	if (err) {
+		fail_req(r, err, msg);
+	} else {
+		if (r->kind == REQ_RECV && op->slot >= 0 && !r->status) {
+			ret = pd_dmabuf_copy_to(r->mr->reg->fd,
+						r->mr->cpu + r->off + (size_t)op->chunk * r->fab->chunk,
+						pd_bounce_slot_ptr(r->fab->bounce, op->slot), len);
+			if (ret)
+				fail_req(r, ret, pd_last_error());
+		}
+		r->done++;
+		r->bytes += r->kind == REQ_RECV ? len : chunk_len(r, op->chunk);
+	}
+	put_slot(r, op);
+	if (r->freed && r->inflight == 0)
+		destroy_locked(r);
+}
+
+static int progress_locked(struct pd_fabric *fab)
+{
+	struct fi_cq_tagged_entry ent[CQ_BURST];
+	struct pd_req *r, *next;
+	ssize_t n;
+	int i, events = 0;
+
+	for (;;) {
+		n = fi_cq_read(fab->cq, ent, CQ_BURST);
+		if (n > 0) {
+			for (i = 0; i < n; i++)
+				complete_op(ent[i].op_context, ent[i].len, 0, NULL);
+			events += (int)n;
+			if (n == CQ_BURST)
+				continue;
+		} else if (n == -FI_EAVAIL) {
+			struct fi_cq_err_entry err = { 0 };
+			char text[256];
+			const char *s;
+
+			if (fi_cq_readerr(fab->cq, &err, 0) == 1 && err.op_context) {
+				s = fi_cq_strerror(fab->cq, err.prov_errno, err.err_data, text,
+						   sizeof(text));
+				snprintf(text, sizeof(text), "%s", s ? s : fi_strerror(err.err));
+				complete_op(err.op_context, err.len, -(int)err.err, text);
+				events++;
+			}
+			continue;
+		} else if (n != -FI_EAGAIN) {
+			return pd_error((int)n, "fi_cq_read on %s: %s", fab->provider,
+					fi_strerror((int)-n));
+		}
+		break;
+	}
+	for (r = fab->pending; r; r = next) {
+		next = r->pend_next;
+		post_more(r);
+	}
+	return events;
+}
+
+int pd_progress(struct pd_fabric *fab)
+{
+	int ret;
+
+	if (!fab)
+		return pd_error(-EINVAL, "pd_progress: fabric is NULL");
+	pthread_mutex_lock(&fab->lock);
+	ret = progress_locked(fab);
+	pthread_mutex_unlock(&fab->lock);
+	return ret;
+}
+
+static int start(struct pd_fabric *fab, enum req_kind kind, struct pd_mr *mr,
+		 size_t off, size_t len, uint64_t peer, uint64_t tag,
+		 const struct pd_rkey *rk, uint64_t roff, struct pd_req **out)
+{
+	const char *fn = kind == REQ_SEND ? "pd_tsend" : kind == REQ_RECV ? "pd_trecv" : "pd_write";
+	struct pd_req *r;
+	size_t nchunks;
+	int ret;
+
+	if (!fab || !mr || !out)
+		return pd_error(-EINVAL, "%s: %s is NULL", fn, !fab ? "fabric" : !mr ? "mr" : "req");
+	if (mr->fab != fab)
+		return pd_error(-EINVAL, "%s: mr was registered on another fabric", fn);
+	if (!len || off > mr->len || len > mr->len - off)
+		return pd_error(-EINVAL, "%s: %s", fn, !len ? "length is 0" :
+				"range is outside the registration");
+	if (tag >> PD_TAG_BITS)
+		return pd_error(-EINVAL, "%s: tag 0x%llx needs more than %d bits", fn,
+				(unsigned long long)tag, PD_TAG_BITS);
+	if (kind != REQ_RECV && peer == PD_ANY_PEER)
+		return pd_error(-EINVAL, "%s: a destination peer is required", fn);
+	if (kind == REQ_WRITE && (!rk || roff > rk->len || len > rk->len - roff))
+		return pd_error(-EINVAL, "%s: %s", fn, !rk ? "rkey is NULL" :
+				"remote range is outside the remote registration");
+	if (kind == REQ_WRITE && mr->reg->path == PD_PATH_BOUNCE && !pd_mr_cpu_ptr(mr))
+		return pd_error(-EINVAL, "%s: bounce registration without a mapping", fn);
+	ret = pd_mr_entry_check(mr->entry);
+	if (ret)
+		return ret;
+	nchunks = (len + fab->chunk - 1) / fab->chunk;
+	if (nchunks > MAX_CHUNKS)
+		return pd_error(-EMSGSIZE, "%s: %zu bytes need %zu chunks of %zu, more than %u",
+				fn, len, nchunks, fab->chunk, MAX_CHUNKS);
+	r = calloc(1, sizeof(*r) + nchunks * sizeof(r->ops[0]));
+	if (!r)
+		return pd_error(-ENOMEM, "%s: out of memory", fn);
+	*r = (struct pd_req) {
+		.fab = fab, .kind = kind, .mr = mr, .off = off, .len = len, .peer = peer,
+		.tag = tag, .nchunks = (uint32_t)nchunks,
+		.raddr = rk ? rk->addr + roff : 0, .rkey = rk ? rk->key : 0,
+	};
+	pthread_mutex_lock(&fab->lock);
+	r->live_next = fab->live;
+	if (fab->live)
+		fab->live->live_prev = r;
+	fab->live = r;
+	/* Behind older waiting requests, to keep their order. */
+	if (fab->pending) {
+		enqueue_pending(r);
+		progress_locked(fab);
+	} else {
+		post_more(r);
+	}
+	if (r->status && r->inflight == 0) {
+		ret = pd_error(r->status, "%s", r->msg);
+		destroy_locked(r);
+		pthread_mutex_unlock(&fab->lock);
+		return ret;
+	}
+	pthread_mutex_unlock(&fab->lock);
+	*out = r;
+	return 0;
+}
+
+int pd_tsend(struct pd_fabric *fab, struct pd_mr *mr, size_t off, size_t len,
+	     uint64_t peer, uint64_t tag, struct pd_req **req)
+{
+	return start(fab, REQ_SEND, mr, off, len, peer, tag, NULL, 0, req);
+}
+
+int pd_trecv(struct pd_fabric *fab, struct pd_mr *mr, size_t off, size_t len,
+	     uint64_t peer, uint64_t tag, struct pd_req **req)
+{
+	return start(fab, REQ_RECV, mr, off, len, peer, tag, NULL, 0, req);
+}
+
+int pd_write(struct pd_fabric *fab, struct pd_mr *mr, size_t off, size_t len,
+	     uint64_t peer, const struct pd_rkey *rkey, uint64_t roff,
+	     struct pd_req **req)
+{
+	return start(fab, REQ_WRITE, mr, off, len, peer, 0, rkey, roff, req);
+}
+
+int pd_test(struct pd_req *r, size_t *bytes)
+{
+	struct pd_fabric *fab;
+	int ret, state;
+
+	if (!r)
+		return pd_error(-EINVAL, "pd_test: req is NULL");
+	fab = r->fab;
+	pthread_mutex_lock(&fab->lock);
+	ret = progress_locked(fab);
+	state = finished(r);
+	if (state && r->status)
+		ret = pd_error(r->status, "%s", r->msg);
+	else if (ret > 0)
+		ret = 0;
+	if (bytes)
+		*bytes = r->bytes;
+	pthread_mutex_unlock(&fab->lock);
+	if (ret < 0)
+		return ret;
+	/* Data that crossed a revoked dma-buf is not trusted. */
+	if (state && r->mr->reg->path != PD_PATH_HOST && fab->ndevs) {
+		pd_fabric_poll_events(fab);
+		ret = pd_mr_entry_check(r->mr->entry);
+		if (ret)
+			return ret;
+	}
+	return state;
+}
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int pd_wait(struct pd_req *r, int timeout_ms, size_t *bytes)
+{
+	int64_t deadline = timeout_ms < 0 ? INT64_MAX : now_ms() + timeout_ms;
+	unsigned int idle = 0;
+	int ret;
+
+	while ((ret = pd_test(r, bytes)) == 0) {
+		if (now_ms() >= deadline)
+			return pd_error(-ETIMEDOUT, "%s of %zu bytes (tag 0x%llx): no completion after %d ms (%u of %u chunks done)",
+					kind_names[r->kind], r->len, (unsigned long long)r->tag,
+					timeout_ms, r->done, r->nchunks);
+		/* Busy polling is the fast path; yield when the peer is slow so two
+		 * ranks on one core still make progress. */
+		if (++idle % 256 == 0)
+			sched_yield();
+	}
+	return ret < 0 ? ret : 0;
+}
+
+void pd_req_free(struct pd_req *r)
+{
+	struct pd_fabric *fab;
+	uint32_t i;
+
+	if (!r)
+		return;
+	fab = r->fab;
+	pthread_mutex_lock(&fab->lock);
+	if (r->inflight == 0) {
+		destroy_locked(r);
+	} else {
+		r->freed = true;
+		unlink_pending(r);
+		for (i = 0; i < r->next; i++) {
+			if (r->ops[i].inflight)
+				fi_cancel(&fab->ep->fid, &r->ops[i].ctx);
+		}
+	}
+	pthread_mutex_unlock(&fab->lock);
+}
+
+void pd_xfer_cleanup(struct pd_fabric *fab)
+{
+	while (fab->live)
+		destroy_locked(fab->live);
+	fab->pending = NULL;
+}
