@@ -13,7 +13,7 @@ pkgs=(
 	# RDMA and libfabric, for the shim and the soft-RoCE tests
 	rdma-core ibverbs-utils ibverbs-providers libibverbs-dev librdmacm-dev
 	libfabric-dev libfabric-bin perftest
-	valgrind
+	valgrind libdrm-dev
 )
 
 missing=()

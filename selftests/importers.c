@@ -1,0 +1,189 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Real importers: vgem (DRM PRIME, a static importer, third-party code) and
+ * the test importer module (dynamic and pinned, as RDMA imports).
+ */
+#include <libdrm/drm.h>
+#include "kselftest_harness.h"
+#include "pd_test.h"
+
+static int open_vgem(void)
+{
+	char path[32];
+	struct drm_version v;
+	char name[16];
+	int i, fd;
+
+	for (i = 0; i < 16; i++) {
+		snprintf(path, sizeof(path), "/dev/dri/card%d", i);
+		fd = open(path, O_RDWR | O_CLOEXEC);
+		if (fd < 0)
+			continue;
+		memset(&v, 0, sizeof(v));
+		memset(name, 0, sizeof(name));
+		v.name = name;
+		v.name_len = sizeof(name) - 1;
+		if (!ioctl(fd, DRM_IOCTL_VERSION, &v) && !strcmp(name, "vgem"))
+			return fd;
+		close(fd);
+	}
+	return -1;
+}
+
+FIXTURE(imp) {
+	int fd;
+	struct peerdirect_query q;
+	int64_t h;
+	size_t len;
+	int d;
+	unsigned char *map;
+};
+
+FIXTURE_SETUP(imp)
+{
+	self->fd = pd_open(PD_DEV0);
+	ASSERT_LE(0, self->fd);
+	ASSERT_EQ(0, pd_query(self->fd, &self->q));
+	self->len = 8 * self->q.page_size;
+	self->h = pd_alloc(self->fd, self->len);
+	ASSERT_LT(0, self->h);
+	self->d = pd_export(self->fd, self->h, 0, self->len);
+	ASSERT_LE(0, self->d);
+	self->map = mmap(NULL, self->len, PROT_READ | PROT_WRITE, MAP_SHARED, self->d, 0);
+	ASSERT_NE(MAP_FAILED, self->map);
+	pd_fill(self->map, self->len, 0xbeef);
+}
+
+FIXTURE_TEARDOWN(imp)
+{
+	munmap(self->map, self->len);
+	close(self->d);
+	close(self->fd);
+}
+
+/* vgem imports through PRIME and maps our buffer through dma_buf_mmap(). */
+TEST_F(imp, vgem_prime_import_sees_the_data)
+{
+	struct drm_prime_handle ph = { .fd = self->d };
+	struct drm_mode_map_dumb md = { 0 };
+	struct drm_gem_close gc = { 0 };
+	struct peerdirect_revoke r;
+	unsigned char *p;
+	int vgem = open_vgem();
+
+	if (vgem < 0)
+		SKIP(return, "vgem not available");
+	ASSERT_EQ(0, ioctl(vgem, DRM_IOCTL_PRIME_FD_TO_HANDLE, &ph)) TH_LOG("%s", strerror(errno));
+	md.handle = ph.handle;
+	ASSERT_EQ(0, ioctl(vgem, DRM_IOCTL_MODE_MAP_DUMB, &md));
+	p = mmap(NULL, self->len, PROT_READ, MAP_SHARED, vgem, md.offset);
+	ASSERT_NE(MAP_FAILED, p);
+	EXPECT_EQ(0, pd_check(p, self->len, 0xbeef));
+	munmap(p, self->len);
+
+	/* A static importer holds its mapping from attach to detach. */
+	ASSERT_EQ(0, pd_revoke(self->fd, PEERDIRECT_REVOKE_ALLOC, self->h, 0, &r));
+	EXPECT_EQ(1, r.revoked);
+	EXPECT_EQ(1, r.pending);
+	p = mmap(NULL, self->len, PROT_READ, MAP_SHARED, vgem, md.offset);
+	EXPECT_EQ(MAP_FAILED, p);
+
+	gc.handle = ph.handle;
+	EXPECT_EQ(0, ioctl(vgem, DRM_IOCTL_GEM_CLOSE, &gc));
+	close(vgem);
+}
+
+TEST_F(imp, pinned_import_matches_exporter_pages)
+{
+	int t = open(PD_IMPORTER, O_RDWR);
+	struct pdti_status st;
+	unsigned char *buf = malloc(self->len);
+
+	ASSERT_LE(0, t);
+	ASSERT_EQ(0, pdti_import(t, self->d, PDTI_PINNED, 0));
+	ASSERT_EQ(0, pdti_status(t, &st));
+	EXPECT_EQ(0, st.sg_error);
+	EXPECT_EQ(self->len / 4096, st.sg_checked);
+	EXPECT_EQ(1, st.pinned);
+	EXPECT_EQ(1, st.mapped);
+	EXPECT_LE(st.max_entry, 65536);
+	/* contiguous device pages are merged into entries */
+	EXPECT_GE(self->len / 4096, st.nents);
+	EXPECT_LE(self->len / 65536, st.nents);
+	ASSERT_EQ(0, pdti_read(t, 0, buf, self->len));
+	EXPECT_EQ(0, pd_check(buf, self->len, 0xbeef));
+	free(buf);
+	close(t);
+}
+
+TEST_F(imp, entries_respect_importer_max_segment)
+{
+	int t = open(PD_IMPORTER, O_RDWR);
+	struct pdti_status st;
+
+	ASSERT_LE(0, t);
+	ASSERT_EQ(0, pdti_import(t, self->d, PDTI_DYNAMIC, 8192));
+	ASSERT_EQ(0, pdti_status(t, &st));
+	EXPECT_EQ(0, st.sg_error);
+	EXPECT_GE(8192, st.max_entry);
+	EXPECT_LE(self->len / 8192, st.nents);
+	close(t);
+
+	t = open(PD_IMPORTER, O_RDWR);
+	ASSERT_LE(0, t);
+	ASSERT_EQ(0, pdti_import(t, self->d, PDTI_DYNAMIC, 1 << 30));
+	ASSERT_EQ(0, pdti_status(t, &st));
+	EXPECT_EQ(0, st.sg_error);
+	EXPECT_GE(self->len / self->q.page_size, st.nents);
+	close(t);
+}
+
+TEST_F(imp, sub_range_import_reads_the_right_bytes)
+{
+	size_t ps = self->q.page_size;
+	int sub = pd_export(self->fd, self->h, 3 * ps, 2 * ps);
+	int t = open(PD_IMPORTER, O_RDWR);
+	struct pdti_status st;
+	unsigned char *buf = malloc(2 * ps);
+
+	ASSERT_LE(0, sub);
+	ASSERT_LE(0, t);
+	ASSERT_EQ(0, pdti_import(t, sub, PDTI_PINNED, 0));
+	ASSERT_EQ(0, pdti_status(t, &st));
+	EXPECT_EQ(0, st.sg_error);
+	EXPECT_EQ(2 * ps, st.size);
+	ASSERT_EQ(0, pdti_read(t, 0, buf, 2 * ps));
+	EXPECT_EQ(0, memcmp(buf, self->map + 3 * ps, 2 * ps));
+	EXPECT_EQ(-EINVAL, pdti_read(t, ps, buf, 2 * ps));
+	free(buf);
+	close(t);
+	close(sub);
+}
+
+/* The simulated device is host RAM: no peer-to-peer needed. */
+TEST_F(imp, sim_backend_serves_importers_without_p2p)
+{
+	int t = open(PD_IMPORTER, O_RDWR);
+
+	ASSERT_LE(0, t);
+	EXPECT_EQ(0, pdti_import(t, self->d, PDTI_PINNED | PDTI_NO_P2P, 0));
+	close(t);
+}
+
+TEST_F(imp, importer_writes_are_seen_by_cpu_after_sync)
+{
+	int t = open(PD_IMPORTER, O_RDWR);
+	unsigned char *buf = malloc(4096);
+
+	ASSERT_LE(0, t);
+	ASSERT_EQ(0, pdti_import(t, self->d, PDTI_DYNAMIC, 0));
+	ASSERT_EQ(0, pd_sync(self->d, DMA_BUF_SYNC_START | DMA_BUF_SYNC_WRITE));
+	pd_fill(self->map + 4096, 4096, 99);
+	ASSERT_EQ(0, pd_sync(self->d, DMA_BUF_SYNC_END | DMA_BUF_SYNC_WRITE));
+	ASSERT_EQ(0, pdti_read(t, 4096, buf, 4096));
+	EXPECT_EQ(0, pd_check(buf, 4096, 99));
+	free(buf);
+	close(t);
+}
+
+TEST_HARNESS_MAIN

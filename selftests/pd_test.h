@@ -1,0 +1,164 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * Helpers shared by the peerdirect selftests: thin wrappers over the uapi
+ * so each test reads as the behaviour it asserts.
+ */
+#ifndef _PD_TEST_H
+#define _PD_TEST_H
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+#include <linux/dma-buf.h>
+#include "../uapi/linux/peerdirect.h"
+#include "importer/pd_test_importer.h"
+
+#define PD_DEV0 "/dev/peerdirect0"
+#define PD_DEV1 "/dev/peerdirect1"
+#define PD_IMPORTER "/dev/pd_test_importer"
+
+static inline int pd_open(const char *path)
+{
+	return open(path, O_RDWR | O_CLOEXEC);
+}
+
+static inline int pd_query(int fd, struct peerdirect_query *q)
+{
+	memset(q, 0, sizeof(*q));
+	q->argsz = sizeof(*q);
+	return ioctl(fd, PEERDIRECT_IOCTL_QUERY, q) ? -errno : 0;
+}
+
+/* Returns the handle (> 0) or -errno. */
+static inline int64_t pd_alloc(int fd, uint64_t size)
+{
+	struct peerdirect_alloc a = { .argsz = sizeof(a), .size = size };
+
+	if (ioctl(fd, PEERDIRECT_IOCTL_ALLOC, &a))
+		return -errno;
+	return (int64_t)a.handle;
+}
+
+static inline int pd_free(int fd, uint64_t handle)
+{
+	struct peerdirect_free f = { .argsz = sizeof(f), .handle = handle };
+
+	return ioctl(fd, PEERDIRECT_IOCTL_FREE, &f) ? -errno : 0;
+}
+
+/* Returns the dma-buf fd or -errno; *id gets the export id when non-NULL. */
+static inline int pd_export_id(int fd, uint64_t handle, uint64_t off,
+			       uint64_t len, uint32_t flags, __u64 *id)
+{
+	struct peerdirect_export e = {
+		.argsz = sizeof(e), .flags = flags, .handle = handle,
+		.offset = off, .length = len,
+	};
+
+	if (ioctl(fd, PEERDIRECT_IOCTL_EXPORT, &e))
+		return -errno;
+	if (id)
+		*id = e.export_id;
+	return e.fd;
+}
+
+static inline int pd_export(int fd, uint64_t handle, uint64_t off, uint64_t len)
+{
+	return pd_export_id(fd, handle, off, len, O_RDWR | O_CLOEXEC, NULL);
+}
+
+static inline int pd_revoke(int fd, uint32_t flags, uint64_t handle,
+			    uint64_t id, struct peerdirect_revoke *out)
+{
+	struct peerdirect_revoke r = {
+		.argsz = sizeof(r), .flags = flags, .handle = handle, .export_id = id,
+	};
+	int ret = ioctl(fd, PEERDIRECT_IOCTL_REVOKE, &r) ? -errno : 0;
+
+	if (out)
+		*out = r;
+	return ret;
+}
+
+static inline int pd_reset(int fd, struct peerdirect_reset *out)
+{
+	struct peerdirect_reset r = { .argsz = sizeof(r) };
+	int ret = ioctl(fd, PEERDIRECT_IOCTL_RESET, &r) ? -errno : 0;
+
+	if (out)
+		*out = r;
+	return ret;
+}
+
+static inline int pd_sync(int dbuf, uint64_t flags)
+{
+	struct dma_buf_sync s = { .flags = flags };
+
+	return ioctl(dbuf, DMA_BUF_IOCTL_SYNC, &s) ? -errno : 0;
+}
+
+static inline void pd_fill(void *p, size_t len, uint32_t seed)
+{
+	uint32_t *w = p;
+	size_t i;
+
+	for (i = 0; i < len / 4; i++)
+		w[i] = seed ^ (uint32_t)(i * 2654435761u);
+}
+
+static inline size_t pd_check(const void *p, size_t len, uint32_t seed)
+{
+	const uint32_t *w = p;
+	size_t i;
+
+	for (i = 0; i < len / 4; i++)
+		if (w[i] != (seed ^ (uint32_t)(i * 2654435761u)))
+			return i * 4 + 1;
+	return 0;
+}
+
+static inline int pdti_import(int imp, int dbuf, uint32_t flags, uint32_t max_seg)
+{
+	struct pdti_import a = { .fd = dbuf, .flags = flags, .max_seg = max_seg };
+
+	return ioctl(imp, PDTI_IOCTL_IMPORT, &a) ? -errno : 0;
+}
+
+static inline int pdti_status(int imp, struct pdti_status *st)
+{
+	return ioctl(imp, PDTI_IOCTL_STATUS, st) ? -errno : 0;
+}
+
+static inline int pdti_read(int imp, uint64_t off, void *buf, uint64_t len)
+{
+	struct pdti_read r = { .offset = off, .length = len, .buf = (uintptr_t)buf };
+
+	return ioctl(imp, PDTI_IOCTL_READ, &r) ? -errno : 0;
+}
+
+/* Reads a "key: value" line from the device's debugfs summary. */
+static inline long long pd_debugfs_value(const char *dev, const char *key)
+{
+	char path[128], line[160];
+	long long v = -1;
+	size_t klen = strlen(key);
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/sys/kernel/debug/peerdirect/%s/summary", dev);
+	f = fopen(path, "r");
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (!strncmp(line, key, klen) && line[klen] == ':')
+			v = atoll(line + klen + 1);
+	fclose(f);
+	return v;
+}
+
+#endif
