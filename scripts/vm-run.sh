@@ -95,7 +95,7 @@ done
 [ $# -ge 1 ] || usage
 script=$1
 shift
-[[ "$timeout" =~ ^[0-9]+$ ]] || die "--timeout wants seconds"
+[[ "$timeout" =~ ^[1-9][0-9]*$ ]] || die "--timeout wants seconds (> 0)"
 [ -z "$payload" ] || [ -d "$payload" ] || die "--payload $payload is not a directory"
 for ko in ${kos[@]+"${kos[@]}"}; do
 	[ -f "$ko" ] || die "--ko $ko: no such file"

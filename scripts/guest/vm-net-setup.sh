@@ -32,8 +32,7 @@ RXE1_ADDR=${RXE1_ADDR:-10.0.1.2}
 
 # wait_rxe_active DEV: the rxe port follows the carrier of its netdev.
 wait_rxe_active() {
-	local i
-	for i in $(seq 50); do
+	for _ in $(seq 50); do
 		if rdma link show "$1/1" 2>/dev/null | grep -q 'state ACTIVE'; then
 			return 0
 		fi

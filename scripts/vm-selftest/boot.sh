@@ -4,5 +4,5 @@ set -euo pipefail
 echo "uname -r: $(uname -r)"
 ls /sys/bus/pci/devices
 modprobe vgem
-ls /dev/dri
+ls -1 /dev/dri
 echo "guest uptime at end: $(cut -d' ' -f1 /proc/uptime)"
