@@ -25,7 +25,7 @@
  * a revoke walk must skip dma-bufs whose release is waiting for our lock.
  */
 #ifdef PD_HAVE_GET_FILE_ACTIVE
-#define pd_get_file_active(f)	(get_file_active(&(f)) != NULL)
+#define pd_get_file_active(f)	(!!get_file_active(&(f)))
 #else
 #define pd_get_file_active(f)	atomic_long_inc_not_zero(&(f)->f_count)
 #endif

@@ -194,7 +194,8 @@ static int pd_dmabuf_mmap(struct dma_buf *dmabuf, struct vm_area_struct *vma)
 	struct pd_export *exp = dmabuf->priv;
 	struct pd_device *pdev = exp_pdev(exp);
 
-	if (!(vma->vm_flags & VM_SHARED))
+	/* VM_MAYSHARE: mmap() drops VM_SHARED for read-only files. */
+	if (!(vma->vm_flags & VM_MAYSHARE))
 		return -EINVAL;
 	if (exp->rdonly) {
 		if (vma->vm_flags & VM_WRITE)

@@ -161,4 +161,34 @@ static inline long long pd_debugfs_value(const char *dev, const char *key)
 	return v;
 }
 
+/*
+ * Finds export @id in the device's debugfs export table.  Returns 1 and
+ * fills the counters if listed, 0 if not (released), -1 on error.
+ */
+static inline int pd_debugfs_export(const char *dev, uint64_t id, int *attach,
+				    int *pins, int *maps, char *state, size_t slen)
+{
+	char path[128], line[256], name[64], st[32];
+	unsigned long long eid, ino, size;
+	int pid, a, p, m, found = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/sys/kernel/debug/peerdirect/%s/exports", dev);
+	f = fopen(path, "r");
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f)) {
+		if (sscanf(line, "%llu %d %llu %llu %63s %d %d %d %31s", &eid, &pid,
+			   &ino, &size, name, &a, &p, &m, st) != 9 || eid != id)
+			continue;
+		*attach = a;
+		*pins = p;
+		*maps = m;
+		snprintf(state, slen, "%s", st);
+		found = 1;
+	}
+	fclose(f);
+	return found;
+}
+
 #endif

@@ -12,9 +12,9 @@
 #include <linux/ioctl.h>
 #include <linux/types.h>
 
-#define PDTI_PINNED	(1U << 0)	/* pin + map, keep through move_notify */
-#define PDTI_DYNAMIC	(1U << 1)	/* map; unmap inside move_notify */
-#define PDTI_NO_P2P	(1U << 2)	/* do not set allow_peer2peer */
+#define PDTI_PINNED	0x1U	/* pin + map, keep through move_notify */
+#define PDTI_DYNAMIC	0x2U	/* map; unmap inside move_notify */
+#define PDTI_NO_P2P	0x4U	/* do not set allow_peer2peer */
 
 struct pdti_import {
 	__s32 fd;

@@ -21,13 +21,13 @@
 #define PEERDIRECT_ABI_MINOR	0
 
 /* Feature bits reported by PEERDIRECT_IOCTL_QUERY. */
-#define PEERDIRECT_FEAT_EXPORT		(1ULL << 0)	/* dma-buf export */
-#define PEERDIRECT_FEAT_PIN		(1ULL << 1)	/* pinned importers */
-#define PEERDIRECT_FEAT_MOVE_NOTIFY	(1ULL << 2)	/* kernel delivers move_notify */
-#define PEERDIRECT_FEAT_CPU_MMAP	(1ULL << 3)	/* mmap of the dma-buf fd */
-#define PEERDIRECT_FEAT_EVENTS		(1ULL << 4)	/* revocation events */
-#define PEERDIRECT_FEAT_PAGELESS	(1ULL << 5)	/* sg entries carry no pages */
-#define PEERDIRECT_FEAT_P2P_REQUIRED	(1ULL << 6)	/* importers need peer2peer */
+#define PEERDIRECT_FEAT_EXPORT		0x01ULL	/* dma-buf export */
+#define PEERDIRECT_FEAT_PIN		0x02ULL	/* pinned importers */
+#define PEERDIRECT_FEAT_MOVE_NOTIFY	0x04ULL	/* kernel delivers move_notify */
+#define PEERDIRECT_FEAT_CPU_MMAP	0x08ULL	/* mmap of the dma-buf fd */
+#define PEERDIRECT_FEAT_EVENTS		0x10ULL	/* revocation events */
+#define PEERDIRECT_FEAT_PAGELESS	0x20ULL	/* sg entries carry no pages */
+#define PEERDIRECT_FEAT_P2P_REQUIRED	0x40ULL	/* importers need peer2peer */
 
 /* Backends (device kinds). */
 #define PEERDIRECT_BACKEND_SIM		1	/* RAM pages standing in for HBM */
@@ -83,8 +83,8 @@ struct peerdirect_export {
 };
 
 /* PEERDIRECT_IOCTL_REVOKE flags: exactly one scope. */
-#define PEERDIRECT_REVOKE_ALLOC		(1U << 0)	/* every export of handle */
-#define PEERDIRECT_REVOKE_EXPORT	(1U << 1)	/* export_id only */
+#define PEERDIRECT_REVOKE_ALLOC		0x1U	/* every export of handle */
+#define PEERDIRECT_REVOKE_EXPORT	0x2U	/* export_id only */
 
 struct peerdirect_revoke {
 	__u32 argsz;

@@ -1,0 +1,79 @@
+#!/bin/bash
+# Runs inside the test VM (see scripts/check.sh): load the exporter and the
+# test importer, run every selftest binary (KTAP), then check that both
+# modules unload and, on a kmemleak kernel, that nothing leaked.
+# Every result ends up in a "# Totals:" line that the host adds up.
+set -u
+cd /pd || exit 1
+ko=/pd/ko
+params="sim_devices=2 sim_mem_mb=32 sim_page_kb=64 quota_mb=24 max_exports=8 max_events=16 revoke_timeout_ms=300"
+tests=(uapi alloc export revoke events lifetime importers multidev)
+
+pass=0
+fail=0
+n=0
+result() {	# result ok|fail description
+	n=$((n + 1))
+	if [ "$1" = ok ]; then
+		pass=$((pass + 1))
+		echo "ok $n $2"
+	else
+		fail=$((fail + 1))
+		echo "not ok $n $2"
+	fi
+}
+
+echo "# kernel $(uname -r)"
+modprobe vgem 2>/dev/null || true
+if ! insmod "$ko/peerdirect.ko" $params; then
+	echo "# Totals: pass:0 fail:1 xfail:0 xpass:0 skip:0 error:0"
+	exit 1
+fi
+insmod "$ko/pd_test_importer.ko" || echo "# test importer did not load"
+ls -l /dev/peerdirect* /dev/pd_test_importer
+
+for t in "${tests[@]}"; do
+	echo "# selftest: $t"
+	timeout 300 "/pd/selftests/$t"
+	echo "# selftest: $t exit=$?"
+done
+
+echo "TAP version 13"
+echo "1..4"
+# rmmod is refused while an export is alive, and works once all are gone.
+if rmmod pd_test_importer && rmmod peerdirect; then
+	result ok "modules unload when nothing is exported"
+else
+	result fail "modules unload when nothing is exported"
+fi
+if [ ! -e /dev/peerdirect0 ]; then
+	result ok "device nodes removed on unload"
+else
+	result fail "device nodes removed on unload"
+fi
+# Reload with bad parameters: refused with a clear error, nothing left behind.
+if ! insmod "$ko/peerdirect.ko" sim_page_kb=3 2>/dev/null && [ ! -e /dev/peerdirect0 ]; then
+	result ok "bad module parameters are refused"
+else
+	result fail "bad module parameters are refused"
+	rmmod peerdirect 2>/dev/null
+fi
+if [ -w /sys/kernel/debug/kmemleak ]; then
+	echo scan > /sys/kernel/debug/kmemleak
+	sleep 1
+	echo scan > /sys/kernel/debug/kmemleak
+	leaks=$(cat /sys/kernel/debug/kmemleak)
+	if [ -z "$leaks" ]; then
+		result ok "kmemleak finds no leak"
+	else
+		echo "$leaks" | head -n 60 | sed 's/^/# /'
+		result fail "kmemleak finds no leak"
+	fi
+else
+	echo "ok $((n + 1)) kmemleak finds no leak # SKIP no kmemleak in this kernel"
+	n=$((n + 1))
+	echo "# Totals: pass:$pass fail:$fail xfail:0 xpass:0 skip:1 error:0"
+	exit $((fail ? 1 : 0))
+fi
+echo "# Totals: pass:$pass fail:$fail xfail:0 xpass:0 skip:0 error:0"
+exit $((fail ? 1 : 0))
