@@ -53,6 +53,6 @@ if ! /bin/bash /etc/pd-vm-scan-log.sh --quiet --allow-file /etc/pd-vm-scan-allow
 	echo "PD_VM_DMESG_END"
 fi
 
-echo "PD_VM_EXIT=$rc"
+printf "\nPD_VM_EXIT=%s\n" "$rc"
 sync
 poweroff -f

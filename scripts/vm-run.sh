@@ -217,6 +217,8 @@ if [ -n "$payload" ]; then
 	done < <(find "$payload_abs" -type f \( -perm -u+x -o -name '*.so*' \) -print0)
 fi
 
+# ldd costs ~50 ms a file here; kmod's six tools are one binary.
+mapfile -t elfs < <(readlink -f "${elfs[@]}" | sort -u)
 ldd_out=$(LD_LIBRARY_PATH=$ldpath ldd "${elfs[@]}" 2>&1 || true)
 if grep -q 'not found' <<<"$ldd_out"; then
 	echo "vm-run: warning: missing libraries:" >&2
