@@ -1,0 +1,153 @@
+#!/bin/bash
+# `make check`: every test peerdirect has, ending with "N passed, N failed".
+#
+# Stages (each timed):
+#   static    checkpatch --strict and sparse on the kernel code
+#   user      libpeerdirect host tests (no VM)
+#   stock     selftests in a VM on Debian's installed kernel
+#   debug     the same selftests on the debug kernel (KASAN, lockdep,
+#             kmemleak, UBSAN, DMABUF_DEBUG, MOVE_NOTIFY, P2PDMA), which is
+#             built once from linux-source-6.1 and cached outside the tree
+#
+# PD_CHECK_STAGES="static user stock debug" selects stages.  Each VM run
+# also fails if the kernel logged a BUG, WARNING, KASAN, lockdep, UBSAN or
+# kmemleak report (scripts/vm-scan-log.sh).
+set -uo pipefail
+
+top=$(cd "$(dirname "$0")/.." && pwd)
+cd "$top" || exit 1
+stages=${PD_CHECK_STAGES:-static user stock debug}
+out=$top/build/check
+mkdir -p "$out"
+
+total_pass=0
+total_fail=0
+total_skip=0
+summary=()
+
+add() {		# add STAGE PASS FAIL SKIP SECONDS
+	total_pass=$((total_pass + $2))
+	total_fail=$((total_fail + $3))
+	total_skip=$((total_skip + $4))
+	summary+=("$(printf '%-8s %4d passed %3d failed %3d skipped %5ds' "$1" "$2" "$3" "$4" "$5")")
+}
+
+# Sums the kselftest "# Totals:" lines of a log (error counts as failure).
+totals() {
+	awk '/# Totals: pass:/ {
+		for (i = 1; i <= NF; i++) {
+			split($i, kv, ":")
+			if (kv[1] == "pass") p += kv[2]
+			if (kv[1] == "fail" || kv[1] == "error" || kv[1] == "xpass") f += kv[2]
+			if (kv[1] == "skip") s += kv[2]
+		}
+	} END { printf "%d %d %d\n", p, f, s }' "$1"
+}
+
+stage_static() {
+	local t0=$SECONDS p=0 f=0
+	if make -s checkpatch > "$out/checkpatch.log" 2>&1; then
+		p=$((p + 1)); echo "ok checkpatch --strict"
+	else
+		f=$((f + 1)); echo "not ok checkpatch --strict"; tail -n 20 "$out/checkpatch.log"
+	fi
+	if make -s sparse > "$out/sparse.log" 2>&1; then
+		p=$((p + 1)); echo "ok sparse"
+	else
+		f=$((f + 1)); echo "not ok sparse"; grep -E 'warning|error' "$out/sparse.log" | head -n 20
+	fi
+	add static $p $f 0 $((SECONDS - t0))
+}
+
+stage_user() {
+	local t0=$SECONDS line p f
+	if [ ! -f user/Makefile ]; then
+		add user 0 0 0 0
+		return
+	fi
+	make -C user check > "$out/user.log" 2>&1
+	line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$out/user.log" | tail -n 1)
+	if [ -z "$line" ]; then
+		tail -n 30 "$out/user.log"
+		add user 0 1 0 $((SECONDS - t0))
+		return
+	fi
+	p=$(echo "$line" | awk '{print $1}')
+	f=$(echo "$line" | awk '{print $3}')
+	grep -E '^(not ok|# SKIP)' "$out/user.log" | head -n 20
+	add user "$p" "$f" 0 $((SECONDS - t0))
+}
+
+# vm_selftests NAME KERNEL MODDIR: run selftests/run-in-vm.sh in a VM.
+vm_selftests() {
+	local name=$1 kernel=$2 moddir=$3 t0=$SECONDS payload rc res
+	payload=$(mktemp -d)
+	mkdir -p "$payload/selftests"
+	cp build/selftests/* "$payload/selftests/"
+	cp selftests/run-in-vm.sh "$payload/"
+	scripts/vm-run.sh --kernel "$kernel" --timeout 1500 \
+		--ko "$moddir/kmod/peerdirect.ko" \
+		--ko "$moddir/selftests/importer/pd_test_importer.ko" \
+		--payload "$payload" --log "$out/$name.log" \
+		-- run-in-vm.sh > "$out/$name.out" 2>&1
+	rc=$?
+	rm -rf "$payload"
+	read -r p f s <<< "$(totals "$out/$name.log")"
+	grep -E '^not ok|#  FAIL' "$out/$name.log" | head -n 30
+	# A clean kernel log is a test of its own: WARN, KASAN, lockdep...
+	if [ "$rc" = 3 ] || [ "$rc" -ge 124 ]; then
+		echo "not ok $name: VM exit $rc (kernel report, crash or timeout)"
+		tail -n 40 "$out/$name.out"
+		f=$((f + 1))
+	else
+		p=$((p + 1))
+	fi
+	[ "$p$f" = 00 ] && f=1
+	add "$name" "$p" "$f" "$s" $((SECONDS - t0))
+}
+
+stage_stock() {
+	vm_selftests stock stock "$top"
+}
+
+stage_debug() {
+	local t0=$SECONDS kdir mod
+	if ! kdir=$(scripts/debug-kernel.sh); then
+		add debug 0 1 0 $((SECONDS - t0))
+		return
+	fi
+	echo "debug kernel: $kdir ($(cat "$kdir/.build-seconds" 2>/dev/null || echo cached) s to build)"
+	# Out-of-tree objects are per kernel: build a copy of the sources.
+	mod=$top/build/debug-modules
+	rm -rf "$mod"
+	mkdir -p "$mod/selftests"
+	cp -r Kbuild kmod uapi "$mod/"
+	cp -r selftests/importer "$mod/selftests/"
+	find "$mod" -name '*.o' -o -name '*.ko' -o -name '*.mod*' -o -name '.*.cmd' | xargs rm -f
+	if ! make -s -C "$kdir" M="$mod" modules > "$out/debug-build.log" 2>&1; then
+		tail -n 20 "$out/debug-build.log"
+		add debug 0 1 0 $((SECONDS - t0))
+		return
+	fi
+	vm_selftests debug debug "$mod"
+}
+
+t_all=$SECONDS
+echo "peerdirect check: building"
+if ! make -s modules selftests > "$out/build.log" 2>&1; then
+	tail -n 40 "$out/build.log"
+	echo "build failed"
+	echo "0 passed, 1 failed"
+	exit 1
+fi
+for s in $stages; do
+	echo "== stage $s"
+	"stage_$s"
+done
+
+echo
+echo "stage      results                              time"
+printf '%s\n' "${summary[@]}"
+echo "total time $((SECONDS - t_all)) s; logs in build/check/"
+echo "$total_pass passed, $total_fail failed, $total_skip skipped"
+[ "$total_fail" = 0 ]
