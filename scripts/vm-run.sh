@@ -137,12 +137,19 @@ cleanup() {
 	if [ "$keep" = 1 ]; then
 		echo "vm-run: kept $tmp" >&2
 	else
-		rm -rf "$tmp"
+		rm -rf "$tmp" || true
 	fi
 }
+# On INT/TERM stop QEMU too (through timeout, which passes the signal on).
+pipe_pid=
+on_signal() {
+	[ ! -s "$tmp/qemu.pid" ] || kill "$(cat "$tmp/qemu.pid")" 2>/dev/null || true
+	[ -z "$pipe_pid" ] || wait "$pipe_pid" || true
+	exit "$1"
+}
 trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+trap 'on_signal 130' INT
+trap 'on_signal 143' TERM
 
 root=$tmp/root
 mkdir -p "$root"/usr/bin "$root"/usr/sbin "$root"/usr/lib "$root"/usr/lib64 \
@@ -350,10 +357,18 @@ fi
 : > "$log"
 
 start=$EPOCHREALTIME
-set +e
-timeout -k 10 $((timeout + margin)) "${qemu[@]}" < /dev/null 2>&1 | sed -u 's/\r$//; s/\x1b\[[0-9;?]*[A-Za-z]//g; s/\x1b[c]//g' | tee "$log"
-qemu_rc=${PIPESTATUS[0]}
-set -e
+# The pipeline runs in the background so that a signal trap can run while
+# we wait (bash defers traps until a foreground pipeline ends).  The console
+# loses its CRs and SeaBIOS's terminal escapes.
+{
+	timeout -k 10 $((timeout + margin)) "${qemu[@]}" < /dev/null 2>&1 &
+	echo $! > "$tmp/qemu.pid"
+	wait $!
+	echo $? > "$tmp/qemu.rc"
+} | sed -u 's/\r$//; s/\x1b\[[0-9;?]*[A-Za-z]//g; s/\x1b[c]//g' | tee "$log" &
+pipe_pid=$!
+wait "$pipe_pid" || true
+qemu_rc=$(cat "$tmp/qemu.rc" 2>/dev/null || echo 125)
 elapsed=$(awk -v a="$start" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }')
 
 marker=$(grep -a '^PD_VM_EXIT=[0-9]*$' "$log" | tail -n 1 || true)
