@@ -106,6 +106,7 @@ case "$kernel" in
 stock)
 	if [ -z "${KVER:-}" ]; then
 		if [ -n "${VMLINUZ:-}" ]; then
+			[[ "$VMLINUZ" == */vmlinuz-* ]] || die "set KVER too: cannot tell it from VMLINUZ=$VMLINUZ"
 			KVER=${VMLINUZ##*/vmlinuz-}
 		else
 			# shellcheck disable=SC2012  # names are kernel versions
