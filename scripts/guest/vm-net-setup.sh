@@ -61,6 +61,11 @@ netns_tcp() {
 rxe_policy() {
 	local - k
 	set -e
+	if ! ip rule show > /dev/null 2>&1; then
+		echo "rxe_policy: no policy routing in this kernel" \
+			"(CONFIG_IP_MULTIPLE_TABLES); use rxe_loop" >&2
+		return 1
+	fi
 	modprobe veth
 	modprobe rdma_rxe
 	modprobe rdma_ucm
