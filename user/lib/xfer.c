@@ -89,10 +89,15 @@ static void unlink_pending(struct pd_req *r)
 	r->pending = false;
 }
 
+static void put_slot(struct pd_req *r, struct pd_op *op);
+
 static void destroy_locked(struct pd_req *r)
 {
 	struct pd_fabric *fab = r->fab;
 
+	/* Only the next chunk can hold a slot staged but never posted. */
+	if (r->next < r->nchunks && !r->ops[r->next].inflight && fab->bounce)
+		put_slot(r, &r->ops[r->next]);
 	unlink_pending(r);
 	if (r->live_prev)
 		r->live_prev->live_next = r->live_next;
@@ -135,23 +140,26 @@ static int post_chunk(struct pd_req *r, uint32_t i)
 
 	op->req = r;
 	op->chunk = i;
-	op->slot = -1;
 	if (reg->path == PD_PATH_BOUNCE) {
-		used = slot_budget(fab, r->kind, &cap);
-		if (*used >= cap || (op->slot = pd_bounce_slot_get(fab->bounce)) < 0) {
-			op->slot = -1;
-			return -EAGAIN;
-		}
-		(*used)++;
-		buf = pd_bounce_slot_ptr(fab->bounce, op->slot);
-		desc = pd_bounce_desc(fab->bounce);
-		if (r->kind != REQ_RECV) {
-			ret = pd_dmabuf_copy_from(reg->fd, buf, r->mr->cpu + r->off + coff, clen);
-			if (ret) {
-				put_slot(r, op);
-				return (int)ret;
+		/* A slot staged before an -FI_EAGAIN is kept: copy once only. */
+		if (op->slot < 0) {
+			used = slot_budget(fab, r->kind, &cap);
+			if (*used >= cap || (op->slot = pd_bounce_slot_get(fab->bounce)) < 0) {
+				op->slot = -1;
+				return -EAGAIN;
+			}
+			(*used)++;
+			if (r->kind != REQ_RECV) {
+				ret = pd_dmabuf_copy_from(reg->fd, pd_bounce_slot_ptr(fab->bounce, op->slot),
+							  r->mr->cpu + r->off + coff, clen);
+				if (ret) {
+					put_slot(r, op);
+					return (int)ret;
+				}
 			}
 		}
+		buf = pd_bounce_slot_ptr(fab->bounce, op->slot);
+		desc = pd_bounce_desc(fab->bounce);
 	} else {
 		buf = r->mr->io + r->off + coff;
 		desc = reg->desc;
@@ -171,9 +179,9 @@ static int post_chunk(struct pd_req *r, uint32_t i)
 		break;
 	}
 	if (ret) {
-		put_slot(r, op);
 		if (ret == -FI_EAGAIN)
 			return -EAGAIN;
+		put_slot(r, op);
 		return pd_error((int)ret, "fi_%s on %s: %s", r->kind == REQ_WRITE ? "write" :
 				r->kind == REQ_SEND ? "tsend" : "trecv", fab->provider,
 				fi_strerror((int)-ret));
@@ -262,9 +270,12 @@ static int progress_locked(struct pd_fabric *fab)
 			const char *s;
 
 			if (fi_cq_readerr(fab->cq, &err, 0) == 1 && err.op_context) {
-				s = fi_cq_strerror(fab->cq, err.prov_errno, err.err_data, text,
-						   sizeof(text));
-				snprintf(text, sizeof(text), "%s", s ? s : fi_strerror(err.err));
+				char prov[200];
+
+				s = fi_cq_strerror(fab->cq, err.prov_errno, err.err_data, prov,
+						   sizeof(prov));
+				snprintf(text, sizeof(text), "%s (%s: %s)", fi_strerror(err.err),
+					 fab->provider, s ? s : "no detail");
 				complete_op(err.op_context, err.len, -(int)err.err, text);
 				events++;
 			}
@@ -300,7 +311,7 @@ static int start(struct pd_fabric *fab, enum req_kind kind, struct pd_mr *mr,
 {
 	const char *fn = kind == REQ_SEND ? "pd_tsend" : kind == REQ_RECV ? "pd_trecv" : "pd_write";
 	struct pd_req *r;
-	size_t nchunks;
+	size_t nchunks, i;
 	int ret;
 
 	if (!fab || !mr || !out)
@@ -335,6 +346,8 @@ static int start(struct pd_fabric *fab, enum req_kind kind, struct pd_mr *mr,
 		.tag = tag, .nchunks = (uint32_t)nchunks,
 		.raddr = rk ? rk->addr + roff : 0, .rkey = rk ? rk->key : 0,
 	};
+	for (i = 0; i < nchunks; i++)
+		r->ops[i].slot = -1;
 	pthread_mutex_lock(&fab->lock);
 	r->live_next = fab->live;
 	if (fab->live)

@@ -1,0 +1,427 @@
+// SPDX-License-Identifier: MIT
+/* Registration cache unit tests: the cache alone, with a fake registration
+ * function whose failures the tests script. */
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kselftest_harness.h"
+#include "mr_cache.h"
+
+struct fake {
+	int regs, deregs;		/* atomics */
+	int fail_next;			/* errno to fail the next n calls with */
+	int fail_count;
+	int live;			/* registered and not deregistered */
+	int last_dereg_id;
+};
+
+struct handle {
+	int id;
+};
+
+static int fake_reg(void *ctx, const struct pd_mr_key *k, int fd, void **out)
+{
+	struct fake *f = ctx;
+	struct handle *h;
+
+	(void)k;
+	(void)fd;
+	if (__atomic_load_n(&f->fail_count, __ATOMIC_SEQ_CST) > 0) {
+		__atomic_sub_fetch(&f->fail_count, 1, __ATOMIC_SEQ_CST);
+		return -f->fail_next;
+	}
+	h = malloc(sizeof(*h));
+	if (!h)
+		return -ENOMEM;
+	h->id = __atomic_add_fetch(&f->regs, 1, __ATOMIC_SEQ_CST);
+	__atomic_add_fetch(&f->live, 1, __ATOMIC_SEQ_CST);
+	*out = h;
+	return 0;
+}
+
+static void fake_dereg(void *ctx, void *handle)
+{
+	struct fake *f = ctx;
+	struct handle *h = handle;
+
+	__atomic_add_fetch(&f->deregs, 1, __ATOMIC_SEQ_CST);
+	__atomic_sub_fetch(&f->live, 1, __ATOMIC_SEQ_CST);
+	__atomic_store_n(&f->last_dereg_id, h->id, __ATOMIC_SEQ_CST);
+	free(h);
+}
+
+static struct pd_mr_key dmabuf_key(uint64_t ino, uint64_t off, uint64_t len)
+{
+	return (struct pd_mr_key) {
+		.kind = PD_MEM_DMABUF, .access = PD_ACCESS_ALL, .domain = (void *)0x1,
+		.dev = 7, .ino = ino, .start = off, .len = len,
+	};
+}
+
+static struct pd_mr_key host_key(uint64_t start, uint64_t len)
+{
+	return (struct pd_mr_key) {
+		.kind = PD_MEM_HOST, .access = PD_ACCESS_ALL, .domain = (void *)0x1,
+		.start = start, .len = len,
+	};
+}
+
+static int id_of(struct pd_mr_cache_entry *e)
+{
+	return ((struct handle *)pd_mr_entry_handle(e))->id;
+}
+
+FIXTURE(cache) {
+	struct fake f;
+	struct pd_mr_cache *c;
+};
+
+FIXTURE_SETUP(cache)
+{
+	struct pd_mr_cache_ops ops = { .reg = fake_reg, .dereg = fake_dereg };
+
+	memset(&self->f, 0, sizeof(self->f));
+	ops.ctx = &self->f;
+	ASSERT_EQ(0, pd_mr_cache_create(&ops, 3, 1 << 30, &self->c));
+}
+
+FIXTURE_TEARDOWN(cache)
+{
+	pd_mr_cache_destroy(self->c);
+	/* Every registration was deregistered exactly once. */
+	EXPECT_EQ(0, self->f.live);
+	EXPECT_EQ(self->f.regs, self->f.deregs);
+}
+
+static struct pd_mr_cache_entry *get(struct __test_metadata *_metadata,
+				     struct pd_mr_cache *c, struct pd_mr_key k)
+{
+	struct pd_mr_cache_entry *e = NULL;
+
+	EXPECT_EQ(0, pd_mr_cache_get(c, &k, -1, &e));
+	return e;
+}
+
+TEST_F(cache, hit_after_miss_registers_once)
+{
+	struct pd_mr_cache_entry *a = get(_metadata, self->c, dmabuf_key(1, 0, 4096));
+	struct pd_mr_cache_entry *b;
+	struct pd_cache_stats st;
+
+	pd_mr_cache_put(self->c, a);
+	b = get(_metadata, self->c, dmabuf_key(1, 0, 4096));
+	EXPECT_EQ(a, b);
+	pd_mr_cache_put(self->c, b);
+	pd_mr_cache_stats(self->c, &st);
+	EXPECT_EQ(1, self->f.regs);
+	EXPECT_EQ(2, st.lookups);
+	EXPECT_EQ(1, st.hits);
+	EXPECT_EQ(1, st.misses);
+	EXPECT_EQ(1, st.entries);
+	EXPECT_EQ(4096, st.bytes);
+	EXPECT_EQ(1, st.reg_count);
+}
+
+TEST_F(cache, key_fields_all_distinguish)
+{
+	struct pd_mr_key base = dmabuf_key(1, 0, 4096), k;
+	struct pd_mr_cache_entry *e[6];
+	int i;
+
+	ASSERT_EQ(0, pd_mr_cache_set_limits(self->c, 16, 0));
+	e[0] = get(_metadata, self->c, base);
+	k = base; k.ino = 2; e[1] = get(_metadata, self->c, k);
+	k = base; k.start = 4096; e[2] = get(_metadata, self->c, k);
+	k = base; k.len = 8192; e[3] = get(_metadata, self->c, k);
+	k = base; k.access = PD_ACCESS_SEND; e[4] = get(_metadata, self->c, k);
+	k = base; k.domain = (void *)0x2; e[5] = get(_metadata, self->c, k);
+	EXPECT_EQ(6, self->f.regs);
+	for (i = 0; i < 6; i++)
+		pd_mr_cache_put(self->c, e[i]);
+}
+
+TEST_F(cache, lru_evicts_least_recently_released)
+{
+	struct pd_mr_cache_entry *a, *b, *cc, *d;
+	int id_b;
+
+	a = get(_metadata, self->c, dmabuf_key(1, 0, 4096));
+	b = get(_metadata, self->c, dmabuf_key(2, 0, 4096));
+	cc = get(_metadata, self->c, dmabuf_key(3, 0, 4096));
+	id_b = id_of(b);
+	pd_mr_cache_put(self->c, a);
+	pd_mr_cache_put(self->c, b);
+	pd_mr_cache_put(self->c, cc);
+	/* Touch a: b becomes the oldest idle entry. */
+	pd_mr_cache_put(self->c, get(_metadata, self->c, dmabuf_key(1, 0, 4096)));
+	d = get(_metadata, self->c, dmabuf_key(4, 0, 4096));
+	EXPECT_EQ(1, self->f.deregs);
+	EXPECT_EQ(id_b, self->f.last_dereg_id);
+	pd_mr_cache_put(self->c, d);
+	/* a survived: still a hit. */
+	pd_mr_cache_put(self->c, get(_metadata, self->c, dmabuf_key(1, 0, 4096)));
+	EXPECT_EQ(4, self->f.regs);
+}
+
+TEST_F(cache, entry_cap_hands_out_uncached_when_all_in_use)
+{
+	struct pd_mr_cache_entry *e[4];
+	struct pd_cache_stats st;
+	int i;
+
+	for (i = 0; i < 4; i++)
+		e[i] = get(_metadata, self->c, dmabuf_key(10 + i, 0, 4096));
+	pd_mr_cache_stats(self->c, &st);
+	EXPECT_EQ(3, st.entries);
+	EXPECT_EQ(1, st.uncached);
+	EXPECT_EQ(0, self->f.deregs);	/* in-use entries are never evicted */
+	pd_mr_cache_put(self->c, e[3]);	/* uncached: deregistered at release */
+	EXPECT_EQ(1, self->f.deregs);
+	EXPECT_EQ(id_of(e[0]) + 3, self->f.last_dereg_id);
+	for (i = 0; i < 3; i++)
+		pd_mr_cache_put(self->c, e[i]);
+	EXPECT_EQ(1, self->f.deregs);	/* the others stay cached */
+}
+
+TEST_F(cache, byte_cap_evicts_oldest_idle)
+{
+	struct pd_mr_cache_entry *e;
+	struct pd_cache_stats st;
+	int i;
+
+	ASSERT_EQ(0, pd_mr_cache_set_limits(self->c, 100, 10 * 4096));
+	for (i = 0; i < 4; i++) {
+		e = get(_metadata, self->c, dmabuf_key(20 + i, 0, 4 * 4096));
+		pd_mr_cache_put(self->c, e);
+	}
+	pd_mr_cache_stats(self->c, &st);
+	EXPECT_EQ(2, st.entries);
+	EXPECT_EQ(8 * 4096, st.bytes);
+	EXPECT_EQ(2, st.evictions);
+	EXPECT_EQ(2, self->f.deregs);
+	/* The two newest remain. */
+	pd_mr_cache_put(self->c, get(_metadata, self->c, dmabuf_key(23, 0, 4 * 4096)));
+	pd_mr_cache_put(self->c, get(_metadata, self->c, dmabuf_key(22, 0, 4 * 4096)));
+	EXPECT_EQ(4, self->f.regs);
+}
+
+TEST_F(cache, lowering_limits_evicts_idle_only)
+{
+	struct pd_mr_cache_entry *e[3];
+	struct pd_cache_stats st;
+	int i;
+
+	for (i = 0; i < 3; i++)
+		e[i] = get(_metadata, self->c, dmabuf_key(30 + i, 0, 4096));
+	ASSERT_EQ(0, pd_mr_cache_set_limits(self->c, 1, 0));
+	EXPECT_EQ(0, self->f.deregs);
+	for (i = 0; i < 3; i++)
+		pd_mr_cache_put(self->c, e[i]);
+	pd_mr_cache_stats(self->c, &st);
+	EXPECT_EQ(1, st.entries);
+	EXPECT_EQ(2, self->f.deregs);
+}
+
+TEST_F(cache, host_subrange_hits_containing_entry)
+{
+	const uint64_t base = 0x7f0000000000ULL, mib = 1 << 20;
+	struct pd_mr_cache_entry *big, *e;
+	struct pd_mr_key k;
+
+	big = get(_metadata, self->c, host_key(base, 8 * mib));
+	/* Inside, in a later 2 MiB granule of the entry. */
+	e = get(_metadata, self->c, host_key(base + 5 * mib + 100, mib));
+	EXPECT_EQ(big, e);
+	pd_mr_cache_put(self->c, e);
+	/* Access subset still hits. */
+	k = host_key(base, 4096);
+	k.access = PD_ACCESS_SEND;
+	e = get(_metadata, self->c, k);
+	EXPECT_EQ(big, e);
+	pd_mr_cache_put(self->c, e);
+	EXPECT_EQ(1, self->f.regs);
+	/* Crossing the end misses. */
+	e = get(_metadata, self->c, host_key(base + 8 * mib - 4096, 8192));
+	EXPECT_NE(big, e);
+	EXPECT_EQ(2, self->f.regs);
+	pd_mr_cache_put(self->c, e);
+	/* Another domain misses. */
+	k = host_key(base, 4096);
+	k.domain = (void *)0x2;
+	e = get(_metadata, self->c, k);
+	EXPECT_NE(big, e);
+	pd_mr_cache_put(self->c, e);
+	pd_mr_cache_put(self->c, big);
+	EXPECT_EQ(3, self->f.regs);
+}
+
+TEST_F(cache, revocation_drops_idle_and_fails_in_use)
+{
+	struct pd_mr_cache_entry *idle, *busy, *other, *again;
+	struct pd_cache_stats st;
+
+	ASSERT_EQ(0, pd_mr_cache_set_limits(self->c, 16, 0));
+	idle = get(_metadata, self->c, dmabuf_key(5, 0, 4096));
+	busy = get(_metadata, self->c, dmabuf_key(5, 4096, 4096));
+	other = get(_metadata, self->c, dmabuf_key(6, 0, 4096));
+	pd_mr_cache_put(self->c, idle);
+	EXPECT_EQ(2, pd_mr_cache_invalidate_dmabuf(self->c, 5, PD_REASON_REVOKE));
+	EXPECT_EQ(1, self->f.deregs);		/* idle one dropped at once */
+	EXPECT_EQ(-ENODEV, pd_mr_entry_check(busy));
+	EXPECT_NE(NULL, strstr(pd_last_error(), "revoked"));
+	EXPECT_EQ(0, pd_mr_entry_check(other));
+	pd_mr_cache_put(self->c, busy);
+	EXPECT_EQ(2, self->f.deregs);		/* in-use one at release */
+	/* A new lookup registers afresh. */
+	again = get(_metadata, self->c, dmabuf_key(5, 4096, 4096));
+	EXPECT_EQ(0, pd_mr_entry_check(again));
+	EXPECT_EQ(4, self->f.regs);
+	pd_mr_cache_put(self->c, again);
+	pd_mr_cache_put(self->c, other);
+	pd_mr_cache_stats(self->c, &st);
+	EXPECT_EQ(2, st.invalidations);
+}
+
+TEST_F(cache, overflow_invalidates_every_dmabuf_entry)
+{
+	struct pd_mr_cache_entry *a, *b, *h;
+
+	ASSERT_EQ(0, pd_mr_cache_set_limits(self->c, 16, 0));
+	a = get(_metadata, self->c, dmabuf_key(1, 0, 4096));
+	b = get(_metadata, self->c, dmabuf_key(2, 0, 4096));
+	h = get(_metadata, self->c, host_key(0x10000, 4096));
+	pd_mr_cache_put(self->c, a);
+	EXPECT_EQ(2, pd_mr_cache_invalidate_dmabuf(self->c, 0, PD_REASON_OVERFLOW));
+	EXPECT_EQ(-ENODEV, pd_mr_entry_check(b));
+	EXPECT_NE(NULL, strstr(pd_last_error(), "overflow"));
+	EXPECT_EQ(0, pd_mr_entry_check(h));
+	pd_mr_cache_put(self->c, b);
+	pd_mr_cache_put(self->c, h);
+	EXPECT_EQ(2, self->f.deregs);
+}
+
+TEST_F(cache, host_invalidation_by_range)
+{
+	struct pd_mr_cache_entry *a, *b;
+
+	a = get(_metadata, self->c, host_key(0x100000, 4096));
+	b = get(_metadata, self->c, host_key(0x200000, 4096));
+	pd_mr_cache_put(self->c, a);
+	pd_mr_cache_put(self->c, b);
+	EXPECT_EQ(1, pd_mr_cache_invalidate_host(self->c, (void *)0x1, 0x100800, 16));
+	EXPECT_EQ(1, self->f.deregs);
+	pd_mr_cache_put(self->c, get(_metadata, self->c, host_key(0x200000, 4096)));
+	EXPECT_EQ(2, self->f.regs);
+}
+
+TEST_F(cache, resource_failure_evicts_idle_and_retries_once)
+{
+	struct pd_mr_cache_entry *a, *b, *e = NULL, *e2 = NULL;
+	struct pd_mr_key k;
+	struct pd_cache_stats st;
+
+	a = get(_metadata, self->c, dmabuf_key(1, 0, 4096));
+	b = get(_metadata, self->c, dmabuf_key(2, 0, 4096));
+	pd_mr_cache_put(self->c, a);
+	self->f.fail_next = ENOMEM;
+	self->f.fail_count = 1;
+	k = dmabuf_key(3, 0, 4096);
+	ASSERT_EQ(0, pd_mr_cache_get(self->c, &k, -1, &e));
+	EXPECT_EQ(3, self->f.regs);		/* a, b and the retried one */
+	EXPECT_EQ(0, self->f.fail_count);
+	EXPECT_EQ(1, self->f.deregs);		/* the idle one, not b */
+	EXPECT_EQ(0, pd_mr_entry_check(b));
+	pd_mr_cache_stats(self->c, &st);
+	EXPECT_EQ(1, st.evictions);
+	/* Twice in a row: the error surfaces, nothing leaks. */
+	self->f.fail_count = 2;
+	k = dmabuf_key(4, 0, 4096);
+	EXPECT_EQ(-ENOMEM, pd_mr_cache_get(self->c, &k, -1, &e2));
+	pd_mr_cache_stats(self->c, &st);
+	EXPECT_EQ(1, st.reg_failures);
+	pd_mr_cache_put(self->c, b);
+	pd_mr_cache_put(self->c, e);
+}
+
+TEST_F(cache, other_failures_are_not_retried)
+{
+	struct pd_mr_cache_entry *e = NULL;
+	struct pd_mr_key k = dmabuf_key(1, 0, 4096);
+
+	self->f.fail_next = EFAULT;
+	self->f.fail_count = 1;
+	EXPECT_EQ(-EFAULT, pd_mr_cache_get(self->c, &k, -1, &e));
+	EXPECT_EQ(0, self->f.fail_count);
+	EXPECT_EQ(0, self->f.regs);
+	/* And the cache is still usable. */
+	pd_mr_cache_put(self->c, get(_metadata, self->c, k));
+}
+
+TEST_F(cache, bad_arguments)
+{
+	struct pd_mr_cache_entry *e = NULL;
+	struct pd_mr_key k = dmabuf_key(1, 0, 0);
+
+	EXPECT_EQ(-EINVAL, pd_mr_cache_get(self->c, &k, -1, &e));
+	EXPECT_NE(NULL, strstr(pd_last_error(), "length is 0"));
+	k = host_key(UINT64_MAX - 10, 4096);
+	EXPECT_EQ(-EINVAL, pd_mr_cache_get(self->c, &k, -1, &e));
+	EXPECT_EQ(-EINVAL, pd_mr_cache_get(self->c, NULL, -1, &e));
+	EXPECT_EQ(0, self->f.regs);
+}
+
+struct worker {
+	struct pd_mr_cache *c;
+	int seed, errors;
+};
+
+static void *hammer(void *arg)
+{
+	struct worker *w = arg;
+	unsigned int s = (unsigned int)w->seed;
+	int i;
+
+	for (i = 0; i < 20000; i++) {
+		struct pd_mr_key k = dmabuf_key(rand_r(&s) % 64, 0, 4096);
+		struct pd_mr_cache_entry *e;
+
+		if (pd_mr_cache_get(w->c, &k, -1, &e)) {
+			w->errors++;
+			continue;
+		}
+		if (pd_mr_entry_key(e)->ino != k.ino)
+			w->errors++;
+		if (i % 1000 == 0)
+			pd_mr_cache_invalidate_dmabuf(w->c, k.ino, PD_REASON_REVOKE);
+		pd_mr_cache_put(w->c, e);
+	}
+	return NULL;
+}
+
+TEST_F(cache, concurrent_threads_keep_counts_consistent)
+{
+	struct worker w[4];
+	pthread_t t[4];
+	struct pd_cache_stats st;
+	int i;
+
+	ASSERT_EQ(0, pd_mr_cache_set_limits(self->c, 16, 0));
+	for (i = 0; i < 4; i++) {
+		w[i] = (struct worker) { .c = self->c, .seed = i + 1 };
+		ASSERT_EQ(0, pthread_create(&t[i], NULL, hammer, &w[i]));
+	}
+	for (i = 0; i < 4; i++) {
+		pthread_join(t[i], NULL);
+		EXPECT_EQ(0, w[i].errors);
+	}
+	pd_mr_cache_stats(self->c, &st);
+	EXPECT_EQ(80000, st.lookups);
+	EXPECT_EQ(st.lookups, st.hits + st.misses);
+	EXPECT_LE(st.entries, 16);
+	EXPECT_EQ((int)st.entries, self->f.live);
+	EXPECT_GT(st.hits, 0);
+}
+
+TEST_HARNESS_MAIN
