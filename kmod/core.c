@@ -173,8 +173,13 @@ static int __init peerdirect_init(void)
 	ret = pd_sim_init();
 	if (ret)
 		goto err_debugfs;
+	ret = pd_pci_init();
+	if (ret)
+		goto err_sim;
 	return 0;
 
+err_sim:
+	pd_sim_exit();
 err_debugfs:
 	pd_debugfs_exit();
 	return ret;
@@ -182,6 +187,7 @@ err_debugfs:
 
 static void __exit peerdirect_exit(void)
 {
+	pd_pci_exit();
 	pd_sim_exit();
 	pd_debugfs_exit();
 	ida_destroy(&pd_ida);

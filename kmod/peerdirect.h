@@ -230,4 +230,8 @@ void pd_debugfs_remove(struct pd_device *pdev);
 int pd_sim_init(void);
 void pd_sim_exit(void);
 
+/* backend_pci.c */
+int pd_pci_init(void);
+void pd_pci_exit(void);
+
 #endif /* _PEERDIRECT_H */

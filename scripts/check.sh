@@ -78,9 +78,11 @@ stage_user() {
 	add user "$p" "$f" 0 $((SECONDS - t0))
 }
 
-# vm_selftests NAME KERNEL MODDIR: run selftests/run-in-vm.sh in a VM.
+# vm_selftests NAME KERNEL MODDIR BACKEND: run selftests/run-in-vm.sh in a VM.
 vm_selftests() {
-	local name=$1 kernel=$2 moddir=$3 t0=$SECONDS payload rc res
+	local name=$1 kernel=$2 moddir=$3 backend=$4 t0=$SECONDS payload rc res
+	local extra=()
+	[ "$backend" = bar ] && extra=(--ivshmem 32M --ivshmem 32M)
 	payload=$(mktemp -d)
 	mkdir -p "$payload/selftests"
 	cp build/selftests/* "$payload/selftests/"
@@ -88,8 +90,8 @@ vm_selftests() {
 	scripts/vm-run.sh --kernel "$kernel" --timeout 1500 \
 		--ko "$moddir/kmod/peerdirect.ko" \
 		--ko "$moddir/selftests/importer/pd_test_importer.ko" \
-		--payload "$payload" --log "$out/$name.log" \
-		-- run-in-vm.sh > "$out/$name.out" 2>&1
+		--payload "$payload" --log "$out/$name.log" "${extra[@]}" \
+		-- run-in-vm.sh "$backend" > "$out/$name.out" 2>&1
 	rc=$?
 	rm -rf "$payload"
 	read -r p f s <<< "$(totals "$out/$name.log")"
@@ -107,7 +109,8 @@ vm_selftests() {
 }
 
 stage_stock() {
-	vm_selftests stock stock "$top"
+	vm_selftests stock-sim stock "$top" sim
+	vm_selftests stock-bar stock "$top" bar
 }
 
 stage_debug() {
@@ -129,7 +132,8 @@ stage_debug() {
 		add debug 0 1 0 $((SECONDS - t0))
 		return
 	fi
-	vm_selftests debug debug "$mod"
+	vm_selftests debug-sim debug "$mod" sim
+	vm_selftests debug-bar debug "$mod" bar
 }
 
 t_all=$SECONDS

@@ -81,6 +81,14 @@ TEST_F(imp, vgem_prime_import_pins_and_maps_until_closed)
 	d = pd_export_id(self->fd, self->h, 0, self->len, O_RDWR, &id);
 	ASSERT_LE(0, d);
 	ph.fd = d;
+	if (self->q.backend == PEERDIRECT_BACKEND_PCI_BAR) {
+		/* a static importer expects struct pages: refused */
+		EXPECT_EQ(-1, ioctl(vgem, DRM_IOCTL_PRIME_FD_TO_HANDLE, &ph));
+		EXPECT_EQ(EOPNOTSUPP, errno);
+		close(d);
+		close(vgem);
+		return;
+	}
 	ASSERT_EQ(0, ioctl(vgem, DRM_IOCTL_PRIME_FD_TO_HANDLE, &ph)) TH_LOG("%s", strerror(errno));
 	close(d);	/* vgem keeps the dma-buf */
 	ASSERT_EQ(1, pd_debugfs_export("peerdirect0", id, &a, &p, &m, st, sizeof(st)));
@@ -170,13 +178,46 @@ TEST_F(imp, sub_range_import_reads_the_right_bytes)
 	close(sub);
 }
 
-/* The simulated device is host RAM: no peer-to-peer needed. */
-TEST_F(imp, sim_backend_serves_importers_without_p2p)
+/* Host RAM needs no peer-to-peer; a BAR serves only importers that ask. */
+TEST_F(imp, peer2peer_policy_follows_the_backend)
 {
 	int t = open(PD_IMPORTER, O_RDWR);
 
 	ASSERT_LE(0, t);
-	EXPECT_EQ(0, pdti_import(t, self->d, PDTI_PINNED | PDTI_NO_P2P, 0));
+	if (self->q.backend == PEERDIRECT_BACKEND_SIM) {
+		EXPECT_EQ(0, pdti_import(t, self->d, PDTI_PINNED | PDTI_NO_P2P, 0));
+	} else {
+		EXPECT_EQ(-EOPNOTSUPP, pdti_import(t, self->d, PDTI_PINNED | PDTI_NO_P2P, 0));
+		EXPECT_EQ(0, pdti_import(t, self->d, PDTI_PINNED, 0));
+	}
+	close(t);
+}
+
+static int set_p2p_policy(const char *v)
+{
+	int f = open("/sys/module/peerdirect/parameters/p2p_policy", O_WRONLY);
+	int ok = f >= 0 && write(f, v, 1) == 1;
+
+	if (f >= 0)
+		close(f);
+	return ok ? 0 : -1;
+}
+
+/*
+ * p2p_policy=1 also demands a PCI peer-to-peer path; the test importer is
+ * not a PCI device, so pci_p2pdma_distance() refuses it on any kernel.
+ */
+TEST_F(imp, strict_p2p_policy_refuses_non_pci_importers)
+{
+	int t = open(PD_IMPORTER, O_RDWR);
+
+	if (self->q.backend != PEERDIRECT_BACKEND_PCI_BAR)
+		SKIP(close(t); return, "the simulated backend has no peer-to-peer policy");
+	ASSERT_LE(0, t);
+	ASSERT_EQ(0, set_p2p_policy("1"));
+	EXPECT_EQ(-EOPNOTSUPP, pdti_import(t, self->d, PDTI_PINNED, 0));
+	ASSERT_EQ(0, set_p2p_policy("0"));
+	EXPECT_EQ(0, pdti_import(t, self->d, PDTI_PINNED, 0));
 	close(t);
 }
 

@@ -6,7 +6,14 @@
 set -u
 cd /pd || exit 1
 ko=/pd/ko
-params="sim_devices=2 sim_mem_mb=32 sim_page_kb=64 quota_mb=24 max_exports=8 max_events=16 revoke_timeout_ms=300"
+backend=${1:-sim}
+common="quota_mb=24 max_exports=8 max_events=16 revoke_timeout_ms=300"
+case $backend in
+sim) params="sim_devices=2 sim_mem_mb=32 sim_page_kb=64 $common" ;;
+# two QEMU ivshmem-plain devices of 32 MiB (scripts/check.sh adds them)
+bar) params="sim_devices=0 bind_ivshmem=1 bar_page_kb=64 $common" ;;
+*) echo "usage: run-in-vm.sh sim|bar"; exit 2 ;;
+esac
 tests=(uapi alloc export revoke events lifetime importers multidev)
 
 pass=0
@@ -23,7 +30,7 @@ result() {	# result ok|fail description
 	fi
 }
 
-echo "# kernel $(uname -r)"
+echo "# kernel $(uname -r), backend $backend"
 modprobe vgem 2>/dev/null || true
 if ! insmod "$ko/peerdirect.ko" $params; then
 	echo "# Totals: pass:0 fail:1 xfail:0 xpass:0 skip:0 error:0"

@@ -26,7 +26,15 @@ TEST_F(dev, query_reports_abi_and_limits)
 
 	EXPECT_EQ(PEERDIRECT_ABI_MAJOR, q->abi_major);
 	EXPECT_EQ(PEERDIRECT_ABI_MINOR, q->abi_minor);
-	EXPECT_EQ(PEERDIRECT_BACKEND_SIM, q->backend);
+	EXPECT_TRUE(q->backend == PEERDIRECT_BACKEND_SIM ||
+		    q->backend == PEERDIRECT_BACKEND_PCI_BAR);
+	/* BAR memory has no struct pages: only peer-to-peer importers */
+	if (q->backend == PEERDIRECT_BACKEND_PCI_BAR) {
+		EXPECT_EQ(PEERDIRECT_FEAT_PAGELESS | PEERDIRECT_FEAT_P2P_REQUIRED,
+			  q->features & (PEERDIRECT_FEAT_PAGELESS | PEERDIRECT_FEAT_P2P_REQUIRED));
+	} else {
+		EXPECT_EQ(0, q->features & PEERDIRECT_FEAT_PAGELESS);
+	}
 	EXPECT_EQ(0, q->index);
 	EXPECT_TRUE(q->features & PEERDIRECT_FEAT_EXPORT);
 	EXPECT_TRUE(q->features & PEERDIRECT_FEAT_PIN);
