@@ -4,7 +4,7 @@
 
 KDIR ?= $(shell scripts/kdir.sh)
 BUILD := build
-SELFTESTS := uapi alloc export revoke events lifetime importers multidev
+SELFTESTS := uapi alloc export revoke events lifetime importers multidev unplug
 SELFTEST_BINS := $(addprefix $(BUILD)/selftests/,$(SELFTESTS))
 KSFT := $(BUILD)/kselftest/kselftest_harness.h
 KSRC = $(filter-out %.mod.c,$(wildcard kmod/*.[ch] selftests/importer/*.[ch] uapi/linux/*.h))

@@ -5,7 +5,9 @@
 #   static    checkpatch --strict and sparse on the kernel code
 #   user      libpeerdirect host tests (no VM)
 #   stock     selftests in a VM on Debian's installed kernel
-#   debug     the same selftests on the debug kernel (KASAN, lockdep,
+#   unplug    PCI device loss driven through QEMU's monitor, checked from
+#             both sides (the guest's holders, the host's backing file)
+#   debug     the same selftests and unplug on the debug kernel (KASAN, lockdep,
 #             kmemleak, UBSAN, DMABUF_DEBUG, MOVE_NOTIFY, P2PDMA), which is
 #             built once from linux-source-6.1 and cached outside the tree
 #
@@ -16,7 +18,7 @@ set -uo pipefail
 
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top" || exit 1
-stages=${PD_CHECK_STAGES:-static user stock debug}
+stages=${PD_CHECK_STAGES:-static user stock unplug debug}
 out=$top/build/check
 mkdir -p "$out"
 
@@ -113,6 +115,68 @@ stage_stock() {
 	vm_selftests stock-bar stock "$top" bar
 }
 
+# vm_unplug NAME KERNEL MODDIR: device loss through QEMU's monitor while a
+# process holds an export, a mapping and a pinned importer; afterwards the
+# host checks the BAR's backing file holds exactly what the guest wrote.
+vm_unplug() {
+	local name=$1 kernel=$2 moddir=$3 t0=$SECONDS work rc p f s ready off i
+	work=$(mktemp -d)
+	mkdir -p "$work/payload/selftests"
+	cp build/selftests/unplug "$work/payload/selftests/"
+	cp selftests/unplug-in-vm.sh "$work/payload/"
+	: > "$out/$name.log"
+	scripts/vm-run.sh --kernel "$kernel" --timeout 300 \
+		--ko "$moddir/kmod/peerdirect.ko" \
+		--ko "$moddir/selftests/importer/pd_test_importer.ko" \
+		--ivshmem 32M --ivshmem 32M --ivshmem-dir "$work/hbm" --qmp "$work/qmp.sock" \
+		--payload "$work/payload" --log "$out/$name.log" \
+		-- unplug-in-vm.sh > "$out/$name.out" 2>&1 &
+	local vm=$!
+	ready=
+	for i in $(seq 1 600); do
+		ready=$(grep -a -m1 -o 'PD_UNPLUG_READY offset=[0-9-]* length=[0-9]*' "$out/$name.log" || true)
+		[ -n "$ready" ] && break
+		kill -0 "$vm" 2>/dev/null || break
+		sleep 0.5
+	done
+	p=0
+	f=0
+	if [ -n "$ready" ]; then
+		scripts/vm-qmp.sh --wait-event DEVICE_DELETED --timeout 60 "$work/qmp.sock" \
+			'{"execute":"device_del","arguments":{"id":"ivshmem0"}}' > "$out/$name.qmp" 2>&1 ||
+			echo "# device_del: $(cat "$out/$name.qmp")"
+	fi
+	wait "$vm"
+	rc=$?
+	read -r p f s <<< "$(totals "$out/$name.log")"
+	grep -aE '^not ok' "$out/$name.log" | head -n 20
+	off=$(echo "$ready" | sed -n 's/.*offset=\([0-9]*\).*/\1/p')
+	if [ -n "$off" ] && [ -f "$work/hbm/hbm0" ]; then
+		for i in $(seq 0 4095); do printf 'peerdirect%05d\n' "$i"; done > "$work/expected"
+		if dd if="$work/hbm/hbm0" of="$work/got" bs=64K iflag=skip_bytes count=1 \
+			skip="$off" status=none && cmp -s "$work/expected" "$work/got"; then
+			p=$((p + 1)); echo "ok host sees the guest's bytes at BAR offset $off"
+		else
+			f=$((f + 1)); echo "not ok host sees the guest's bytes at BAR offset $off"
+		fi
+	else
+		f=$((f + 1)); echo "not ok guest never reported ready (see $out/$name.out)"
+	fi
+	if [ "$rc" = 3 ] || [ "$rc" -ge 124 ]; then
+		echo "not ok $name: VM exit $rc (kernel report, crash or timeout)"
+		tail -n 40 "$out/$name.out"
+		f=$((f + 1))
+	else
+		p=$((p + 1))
+	fi
+	rm -rf "$work"
+	add "$name" "$p" "$f" "$s" $((SECONDS - t0))
+}
+
+stage_unplug() {
+	vm_unplug stock-unplug stock "$top"
+}
+
 stage_debug() {
 	local t0=$SECONDS kdir mod
 	if ! kdir=$(scripts/debug-kernel.sh); then
@@ -134,6 +198,7 @@ stage_debug() {
 	fi
 	vm_selftests debug-sim debug "$mod" sim
 	vm_selftests debug-bar debug "$mod" bar
+	vm_unplug debug-unplug debug "$mod"
 }
 
 t_all=$SECONDS

@@ -1,0 +1,38 @@
+#!/bin/bash
+# Runs inside the VM for the unplug stage of scripts/check.sh: two ivshmem
+# BAR devices.  ivshmem0 is removed by the host through QEMU's monitor while
+# selftests/unplug holds it; ivshmem1 is removed through sysfs and rebound by
+# a rescan.
+set -u
+cd /pd || exit 1
+insmod /pd/ko/peerdirect.ko sim_devices=0 bind_ivshmem=1 revoke_timeout_ms=300 || exit 1
+insmod /pd/ko/pd_test_importer.ko || exit 1
+
+bar_of() {	# PCI address of the device behind /dev/peerdirectN
+	basename "$(readlink -f "/sys/class/misc/$1/device")"
+}
+a0=$(bar_of peerdirect0)
+a1=$(bar_of peerdirect1)
+echo "# peerdirect0 on $a0, peerdirect1 on $a1"
+
+/pd/selftests/unplug /dev/peerdirect0 "$a0"
+
+echo "TAP version 13"
+echo "1..3"
+pass=0
+fail=0
+res() { if [ "$1" = 0 ]; then pass=$((pass + 1)); echo "ok $2"; else fail=$((fail + 1)); echo "not ok $2"; fi; }
+# sysfs remove with a live export, then rescan rebinds a fresh device
+exec 7<>/dev/peerdirect1
+echo 1 > "/sys/bus/pci/devices/$a1/remove"
+[ ! -e "/sys/bus/pci/devices/$a1" ]
+res $? "1 sysfs remove with an open device fd"
+exec 7<&-
+echo 1 > /sys/bus/pci/rescan
+sleep 1
+n=$(ls /dev/peerdirect* 2>/dev/null | wc -l)
+[ "$n" -ge 1 ]
+res $? "2 rescan rebinds the device ($(ls /dev/peerdirect* 2>/dev/null | tr '\n' ' '))"
+rmmod pd_test_importer && rmmod peerdirect
+res $? "3 modules unload after device loss"
+echo "# Totals: pass:$pass fail:$fail xfail:0 xpass:0 skip:0 error:0"
