@@ -1,0 +1,164 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Error paths under allocation failure: every slab allocation inside one
+ * step (open, alloc, export, import, revoke, free) is failed in turn with
+ * fail-nth, and the step must fail with a specific errno or succeed, and
+ * leave the pool whole.  kmemleak and KASAN judge the rest.  Needs a kernel
+ * with CONFIG_FAILSLAB (the debug kernel); skips elsewhere.
+ */
+#include "kselftest_harness.h"
+#include "pd_test.h"
+
+enum step { S_OPEN, S_ALLOC, S_EXPORT, S_IMPORT, S_REVOKE, S_FREE, S_NR };
+static const char * const step_name[S_NR] = {
+	"open", "alloc", "export", "import", "revoke", "free",
+};
+
+static int write_str(const char *path, const char *s)
+{
+	int f = open(path, O_WRONLY), ok;
+
+	if (f < 0)
+		return -errno;
+	ok = write(f, s, strlen(s)) == (ssize_t)strlen(s);
+	close(f);
+	return ok ? 0 : -EIO;
+}
+
+static int arm(int nth)
+{
+	char buf[16];
+
+	snprintf(buf, sizeof(buf), "%d", nth);
+	return write_str("/proc/thread-self/fail-nth", buf);
+}
+
+/* Non-zero when the armed failure was never reached. */
+static int disarm(void)
+{
+	char buf[16] = "";
+	int f = open("/proc/thread-self/fail-nth", O_RDWR), left;
+
+	if (f < 0)
+		return -1;
+	if (read(f, buf, sizeof(buf) - 1) < 0)
+		buf[0] = 0;
+	left = atoi(buf);
+	if (write(f, "0", 1) != 1)
+		left = -1;
+	close(f);
+	return left;
+}
+
+static int clean_errno(int e)
+{
+	return e == ENOMEM || e == ENFILE || e == ENOSPC;
+}
+
+struct state {
+	int fd, d, imp;
+	int64_t h;
+	uint64_t page;
+};
+
+/* Runs @s; returns 0 or the positive errno it failed with. */
+static int run_step(struct state *st, enum step s)
+{
+	int ret;
+
+	switch (s) {
+	case S_OPEN:
+		st->fd = pd_open(PD_DEV0);
+		return st->fd < 0 ? errno : 0;
+	case S_ALLOC:
+		st->h = pd_alloc(st->fd, 2 * st->page);
+		return st->h < 0 ? (int)-st->h : 0;
+	case S_EXPORT:
+		st->d = pd_export(st->fd, st->h, 0, 2 * st->page);
+		return st->d < 0 ? -st->d : 0;
+	case S_IMPORT:
+		st->imp = open(PD_IMPORTER, O_RDWR);
+		if (st->imp < 0)
+			return errno;
+		ret = pdti_import(st->imp, st->d, PDTI_PINNED, 0);
+		return -ret;
+	case S_REVOKE:
+		return -pd_revoke(st->fd, PEERDIRECT_REVOKE_ALLOC, st->h, 0, NULL);
+	case S_FREE:
+		return -pd_free(st->fd, st->h);
+	default:
+		return EINVAL;
+	}
+}
+
+static void teardown_state(struct state *st)
+{
+	if (st->imp >= 0)
+		close(st->imp);
+	if (st->d >= 0)
+		close(st->d);
+	if (st->fd >= 0)
+		close(st->fd);
+}
+
+FIXTURE(faults) {
+	struct peerdirect_query q;
+};
+
+FIXTURE_SETUP(faults)
+{
+	int fd;
+
+	if (access("/proc/thread-self/fail-nth", F_OK) ||
+	    access("/sys/kernel/debug/failslab", F_OK))
+		SKIP(return, "kernel without CONFIG_FAILSLAB / fail-nth");
+	/* fail GFP_KERNEL allocations too, quietly (no stack dumps) */
+	ASSERT_EQ(0, write_str("/sys/kernel/debug/failslab/ignore-gfp-wait", "N"));
+	ASSERT_EQ(0, write_str("/sys/kernel/debug/failslab/verbose", "0"));
+	fd = pd_open(PD_DEV0);
+	ASSERT_LE(0, fd);
+	ASSERT_EQ(0, pd_query(fd, &self->q));
+	close(fd);
+}
+
+FIXTURE_TEARDOWN(faults)
+{
+}
+
+TEST_F(faults, every_allocation_failure_is_clean)
+{
+	int s, nth, injected = 0;
+
+	for (s = 0; s < S_NR; s++) {
+		for (nth = 1; nth < 200; nth++) {
+			struct state st = { .fd = -1, .d = -1, .imp = -1, .h = -1,
+					    .page = self->q.page_size };
+			struct peerdirect_query q;
+			int i, err = 0, left, check;
+
+			for (i = 0; i < s && !err; i++)
+				err = run_step(&st, i);
+			ASSERT_EQ(0, err) TH_LOG("setup step %s: %s", step_name[i - 1], strerror(err));
+			ASSERT_EQ(0, arm(nth));
+			err = run_step(&st, s);
+			left = disarm();
+			if (err)
+				EXPECT_TRUE(clean_errno(err))
+					TH_LOG("%s with allocation %d failed: %s", step_name[s], nth, strerror(err));
+			teardown_state(&st);
+			check = pd_open(PD_DEV0);
+			ASSERT_LE(0, check);
+			ASSERT_EQ(0, pd_query(check, &q));
+			close(check);
+			EXPECT_EQ(self->q.mem_size, q.mem_free)
+				TH_LOG("%s with allocation %d failed leaked device memory", step_name[s], nth);
+			if (left != 0)
+				break;	/* the step needs fewer than nth allocations */
+			injected++;
+		}
+	}
+	TH_LOG("%d allocation failures injected", injected);
+	EXPECT_LT(10, injected);
+}
+
+TEST_HARNESS_MAIN
