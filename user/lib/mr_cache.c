@@ -3,9 +3,13 @@
  * The registration cache.  libfabric's own MR cache skips dma-buf memory
  * (OFI_MR_NOCACHE) and aws-ofi-nccl's has no LRU, limits or invalidation, so
  * we keep ours:
- *  - a chained hash table: dma-buf entries hash their whole key; host entries
- *    are linked once per 2 MiB granule they cover, so a containment lookup
- *    hashes the granule of its start address and scans one short chain;
+ *  - a chained hash table: dma-buf entries hash their whole key.  Host
+ *    entries live on one of HOST_LEVELS granule sizes (4 KiB, 64 KiB, ...,
+ *    x16 each), the smallest that is at least their length, linked under the
+ *    one or two granules they touch; a containment lookup probes the granule
+ *    of its start address on each non-empty level from its own size up.
+ *    One fixed granule would not do: 10k page-sized buffers in one 2 MiB
+ *    granule make a 512-entry chain;
  *  - an LRU of idle entries only (in-use entries are never evicted);
  *  - caps on entries and bytes; an entry that cannot fit because everything
  *    else is in use is handed out uncached and deregistered on release;
@@ -24,7 +28,8 @@
 #include "errors.h"
 #include "mr_cache.h"
 
-#define HOST_GRANULE_SHIFT 21
+#define HOST_LEVELS 10
+#define HOST_SHIFT(level) (12 + 4 * (level))
 #define MIN_BUCKETS 64
 
 struct list {
@@ -58,6 +63,7 @@ struct pd_mr_cache {
 	struct list lru, all;
 	size_t max_entries, max_bytes;
 	size_t entries, bytes;
+	size_t host_level_entries[HOST_LEVELS];
 	struct pd_cache_stats st;
 };
 
@@ -108,9 +114,18 @@ static uint64_t dmabuf_hash(const struct pd_mr_key *k)
 	return mix(h, (uintptr_t)k->domain);
 }
 
-static uint64_t host_hash(const void *domain, uint64_t granule)
+static uint64_t host_hash(const void *domain, unsigned int level, uint64_t granule)
 {
-	return mix(mix(1, (uintptr_t)domain), granule);
+	return mix(mix(1 + level, (uintptr_t)domain), granule);
+}
+
+static unsigned int host_level(uint64_t len)
+{
+	unsigned int level = 0;
+
+	while (level < HOST_LEVELS - 1 && len > 1ULL << HOST_SHIFT(level))
+		level++;
+	return level;
 }
 
 static bool dmabuf_match(const struct pd_mr_key *a, const struct pd_mr_key *b)
@@ -131,16 +146,27 @@ static bool host_contains(const struct pd_mr_key *e, const struct pd_mr_key *k)
 static struct pd_mr_cache_entry *lookup_locked(struct pd_mr_cache *c,
 					       const struct pd_mr_key *k)
 {
-	uint64_t h = k->kind == PD_MEM_HOST ?
-		host_hash(k->domain, k->start >> HOST_GRANULE_SHIFT) : dmabuf_hash(k);
+	unsigned int level = 0;
 	struct hlink *l;
+	uint64_t h;
 
-	for (l = c->buckets[h & (c->nbuckets - 1)]; l; l = l->next) {
-		if (l->hkey != h || l->e->invalid)
+	if (k->kind != PD_MEM_HOST) {
+		h = dmabuf_hash(k);
+		for (l = c->buckets[h & (c->nbuckets - 1)]; l; l = l->next) {
+			if (l->hkey == h && !l->e->invalid && dmabuf_match(&l->e->key, k))
+				return l->e;
+		}
+		return NULL;
+	}
+	/* Levels below the request's own size hold only shorter entries. */
+	for (level = host_level(k->len); level < HOST_LEVELS; level++) {
+		if (!c->host_level_entries[level])
 			continue;
-		if (k->kind == PD_MEM_HOST ? host_contains(&l->e->key, k) :
-					     dmabuf_match(&l->e->key, k))
-			return l->e;
+		h = host_hash(k->domain, level, k->start >> HOST_SHIFT(level));
+		for (l = c->buckets[h & (c->nbuckets - 1)]; l; l = l->next) {
+			if (l->hkey == h && !l->e->invalid && host_contains(&l->e->key, k))
+				return l->e;
+		}
 	}
 	return NULL;
 }
@@ -180,6 +206,8 @@ static void insert_locked(struct pd_mr_cache *c, struct pd_mr_cache_entry *e)
 		*b = l;
 	}
 	c->nlinks += e->nlinks;
+	if (e->key.kind == PD_MEM_HOST)
+		c->host_level_entries[host_level(e->key.len)]++;
 	list_add_tail(&c->all, &e->all);
 	c->entries++;
 	c->bytes += e->key.len;
@@ -198,6 +226,8 @@ static void unhash_locked(struct pd_mr_cache *c, struct pd_mr_cache_entry *e)
 		*p = e->links[i].next;
 	}
 	c->nlinks -= e->nlinks;
+	if (e->key.kind == PD_MEM_HOST)
+		c->host_level_entries[host_level(e->key.len)]--;
 	list_del(&e->all);
 	if (e->refs == 0)
 		list_del(&e->lru);
@@ -290,13 +320,16 @@ void pd_mr_cache_destroy(struct pd_mr_cache *c)
 
 static struct pd_mr_cache_entry *entry_new(const struct pd_mr_key *k)
 {
+	unsigned int level = host_level(k->len);
 	size_t n = 1, i;
 	struct pd_mr_cache_entry *e;
 	uint64_t g0 = 0;
 
+	/* At most two granules: the level's granule is at least the length
+	 * (only the top level can hold longer entries, over more granules). */
 	if (k->kind == PD_MEM_HOST) {
-		g0 = k->start >> HOST_GRANULE_SHIFT;
-		n = ((k->start + k->len - 1) >> HOST_GRANULE_SHIFT) - g0 + 1;
+		g0 = k->start >> HOST_SHIFT(level);
+		n = ((k->start + k->len - 1) >> HOST_SHIFT(level)) - g0 + 1;
 	}
 	e = calloc(1, sizeof(*e) + n * sizeof(e->links[0]));
 	if (!e)
@@ -308,7 +341,7 @@ static struct pd_mr_cache_entry *entry_new(const struct pd_mr_key *k)
 	for (i = 0; i < n; i++) {
 		e->links[i].e = e;
 		e->links[i].hkey = k->kind == PD_MEM_HOST ?
-			host_hash(k->domain, g0 + i) : dmabuf_hash(k);
+			host_hash(k->domain, level, g0 + i) : dmabuf_hash(k);
 	}
 	return e;
 }

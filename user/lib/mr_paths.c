@@ -158,6 +158,8 @@ static int reg_dmabuf(struct pd_fabric *fab, const struct pd_mr_key *k, int fd,
 	r->fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
 	if (r->fd < 0)
 		return pd_error(-errno, "dma-buf fd %d: %s", fd, strerror(errno));
+	if (want != PD_PATH_AUTO)
+		note(r, "forced (PEERDIRECT_PATH or pd_fabric_set_path); ");
 
 	if (want == PD_PATH_AUTO || want == PD_PATH_DMABUF) {
 		ret = try_dmabuf_mr(fab, k, r);

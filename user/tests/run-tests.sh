@@ -21,7 +21,7 @@ for t in "$@"; do
 		fail=$((fail + 1))
 		continue
 	fi
-	p=$(echo "$totals" | sed -E 's/.*pass:([0-9]+).*/\1/')
+	p=$(echo "$totals" | sed -E 's/.*Totals: pass:([0-9]+).*/\1/')
 	f=$(echo "$totals" | sed -E 's/.* fail:([0-9]+).*/\1/')
 	s=$(echo "$totals" | sed -E 's/.* skip:([0-9]+).*/\1/')
 	if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then

@@ -231,7 +231,7 @@ TEST_F(cache, host_subrange_hits_containing_entry)
 	struct pd_mr_key k;
 
 	big = get(_metadata, self->c, host_key(base, 8 * mib));
-	/* Inside, in a later 2 MiB granule of the entry. */
+	/* Inside, far from the entry's first granule. */
 	e = get(_metadata, self->c, host_key(base + 5 * mib + 100, mib));
 	EXPECT_EQ(big, e);
 	pd_mr_cache_put(self->c, e);
@@ -255,6 +255,37 @@ TEST_F(cache, host_subrange_hits_containing_entry)
 	pd_mr_cache_put(self->c, e);
 	pd_mr_cache_put(self->c, big);
 	EXPECT_EQ(3, self->f.regs);
+}
+
+/* Many adjacent small entries and one big one over them: every lookup
+ * finds a containing entry and the small ones are not confused. */
+TEST_F(cache, host_levels_keep_small_and_large_apart)
+{
+	const uint64_t base = 0x7e0000000000ULL;
+	struct pd_mr_cache_entry *e[600], *big, *h;
+	int i;
+
+	ASSERT_EQ(0, pd_mr_cache_set_limits(self->c, 1000, 0));
+	for (i = 0; i < 600; i++)
+		e[i] = get(_metadata, self->c, host_key(base + (uint64_t)i * 4096, 4096));
+	big = get(_metadata, self->c, host_key(base + (1 << 20), 4 << 20));
+	for (i = 0; i < 600; i++) {
+		h = get(_metadata, self->c, host_key(base + (uint64_t)i * 4096 + 8, 100));
+		EXPECT_EQ(e[i], h);
+		pd_mr_cache_put(self->c, h);
+	}
+	/* Beyond the small ones, inside the big one. */
+	h = get(_metadata, self->c, host_key(base + (3 << 20), 65536));
+	EXPECT_EQ(big, h);
+	pd_mr_cache_put(self->c, h);
+	/* Straddling two small entries: only the big one contains it. */
+	h = get(_metadata, self->c, host_key(base + (1 << 20) + 4000, 200));
+	EXPECT_EQ(big, h);
+	pd_mr_cache_put(self->c, h);
+	EXPECT_EQ(601, self->f.regs);
+	for (i = 0; i < 600; i++)
+		pd_mr_cache_put(self->c, e[i]);
+	pd_mr_cache_put(self->c, big);
 }
 
 TEST_F(cache, revocation_drops_idle_and_fails_in_use)

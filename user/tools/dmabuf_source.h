@@ -1,0 +1,132 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Where the tools get "device memory": a real export from /dev/peerdirectN
+ * (in the VM with the module), a memfd standing in for a dma-buf (on a host
+ * without it: mmap works, SYNC answers ENOTTY and is accepted), or plain
+ * host memory.  The tools touch the bytes only through a SYNC-bracketed
+ * mapping of their own, as an accelerator runtime would.
+ */
+#ifndef PD_TOOLS_DMABUF_SOURCE_H
+#define PD_TOOLS_DMABUF_SOURCE_H
+
+/* needs _GNU_SOURCE (memfd_create), defined by the including tool */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <linux/dma-buf.h>
+
+#include "peerdirect.h"
+#include "bounce_pool.h"
+
+enum src_kind { SRC_HOST, SRC_MEMFD, SRC_DEVICE };
+
+struct dmabuf_source {
+	enum src_kind kind;
+	struct pd_device *dev;
+	uint64_t handle;
+	struct pd_export_info exp;
+	int fd;			/* -1 for host memory */
+	size_t len;
+	char *map;		/* the tool's own view of the bytes */
+};
+
+static inline int memfd_sync(int fd, uint64_t flags)
+{
+	struct dma_buf_sync s = { .flags = flags };
+
+	if (ioctl(fd, DMA_BUF_IOCTL_SYNC, &s) == 0 || errno == ENOTTY)
+		return 0;
+	return -errno;
+}
+
+/* spec: "host", "memfd" or "device:N" */
+static inline int source_open(struct dmabuf_source *s, const char *spec, size_t len)
+{
+	struct pd_device_info info;
+	int ret;
+
+	memset(s, 0, sizeof(*s));
+	s->fd = -1;
+	s->len = len;
+	if (!strcmp(spec, "host")) {
+		s->kind = SRC_HOST;
+	} else if (!strcmp(spec, "memfd")) {
+		s->kind = SRC_MEMFD;
+		s->fd = memfd_create("pd-tool", MFD_CLOEXEC);
+		if (s->fd < 0 || ftruncate(s->fd, (off_t)len))
+			return -errno;
+		pd_set_dmabuf_sync(memfd_sync);
+	} else if (!strncmp(spec, "device:", 7)) {
+		s->kind = SRC_DEVICE;
+		ret = pd_device_open((unsigned int)atoi(spec + 7), &s->dev) ?:
+		      pd_device_query(s->dev, &info);
+		if (ret)
+			return ret;
+		s->len = (len + info.page_size - 1) / info.page_size * info.page_size;
+		ret = pd_device_alloc(s->dev, s->len, &s->handle, NULL) ?:
+		      pd_device_export(s->dev, s->handle, 0, s->len,
+				       PD_EXPORT_RDWR | PD_EXPORT_CLOEXEC, &s->exp);
+		if (ret)
+			return ret;
+		s->fd = s->exp.fd;
+	} else {
+		fprintf(stderr, "memory '%s' is not host, memfd or device:N\n", spec);
+		return -EINVAL;
+	}
+	s->map = mmap(NULL, s->len, PROT_READ | PROT_WRITE,
+		      s->fd < 0 ? MAP_PRIVATE | MAP_ANONYMOUS : MAP_SHARED, s->fd, 0);
+	if (s->map == MAP_FAILED) {
+		s->map = NULL;
+		return -errno;
+	}
+	return 0;
+}
+
+/* Through SYNC for dma-bufs: a revoked buffer reports -ENODEV. */
+static inline int source_write(struct dmabuf_source *s, const void *src, size_t len)
+{
+	if (s->fd < 0) {
+		memcpy(s->map, src, len);
+		return 0;
+	}
+	return pd_dmabuf_copy_to(s->fd, s->map, src, len);
+}
+
+static inline int source_read(struct dmabuf_source *s, void *dst, size_t len)
+{
+	if (s->fd < 0) {
+		memcpy(dst, s->map, len);
+		return 0;
+	}
+	return pd_dmabuf_copy_from(s->fd, dst, s->map, len);
+}
+
+static inline int source_register(struct dmabuf_source *s, struct pd_fabric *fab,
+			   struct pd_mr **mr)
+{
+	if (s->kind == SRC_HOST)
+		return pd_mr_reg_host(fab, s->map, s->len, 0, mr);
+	if (s->dev)
+		pd_fabric_attach_device(fab, s->dev);
+	return pd_mr_reg_dmabuf(fab, s->fd, 0, s->len, 0, mr);
+}
+
+static inline void source_close(struct dmabuf_source *s)
+{
+	if (s->map)
+		munmap(s->map, s->len);
+	if (s->fd >= 0)
+		close(s->fd);
+	if (s->dev) {
+		if (s->handle)
+			pd_device_free(s->dev, s->handle);
+		pd_device_close(s->dev);
+	}
+}
+
+#endif

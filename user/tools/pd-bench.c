@@ -1,0 +1,463 @@
+// SPDX-License-Identifier: MIT
+/*
+ * pd-bench: the only source of libpeerdirect performance figures.
+ *
+ *   pd-bench cache [--provider P] [--entries N]
+ *       median cost of a cache hit (register + release of a cached range) at
+ *       N live entries, against the provider's own uncached fi_mr_reg.
+ *   pd-bench bw [--provider P] [--sizes 4K,1M,64M]
+ *       tagged send/recv bandwidth between two processes on host memory:
+ *       through the shim, and through a raw libfabric loop on the same
+ *       endpoint and registration.
+ *   pd-bench paths --memory device:N|memfd [--provider P] [--sizes ...]
+ *       dma-buf memory: direct path (auto: dmabuf or mapped) against bounce.
+ *
+ * Two-process modes fork: rank 1 is the child; they meet over the TCP
+ * rendezvous on 127.0.0.1 (--port).  Every figure line is prefixed with the
+ * exact command that produced it.
+ */
+#define _GNU_SOURCE
+#include <getopt.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <time.h>
+
+#include <rdma/fabric.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_errno.h>
+#include <rdma/fi_tagged.h>
+
+#include "dmabuf_source.h"
+#include "errors.h"
+#include "fabric.h"
+
+#define MAX_SIZES 16
+#define RAW_WINDOW 64
+
+struct opts {
+	const char *mode, *provider, *memory;
+	size_t sizes[MAX_SIZES];
+	int nsizes, entries;
+	uint16_t port;
+};
+
+static char cmdline[1024];
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static uint64_t median(uint64_t *v, size_t n)
+{
+	qsort(v, n, sizeof(*v), cmp_u64);
+	return v[n / 2];
+}
+
+static int die(const char *what, int ret)
+{
+	fprintf(stderr, "pd-bench: %s: %s (%s)\n", what, pd_last_error(), pd_strerror(ret));
+	exit(1);
+}
+
+static struct pd_fabric *open_fabric(const struct opts *o, enum pd_path path)
+{
+	struct pd_fabric_attr attr;
+	struct pd_fabric *fab;
+	int ret;
+
+	pd_fabric_attr_init(&attr);
+	attr.provider = o->provider;
+	attr.path = path;
+	attr.cache_max_entries = (size_t)o->entries * 2 + 16;
+	ret = pd_fabric_open(&attr, &fab);
+	if (ret)
+		die("fabric", ret);
+	return fab;
+}
+
+/* ---- cache ---------------------------------------------------------- */
+
+static void bench_hits(const char *label, struct pd_fabric *fab, int n,
+		       int (*reg)(struct pd_fabric *, void *, int, struct pd_mr **), void *ctx)
+{
+	uint64_t *miss = calloc((size_t)n, sizeof(uint64_t)), hit[201], t0;
+	struct pd_mr **mrs = calloc((size_t)n, sizeof(*mrs));
+	unsigned int seed = 1;
+	struct pd_cache_stats st;
+	int i, k, ret;
+
+	if (!miss || !mrs)
+		die("memory", -ENOMEM);
+	for (i = 0; i < n; i++) {
+		t0 = now_ns();
+		ret = reg(fab, ctx, i, &mrs[i]);
+		miss[i] = now_ns() - t0;
+		if (ret)
+			die("registration", ret);
+	}
+	for (i = 0; i < n; i++)
+		pd_mr_dereg(mrs[i]);
+	/* Batches of 100 random hits; the median batch, per hit. */
+	for (k = 0; k < 201; k++) {
+		int idx[100];
+
+		for (i = 0; i < 100; i++)
+			idx[i] = rand_r(&seed) % n;
+		t0 = now_ns();
+		for (i = 0; i < 100; i++) {
+			struct pd_mr *mr;
+
+			if ((ret = reg(fab, ctx, idx[i], &mr)))
+				die("hit", ret);
+			pd_mr_dereg(mr);
+		}
+		hit[k] = (now_ns() - t0) / 100;
+	}
+	pd_fabric_cache_stats(fab, &st);
+	printf("%-34s entries %6" PRIu64 "  hit (get+release) median %6" PRIu64
+	       " ns  miss (shim registration) median %8" PRIu64 " ns  hits %" PRIu64 "/%" PRIu64 "\n",
+	       label, st.entries, median(hit, 201), median(miss, (size_t)n), st.hits, st.lookups);
+	free(miss);
+	free(mrs);
+}
+
+static int reg_page(struct pd_fabric *fab, void *base, int i, struct pd_mr **mr)
+{
+	return pd_mr_reg_host(fab, (char *)base + (size_t)i * 4096, 4096, 0, mr);
+}
+
+static int reg_dmabuf_page(struct pd_fabric *fab, void *fdp, int i, struct pd_mr **mr)
+{
+	return pd_mr_reg_dmabuf(fab, *(int *)fdp, (uint64_t)i * 4096, 4096, 0, mr);
+}
+
+static void mode_cache(const struct opts *o)
+{
+	size_t len = (size_t)o->entries * 4096;
+	struct pd_fabric *fab = open_fabric(o, PD_PATH_AUTO);
+	struct dmabuf_source src;
+	uint64_t reg[201], both[201], t0, t1;
+	struct fid_mr *mr;
+	char *buf;
+	int i, ret;
+
+	printf("# %s\n# provider %s\n", cmdline, pd_fabric_provider(fab));
+	buf = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (buf == MAP_FAILED)
+		die("mmap", -errno);
+	memset(buf, 1, len);
+	for (i = 0; i < 201; i++) {
+		t0 = now_ns();
+		ret = fi_mr_reg(fab->domain, buf + (size_t)i * 4096, 4096, FI_SEND | FI_RECV, 0,
+				1000000 + (uint64_t)i, 0, &mr, NULL);
+		t1 = now_ns();
+		if (ret)
+			die("fi_mr_reg", ret);
+		fi_close(&mr->fid);
+		reg[i] = t1 - t0;
+		both[i] = now_ns() - t0;
+	}
+	printf("%-34s fi_mr_reg median %6" PRIu64 " ns  fi_mr_reg+fi_close median %6" PRIu64 " ns\n",
+	       "raw libfabric, 4 KiB, uncached", median(reg, 201), median(both, 201));
+	bench_hits("shim host 4 KiB ranges", fab, o->entries, reg_page, buf);
+	pd_fabric_close(fab);
+	munmap(buf, len);
+	/* dma-buf keys: one memfd, N page-sized registrations at distinct offsets. */
+	if (source_open(&src, "memfd", len) == 0) {
+		fab = open_fabric(o, PD_PATH_AUTO);
+		bench_hits("shim dma-buf 4 KiB (memfd, auto)", fab, o->entries, reg_dmabuf_page, &src.fd);
+		pd_fabric_close(fab);
+		source_close(&src);
+	}
+}
+
+/* ---- bandwidth -------------------------------------------------------- */
+
+struct pair {
+	int rank;
+	struct pd_rdv *rdv;
+	struct pd_fabric *fab;
+	uint64_t peer;
+};
+
+static void pair_connect(struct pair *p, const struct opts *o, enum pd_path path)
+{
+	char mine[256] = { 0 }, all[2][256];
+	size_t len = sizeof(mine);
+	int ret;
+
+	ret = pd_rdv_open("127.0.0.1", o->port, p->rank, 2, 30000, &p->rdv);
+	if (ret)
+		die("rendezvous", ret);
+	p->fab = open_fabric(o, path);
+	ret = pd_fabric_addr(p->fab, mine, &len) ?: pd_rdv_allgather(p->rdv, mine, sizeof(mine), all) ?:
+	      pd_fabric_insert(p->fab, all[!p->rank], len, &p->peer);
+	if (ret)
+		die("address exchange", ret);
+}
+
+static void pair_close(struct pair *p)
+{
+	pd_rdv_barrier(p->rdv);
+	pd_fabric_close(p->fab);
+	pd_rdv_close(p->rdv);
+	p->fab = NULL;
+}
+
+static int window_for(size_t size)
+{
+	return size <= (64 << 10) ? 64 : size <= (4 << 20) ? 16 : 2;
+}
+
+static int rounds_for(size_t size)
+{
+	size_t total = (size_t)256 << 20, per = size * (size_t)window_for(size);
+
+	if (total < 16 * size)
+		total = 16 * size;
+	return (int)((total + per - 1) / per);
+}
+
+/* W sends (rank 0) or receives (rank 1) in flight, all waited for. */
+static int shim_round(struct pair *p, struct pd_mr *mr, size_t size, int w)
+{
+	struct pd_req *req[RAW_WINDOW];
+	int i, ret = 0;
+
+	for (i = 0; i < w && !ret; i++)
+		ret = p->rank == 0 ? pd_tsend(p->fab, mr, 0, size, p->peer, 1, &req[i]) :
+				     pd_trecv(p->fab, mr, 0, size, p->peer, 1, &req[i]);
+	w = ret ? i - 1 : w;
+	for (i = 0; i < w; i++) {
+		if (!ret)
+			ret = pd_wait(req[i], 60000, NULL);
+		pd_req_free(req[i]);
+	}
+	return ret;
+}
+
+/* The same round written directly against libfabric, same endpoint. */
+static int raw_round(struct pair *p, struct pd_mr *mr, size_t size, int w)
+{
+	struct fi_context2 ctx[RAW_WINDOW];
+	struct fi_cq_tagged_entry ent[16];
+	struct pd_fabric *f = p->fab;
+	void *desc = mr->reg->desc;
+	int posted = 0, done = 0;
+	ssize_t ret;
+
+	while (done < w) {
+		if (posted < w) {
+			ret = p->rank == 0 ?
+				fi_tsend(f->ep, mr->io, size, desc, p->peer, 2, &ctx[posted]) :
+				fi_trecv(f->ep, mr->io, size, desc, p->peer, 2, 0, &ctx[posted]);
+			if (ret == 0)
+				posted++;
+			else if (ret != -FI_EAGAIN)
+				return (int)ret;
+		}
+		ret = fi_cq_read(f->cq, ent, 16);
+		if (ret > 0)
+			done += (int)ret;
+		else if (ret != -FI_EAGAIN)
+			return pd_error((int)ret, "raw loop: fi_cq_read: %s", fi_strerror((int)-ret));
+	}
+	return 0;
+}
+
+/* MB/s (10^6 B/s) measured on rank 0, from the first post to the peer's ack
+ * that its last receive completed. */
+static double run_bw(struct pair *p, struct pd_mr *mr, size_t size, bool raw)
+{
+	int w = window_for(size), rounds = rounds_for(size), r, ret = 0;
+	char ack = 0, acks[2];
+	uint64_t t0;
+
+	ret = raw ? raw_round(p, mr, size, w) : shim_round(p, mr, size, w);	/* warm-up */
+	if (!ret)
+		ret = pd_rdv_barrier(p->rdv);
+	t0 = now_ns();
+	for (r = 0; r < rounds && !ret; r++)
+		ret = raw ? raw_round(p, mr, size, w) : shim_round(p, mr, size, w);
+	if (ret)
+		die(raw ? "raw loop" : "shim loop", ret);
+	if (pd_rdv_allgather(p->rdv, &ack, 1, acks))
+		die("ack", -EIO);
+	return (double)size * w * rounds / ((double)(now_ns() - t0) / 1e9) / 1e6;
+}
+
+static pid_t fork_pair(struct pair *p)
+{
+	pid_t pid;
+
+	fflush(NULL);
+	pid = fork();
+	if (pid < 0)
+		die("fork", -errno);
+	p->rank = pid == 0;
+	return pid;
+}
+
+static int finish(pid_t pid)
+{
+	int status = 0;
+
+	if (pid == 0)
+		exit(0);
+	waitpid(pid, &status, 0);
+	return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+}
+
+static int mode_bw(const struct opts *o)
+{
+	size_t max = 0;
+	struct pair p = { 0 };
+	struct pd_mr *mr;
+	char *buf;
+	pid_t pid;
+	int i;
+
+	for (i = 0; i < o->nsizes; i++)
+		max = o->sizes[i] > max ? o->sizes[i] : max;
+	pid = fork_pair(&p);
+	pair_connect(&p, o, PD_PATH_AUTO);
+	buf = mmap(NULL, max, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (buf == MAP_FAILED || pd_mr_reg_host(p.fab, buf, max, 0, &mr))
+		die("buffer", -ENOMEM);
+	memset(buf, 3, max);
+	if (p.rank == 0)
+		printf("# %s\n# provider %s, chunk %zu, host memory, MB/s = 10^6 B/s\n"
+		       "%10s %8s %7s %12s %12s %9s\n", cmdline, pd_fabric_provider(p.fab),
+		       pd_fabric_chunk_size(p.fab), "size", "window", "rounds", "shim MB/s",
+		       "raw MB/s", "shim/raw");
+	for (i = 0; i < o->nsizes; i++) {
+		size_t s = o->sizes[i];
+		bool raw_ok = s <= p.fab->info->ep_attr->max_msg_size;
+		double shim = run_bw(&p, mr, s, false), raw = raw_ok ? run_bw(&p, mr, s, true) : 0;
+
+		if (p.rank == 0)
+			printf("%10zu %8d %7d %12.1f %12.1f %8.1f%%\n", s, window_for(s), rounds_for(s),
+			       shim, raw, raw_ok ? 100.0 * shim / raw : 0.0);
+		fflush(stdout);
+	}
+	pd_mr_dereg(mr);
+	pair_close(&p);
+	munmap(buf, max);
+	return finish(pid);
+}
+
+static int mode_paths(const struct opts *o)
+{
+	static const enum pd_path paths[2] = { PD_PATH_AUTO, PD_PATH_BOUNCE };
+	double bw[2][MAX_SIZES];
+	struct dmabuf_source src;
+	size_t max = 0;
+	struct pair p = { 0 };
+	struct pd_mr *mr;
+	pid_t pid;
+	int i, k, ret;
+
+	for (i = 0; i < o->nsizes; i++)
+		max = o->sizes[i] > max ? o->sizes[i] : max;
+	pid = fork_pair(&p);
+	ret = source_open(&src, o->memory, max);
+	if (ret)
+		die("memory", ret);
+	for (k = 0; k < 2; k++) {
+		pair_connect(&p, o, paths[k]);
+		ret = source_register(&src, p.fab, &mr);
+		if (ret)
+			die("registration", ret);
+		if (p.rank == 0)
+			printf("# %s\n# provider %s, memory %s, path %s: %s\n", cmdline,
+			       pd_fabric_provider(p.fab), o->memory, pd_path_name(pd_mr_path(mr)),
+			       pd_mr_reason(mr));
+		for (i = 0; i < o->nsizes; i++)
+			bw[k][i] = run_bw(&p, mr, o->sizes[i], false);
+		pd_mr_dereg(mr);
+		pair_close(&p);
+	}
+	if (p.rank == 0) {
+		printf("%10s %14s %14s %8s\n", "size", "direct MB/s", "bounce MB/s", "ratio");
+		for (i = 0; i < o->nsizes; i++)
+			printf("%10zu %14.1f %14.1f %7.2fx\n", o->sizes[i], bw[0][i], bw[1][i],
+			       bw[0][i] / bw[1][i]);
+	}
+	source_close(&src);
+	return finish(pid);
+}
+
+static int parse(int argc, char **argv, struct opts *o)
+{
+	static const struct option lo[] = {
+		{ "provider", 1, 0, 'p' }, { "sizes", 1, 0, 's' }, { "entries", 1, 0, 'e' },
+		{ "memory", 1, 0, 'm' }, { "port", 1, 0, 'P' }, { 0 },
+	};
+	char *tok, *save;
+	size_t n = 0;
+	int c, i;
+
+	for (i = 0; i < argc; i++)
+		n += (size_t)snprintf(cmdline + n, n < sizeof(cmdline) ? sizeof(cmdline) - n : 0,
+				      "%s%s", i ? " " : "", argv[i]);
+	*o = (struct opts) { .entries = 10000, .memory = "memfd",
+			     .port = (uint16_t)(21000 + getpid() % 20000),
+			     .sizes = { 4096, 1 << 20, 64 << 20 }, .nsizes = 3 };
+	while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
+		switch (c) {
+		case 'p': o->provider = optarg; break;
+		case 'e': o->entries = atoi(optarg); break;
+		case 'm': o->memory = optarg; break;
+		case 'P': o->port = (uint16_t)atoi(optarg); break;
+		case 's':
+			o->nsizes = 0;
+			for (tok = strtok_r(optarg, ",", &save); tok && o->nsizes < MAX_SIZES;
+			     tok = strtok_r(NULL, ",", &save)) {
+				if (pd_parse_size(tok, &o->sizes[o->nsizes]) || !o->sizes[o->nsizes])
+					return -1;
+				o->nsizes++;
+			}
+			break;
+		default:
+			return -1;
+		}
+	}
+	if (optind != argc - 1 || o->entries < 201 || !o->nsizes)
+		return -1;
+	o->mode = argv[optind];
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	struct opts o;
+
+	if (parse(argc, argv, &o)) {
+		fprintf(stderr, "usage: pd-bench cache|bw|paths [--provider P] [--entries N>200]\n"
+				"       [--sizes 4K,1M,64M] [--memory device:N|memfd] [--port P]\n");
+		return 2;
+	}
+	if (!strcmp(o.mode, "cache")) {
+		mode_cache(&o);
+		return 0;
+	}
+	if (!strcmp(o.mode, "bw"))
+		return mode_bw(&o);
+	if (!strcmp(o.mode, "paths"))
+		return mode_paths(&o);
+	fprintf(stderr, "pd-bench: unknown mode '%s' (cache, bw, paths)\n", o.mode);
+	return 2;
+}

@@ -1,0 +1,234 @@
+// SPDX-License-Identifier: MIT
+/*
+ * pd-xfer: two processes move device memory through libpeerdirect and check
+ * every transfer end to end.  Rank 0 writes a pattern per iteration into its
+ * buffer and sends it; rank 1 receives into its own and both compare 64-bit
+ * FNV-1a checksums over the rendezvous.  Each iteration ends in exactly one
+ * of: OK, ERROR (a clear failure, e.g. the export was revoked) or MISMATCH
+ * (wrong data delivered silently: the one outcome that must never happen).
+ *
+ * Exit status: 0 all OK, 1 some ERROR and no MISMATCH, 2 any MISMATCH,
+ * 3 setup failed.
+ */
+#define _GNU_SOURCE
+#include <getopt.h>
+#include <inttypes.h>
+
+#include "dmabuf_source.h"
+#include "errors.h"
+
+struct opts {
+	int rank, iters, timeout_ms, revoke_after;
+	size_t size;
+	const char *host, *provider, *memory, *path;
+	uint16_t port;
+};
+
+struct verdict {
+	int32_t status;		/* 0 or a negative errno */
+	uint32_t pad;
+	uint64_t checksum;
+};
+
+static uint64_t fnv1a(const unsigned char *p, size_t len)
+{
+	uint64_t h = 0xcbf29ce484222325ULL;
+
+	while (len--)
+		h = (h ^ *p++) * 0x100000001b3ULL;
+	return h;
+}
+
+static void pattern_fill(unsigned char *p, size_t len, int iter)
+{
+	uint64_t x = 0x9e3779b97f4a7c15ULL * (uint64_t)(iter + 1);
+	size_t i;
+
+	for (i = 0; i < len; i++) {
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+		p[i] = (unsigned char)x;
+	}
+}
+
+static void usage(void)
+{
+	fprintf(stderr,
+		"usage: pd-xfer --rank 0|1 --rendezvous HOST:PORT [options]\n"
+		"  --size BYTES       transfer size (default 4M; K/M/G suffixes)\n"
+		"  --iters N          iterations (default 10)\n"
+		"  --memory KIND      device:N | memfd | host (default device:0)\n"
+		"  --provider NAME    libfabric provider (default auto)\n"
+		"  --path PATH        auto|dmabuf|mapped|bounce (default auto)\n"
+		"  --timeout MS       bound on every wait (default 10000)\n"
+		"  --revoke-after N   revoke this rank's export after N iterations\n");
+}
+
+static int parse(int argc, char **argv, struct opts *o)
+{
+	static const struct option lo[] = {
+		{ "rank", 1, 0, 'r' }, { "rendezvous", 1, 0, 'R' }, { "size", 1, 0, 's' },
+		{ "iters", 1, 0, 'i' }, { "memory", 1, 0, 'm' }, { "provider", 1, 0, 'p' },
+		{ "path", 1, 0, 'P' }, { "timeout", 1, 0, 't' }, { "revoke-after", 1, 0, 'v' },
+		{ "help", 0, 0, 'h' }, { 0 },
+	};
+	char *colon;
+	int c;
+
+	*o = (struct opts) { .rank = -1, .iters = 10, .timeout_ms = 10000, .revoke_after = -1,
+			     .size = 4 << 20, .memory = "device:0" };
+	while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
+		switch (c) {
+		case 'r': o->rank = atoi(optarg); break;
+		case 'R': o->host = optarg; break;
+		case 's':
+			if (pd_parse_size(optarg, &o->size) || !o->size) {
+				fprintf(stderr, "--size '%s' is not a size\n", optarg);
+				return -1;
+			}
+			break;
+		case 'i': o->iters = atoi(optarg); break;
+		case 'm': o->memory = optarg; break;
+		case 'p': o->provider = optarg; break;
+		case 'P': o->path = optarg; break;
+		case 't': o->timeout_ms = atoi(optarg); break;
+		case 'v': o->revoke_after = atoi(optarg); break;
+		default: usage(); return -1;
+		}
+	}
+	if ((o->rank != 0 && o->rank != 1) || !o->host || o->iters < 1 || o->timeout_ms < 1 ||
+	    !(colon = strrchr(o->host, ':'))) {
+		usage();
+		return -1;
+	}
+	*colon = '\0';
+	o->port = (uint16_t)atoi(colon + 1);
+	return 0;
+}
+
+static int setup(const struct opts *o, struct pd_rdv **rdv, struct pd_fabric **fab,
+		 uint64_t *peer)
+{
+	struct pd_fabric_attr attr;
+	char mine[256] = { 0 }, all[2][256];
+	size_t len = sizeof(mine);
+	int ret;
+
+	pd_fabric_attr_init(&attr);
+	attr.provider = o->provider;
+	if (o->path && (ret = pd_path_parse(o->path, &attr.path)))
+		return ret;
+	ret = pd_rdv_open(o->host, o->port, o->rank, 2, o->timeout_ms * 3, rdv);
+	if (!ret)
+		ret = pd_fabric_open(&attr, fab);
+	if (!ret)
+		ret = pd_fabric_addr(*fab, mine, &len) ?: pd_rdv_allgather(*rdv, mine, sizeof(mine), all);
+	if (!ret)
+		ret = pd_fabric_insert(*fab, all[!o->rank], len, peer);
+	return ret;
+}
+
+static int one_transfer(const struct opts *o, struct pd_fabric *fab, struct pd_mr *mr,
+			uint64_t peer, int iter)
+{
+	struct pd_req *req;
+	size_t got = 0;
+	int ret;
+
+	ret = o->rank == 0 ? pd_tsend(fab, mr, 0, o->size, peer, (uint64_t)iter, &req) :
+			     pd_trecv(fab, mr, 0, o->size, peer, (uint64_t)iter, &req);
+	if (ret)
+		return ret;
+	ret = pd_wait(req, o->timeout_ms, &got);
+	pd_req_free(req);
+	if (!ret && got != o->size)
+		ret = pd_error(-EIO, "completed %zu of %zu bytes", got, o->size);
+	return ret;
+}
+
+int main(int argc, char **argv)
+{
+	struct dmabuf_source src;
+	struct pd_cache_stats st;
+	struct pd_fabric *fab = NULL;
+	struct pd_rdv *rdv = NULL;
+	struct pd_mr *mr = NULL;
+	unsigned char *host;
+	struct opts o;
+	uint64_t peer;
+	int i, ret, errors = 0, mismatches = 0;
+
+	if (parse(argc, argv, &o))
+		return 3;
+	host = malloc(o.size);
+	ret = host ? 0 : -ENOMEM;
+	if (!ret)
+		ret = source_open(&src, o.memory, o.size);
+	if (!ret)
+		ret = setup(&o, &rdv, &fab, &peer);
+	if (!ret)
+		ret = source_register(&src, fab, &mr);
+	if (ret) {
+		fprintf(stderr, "pd-xfer rank %d: setup: %s (%s)\n", o.rank, pd_last_error(),
+			pd_strerror(ret));
+		return 3;
+	}
+	printf("rank %d provider %s memory %s size %zu path %s: %s\n", o.rank,
+	       pd_fabric_provider(fab), o.memory, o.size, pd_path_name(pd_mr_path(mr)),
+	       pd_mr_reason(mr));
+	for (i = 0; i < o.iters; i++) {
+		struct verdict mine = { 0 }, both[2];
+		char msg[512] = "";
+
+		if (o.revoke_after == i && src.dev) {
+			ret = pd_device_revoke(src.dev, PD_REVOKE_EXPORT, src.exp.export_id, NULL, NULL);
+			printf("rank %d iter %d: revoked export %" PRIu64 ": %s\n", o.rank, i,
+			       src.exp.export_id, ret ? pd_last_error() : "ok");
+		}
+		if (o.rank == 0) {
+			pattern_fill(host, o.size, i);
+			mine.status = source_write(&src, host, o.size);
+		}
+		if (!mine.status)
+			mine.status = one_transfer(&o, fab, mr, peer, i);
+		if (!mine.status)
+			mine.status = source_read(&src, host, o.size);
+		if (mine.status)
+			snprintf(msg, sizeof(msg), "%s", pd_last_error());
+		else
+			mine.checksum = fnv1a(host, o.size);
+		ret = pd_rdv_allgather(rdv, &mine, sizeof(mine), both);
+		if (ret) {
+			fprintf(stderr, "rank %d: rendezvous lost: %s\n", o.rank, pd_last_error());
+			return 3;
+		}
+		if (both[0].status || both[1].status) {
+			errors++;
+			printf("rank %d iter %d: ERROR %s%s (peer: %s)\n", o.rank, i,
+			       mine.status ? pd_strerror(mine.status) : "", msg,
+			       both[!o.rank].status ? pd_strerror(both[!o.rank].status) : "ok");
+		} else if (both[0].checksum != both[1].checksum) {
+			mismatches++;
+			printf("rank %d iter %d: MISMATCH sent 0x%016" PRIx64 " received 0x%016" PRIx64 "\n",
+			       o.rank, i, both[0].checksum, both[1].checksum);
+		} else {
+			printf("rank %d iter %d: OK %zu bytes checksum 0x%016" PRIx64 "\n", o.rank, i,
+			       o.size, mine.checksum);
+		}
+		fflush(stdout);
+	}
+	pd_fabric_poll_events(fab);
+	pd_fabric_cache_stats(fab, &st);
+	printf("rank %d summary: ok %d error %d mismatch %d; cache lookups %" PRIu64 " hits %" PRIu64
+	       " misses %" PRIu64 " invalidations %" PRIu64 " entries %" PRIu64 "\n", o.rank,
+	       o.iters - errors - mismatches, errors, mismatches, st.lookups, st.hits, st.misses,
+	       st.invalidations, st.entries);
+	pd_rdv_barrier(rdv);
+	pd_mr_dereg(mr);
+	pd_fabric_close(fab);
+	pd_rdv_close(rdv);
+	source_close(&src);
+	free(host);
+	return mismatches ? 2 : errors ? 1 : 0;
+}
