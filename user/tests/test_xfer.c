@@ -87,10 +87,13 @@ TEST_F_TIMEOUT(pair, sizes_with_data_checked, 120)
 {
 	static const size_t small[] = { 1, 7, 4096, 65537, 1 << 20, (4 << 20) + 3, 64 << 20 };
 	static const size_t huge[] = { 256 << 20 };
-	struct sizes_arg a = { small, 7 };
+	/* Under valgrind (make valgrind) the big sizes would outlast the
+	 * harness timeout: they stay in make check and check-asan. */
+	bool quick = getenv("PEERDIRECT_TEST_QUICK") != NULL;
+	struct sizes_arg a = { small, quick ? 6 : 7 };
 
 	ASSERT_EQ(0, run_pair(variant->provider, NULL, exchange_sizes, &a, &self->status));
-	if (variant->huge) {
+	if (variant->huge && !quick) {
 		a = (struct sizes_arg) { huge, 1 };
 		ASSERT_EQ(0, run_pair(variant->provider, NULL, exchange_sizes, &a, &self->status));
 	}
