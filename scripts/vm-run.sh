@@ -24,6 +24,8 @@
 #   --append ARGS         extra kernel command line
 #   --log FILE            console log (default: a temp file, removed)
 #   --allow-warn REGEX    kernel report lines to ignore (repeatable)
+#   --no-kmemleak         skip the kmemleak scan after the script (debug
+#                         kernel; it takes about 10 s)
 #   --mod NAME            extra stock-kernel module to ship (with its deps)
 #   --bin NAME            extra host program to ship (with its libraries)
 #   --qemu-arg ARG        extra QEMU argument (repeatable)
@@ -41,7 +43,7 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 
 usage() {
-	sed -n '2,38s/^# \{0,1\}//p' "$0" >&2
+	sed -n '2,40s/^# \{0,1\}//p' "$0" >&2
 	exit 2
 }
 
@@ -86,6 +88,7 @@ while [ $# -gt 0 ]; do
 	--mod) extra_mods+=("${2:?}"); shift 2 ;;
 	--bin) extra_bins+=("${2:?}"); shift 2 ;;
 	--qemu-arg) qemu_extra+=("${2?}"); shift 2 ;;
+	--no-kmemleak) append="$append pd.nokmemleak"; shift ;;
 	--keep) keep=1; shift ;;
 	-h|--help) usage ;;
 	--) shift; break ;;
