@@ -332,6 +332,10 @@ static int start(struct pd_fabric *fab, enum req_kind kind, struct pd_mr *mr,
 				"remote range is outside the remote registration");
 	if (kind == REQ_WRITE && mr->reg->path == PD_PATH_BOUNCE && !pd_mr_cpu_ptr(mr))
 		return pd_error(-EINVAL, "%s: bounce registration without a mapping", fn);
+	/* Pending revocations first: a revoked buffer must fail here rather
+	 * than fault in the provider or move stale bytes. */
+	if (mr->reg->path != PD_PATH_HOST && __atomic_load_n(&fab->ndevs, __ATOMIC_RELAXED))
+		pd_fabric_poll_events(fab);
 	ret = pd_mr_entry_check(mr->entry);
 	if (ret)
 		return ret;
