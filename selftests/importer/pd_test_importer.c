@@ -159,7 +159,8 @@ static int pdti_import(struct pdti *t, struct pdti_import __user *uarg)
 
 	if (copy_from_user(&imp, uarg, sizeof(imp)))
 		return -EFAULT;
-	if (imp.pad || imp.flags & ~(PDTI_PINNED | PDTI_DYNAMIC | PDTI_NO_P2P) ||
+	if (imp.pad ||
+	    imp.flags & ~(PDTI_PINNED | PDTI_DYNAMIC | PDTI_NO_P2P | PDTI_NO_VERIFY) ||
 	    !(imp.flags & (PDTI_PINNED | PDTI_DYNAMIC)))
 		return -EINVAL;
 	if (t->dmabuf)
@@ -185,15 +186,18 @@ static int pdti_import(struct pdti *t, struct pdti_import __user *uarg)
 		return ret;
 	}
 
-	ret = pdti_vmap(t->dmabuf, &map);
-	if (ret)
-		goto err;
+	if (!(imp.flags & PDTI_NO_VERIFY)) {
+		ret = pdti_vmap(t->dmabuf, &map);
+		if (ret)
+			goto err;
+	}
 	dma_resv_lock(t->dmabuf->resv, NULL);
 	ret = pdti_map_locked(t);
-	if (!ret)
+	if (!ret && !(imp.flags & PDTI_NO_VERIFY))
 		pdti_check_sgt(t, &map);
 	dma_resv_unlock(t->dmabuf->resv);
-	pdti_vunmap(t->dmabuf, &map);
+	if (!(imp.flags & PDTI_NO_VERIFY))
+		pdti_vunmap(t->dmabuf, &map);
 	if (ret)
 		goto err;
 	return 0;

@@ -15,6 +15,11 @@
 #define PDTI_PINNED	0x1U	/* pin + map, keep through move_notify */
 #define PDTI_DYNAMIC	0x2U	/* map; unmap inside move_notify */
 #define PDTI_NO_P2P	0x4U	/* do not set allow_peer2peer */
+/*
+ * Skip the page check, which vmaps the dma-buf: 6.1's dma_buf_vmap() WARNs
+ * on any exporter failure, so fault-injection runs must not vmap.
+ */
+#define PDTI_NO_VERIFY	0x8U
 
 struct pdti_import {
 	__s32 fd;
