@@ -161,6 +161,8 @@ int main(int argc, char **argv)
 
 	if (parse(argc, argv, &o))
 		return 3;
+	memset(&src, 0, sizeof(src));
+	src.fd = -1;
 	host = malloc(o.size);
 	ret = host ? 0 : -ENOMEM;
 	if (!ret)
@@ -172,7 +174,8 @@ int main(int argc, char **argv)
 	if (ret) {
 		fprintf(stderr, "pd-xfer rank %d: setup: %s (%s)\n", o.rank, pd_last_error(),
 			pd_strerror(ret));
-		return 3;
+		mismatches = -1;
+		goto out;
 	}
 	printf("rank %d provider %s memory %s size %zu path %s: %s\n", o.rank,
 	       pd_fabric_provider(fab), o.memory, o.size, pd_path_name(pd_mr_path(mr)),
@@ -201,7 +204,8 @@ int main(int argc, char **argv)
 		ret = pd_rdv_allgather(rdv, &mine, sizeof(mine), both);
 		if (ret) {
 			fprintf(stderr, "rank %d: rendezvous lost: %s\n", o.rank, pd_last_error());
-			return 3;
+			mismatches = -1;
+			goto out;
 		}
 		if (both[0].status || both[1].status) {
 			errors++;
@@ -225,10 +229,11 @@ int main(int argc, char **argv)
 	       o.iters - errors - mismatches, errors, mismatches, st.lookups, st.hits, st.misses,
 	       st.invalidations, st.entries);
 	pd_rdv_barrier(rdv);
+out:
 	pd_mr_dereg(mr);
 	pd_fabric_close(fab);
 	pd_rdv_close(rdv);
 	source_close(&src);
 	free(host);
-	return mismatches ? 2 : errors ? 1 : 0;
+	return mismatches < 0 ? 3 : mismatches ? 2 : errors ? 1 : 0;
 }
