@@ -103,14 +103,17 @@ static void teardown_state(struct state *st)
 
 FIXTURE(faults) {
 	struct peerdirect_query q;
+	bool supported;
 };
 
 FIXTURE_SETUP(faults)
 {
 	int fd;
 
-	if (access("/proc/thread-self/fail-nth", F_OK) ||
-	    access("/sys/kernel/debug/failslab", F_OK))
+	/* 6.1's harness still runs the test after a SKIP in setup */
+	self->supported = !access("/proc/thread-self/fail-nth", F_OK) &&
+			  !access("/sys/kernel/debug/failslab", F_OK);
+	if (!self->supported)
 		SKIP(return, "kernel without CONFIG_FAILSLAB / fail-nth");
 	/* fail GFP_KERNEL allocations too, quietly (no stack dumps) */
 	ASSERT_EQ(0, write_str("/sys/kernel/debug/failslab/ignore-gfp-wait", "N"));
@@ -129,6 +132,8 @@ TEST_F(faults, every_allocation_failure_is_clean)
 {
 	int s, nth, injected = 0;
 
+	if (!self->supported)
+		return;
 	for (s = 0; s < S_NR; s++) {
 		for (nth = 1; nth < 200; nth++) {
 			struct state st = { .fd = -1, .d = -1, .imp = -1, .h = -1,
