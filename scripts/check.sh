@@ -80,6 +80,17 @@ stage_user() {
 	add user "$p" "$f" 0 $((SECONDS - t0))
 }
 
+# A clean kernel log is a test of its own (WARN, KASAN, lockdep, kmemleak...):
+# vm-run.sh exits 3 for a kernel report, 124/125 for a timeout or crash.
+vm_log_clean() {	# vm_log_clean NAME RC
+	if [ "$2" = 3 ] || [ "$2" -ge 124 ]; then
+		echo "not ok $1: VM exit $2 (kernel report, crash or timeout)"
+		tail -n 40 "$out/$1.out"
+		return 1
+	fi
+	return 0
+}
+
 # vm_selftests NAME KERNEL MODDIR BACKEND: run selftests/run-in-vm.sh in a VM.
 vm_selftests() {
 	local name=$1 kernel=$2 moddir=$3 backend=$4 t0=$SECONDS payload rc res
@@ -98,14 +109,7 @@ vm_selftests() {
 	rm -rf "$payload"
 	read -r p f s <<< "$(totals "$out/$name.log")"
 	grep -E '^not ok|#  FAIL' "$out/$name.log" | head -n 30
-	# A clean kernel log is a test of its own: WARN, KASAN, lockdep...
-	if [ "$rc" = 3 ] || [ "$rc" -ge 124 ]; then
-		echo "not ok $name: VM exit $rc (kernel report, crash or timeout)"
-		tail -n 40 "$out/$name.out"
-		f=$((f + 1))
-	else
-		p=$((p + 1))
-	fi
+	vm_log_clean "$name" "$rc" && p=$((p + 1)) || f=$((f + 1))
 	[ "$p$f" = 00 ] && f=1
 	add "$name" "$p" "$f" "$s" $((SECONDS - t0))
 }
@@ -162,13 +166,7 @@ vm_unplug() {
 	else
 		f=$((f + 1)); echo "not ok guest never reported ready (see $out/$name.out)"
 	fi
-	if [ "$rc" = 3 ] || [ "$rc" -ge 124 ]; then
-		echo "not ok $name: VM exit $rc (kernel report, crash or timeout)"
-		tail -n 40 "$out/$name.out"
-		f=$((f + 1))
-	else
-		p=$((p + 1))
-	fi
+	vm_log_clean "$name" "$rc" && p=$((p + 1)) || f=$((f + 1))
 	rm -rf "$work"
 	add "$name" "$p" "$f" "$s" $((SECONDS - t0))
 }
