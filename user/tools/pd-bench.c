@@ -35,12 +35,12 @@
 
 #define MAX_SIZES 16
 #define RAW_WINDOW 64
-#define REPEATS 5
+#define MAX_REPEATS 31
 
 struct opts {
 	const char *mode, *provider, *memory;
 	size_t sizes[MAX_SIZES];
-	int nsizes, entries;
+	int nsizes, entries, repeats;
 	uint16_t port;
 };
 
@@ -356,28 +356,31 @@ static int mode_bw(const struct opts *o)
 		die("buffer", -ENOMEM);
 	memset(buf, 3, max);
 	if (p.rank == 0)
-		printf("# %s\n# provider %s, chunk %zu, host memory, MB/s = 10^6 B/s, median of %d alternating runs\n"
+		printf("# %s\n# provider %s, chunk %zu, host memory, MB/s = 10^6 B/s, median and range of %d alternating runs\n"
 		       "%10s %8s %7s %12s %12s %9s\n", cmdline, pd_fabric_provider(p.fab),
-		       pd_fabric_chunk_size(p.fab), REPEATS, "size", "window", "rounds", "shim MB/s",
+		       pd_fabric_chunk_size(p.fab), o->repeats, "size", "window", "rounds", "shim MB/s",
 		       "raw MB/s", "shim/raw");
 	for (i = 0; i < o->nsizes; i++) {
 		size_t s = o->sizes[i];
 		bool raw_ok = s <= p.fab->info->ep_attr->max_msg_size;
-		double shims[REPEATS], raws[REPEATS] = { 0 }, shim, raw;
-		int k;
+		double shims[MAX_REPEATS], raws[MAX_REPEATS] = { 0 }, shim, raw;
+		int k, n = o->repeats;
 
 		/* Alternate the two loops so load from other processes hits both. */
-		for (k = 0; k < REPEATS; k++) {
+		for (k = 0; k < n; k++) {
 			shims[k] = run_bw(&p, mr, s, false);
 			if (raw_ok)
 				raws[k] = run_bw(&p, mr, s, true);
 		}
-		shim = median_d(shims, REPEATS);
-		raw = median_d(raws, REPEATS);
+		shim = median_d(shims, (size_t)n);
+		raw = median_d(raws, (size_t)n);
 
+		/* The spread shows how much the machine's load moved the runs. */
 		if (p.rank == 0)
-			printf("%10zu %8d %7d %12.1f %12.1f %8.1f%%\n", s, window_for(s), rounds_for(s),
-			       shim, raw, raw_ok ? 100.0 * shim / raw : 0.0);
+			printf("%10zu %8d %7d %12.1f %12.1f %8.1f%%   shim %.0f..%.0f raw %.0f..%.0f\n",
+			       s, window_for(s), rounds_for(s), shim, raw,
+			       raw_ok ? 100.0 * shim / raw : 0.0, shims[0], shims[n - 1], raws[0],
+			       raws[n - 1]);
 		fflush(stdout);
 	}
 	pd_mr_dereg(mr);
@@ -431,7 +434,7 @@ static int parse(int argc, char **argv, struct opts *o)
 {
 	static const struct option lo[] = {
 		{ "provider", 1, 0, 'p' }, { "sizes", 1, 0, 's' }, { "entries", 1, 0, 'e' },
-		{ "memory", 1, 0, 'm' }, { "port", 1, 0, 'P' }, { 0 },
+		{ "memory", 1, 0, 'm' }, { "port", 1, 0, 'P' }, { "repeats", 1, 0, 'r' }, { 0 },
 	};
 	char *tok, *save;
 	size_t n = 0;
@@ -440,7 +443,7 @@ static int parse(int argc, char **argv, struct opts *o)
 	for (i = 0; i < argc; i++)
 		n += (size_t)snprintf(cmdline + n, n < sizeof(cmdline) ? sizeof(cmdline) - n : 0,
 				      "%s%s", i ? " " : "", argv[i]);
-	*o = (struct opts) { .entries = 10000, .memory = "memfd",
+	*o = (struct opts) { .entries = 10000, .memory = "memfd", .repeats = 5,
 			     .port = (uint16_t)(21000 + getpid() % 20000),
 			     .sizes = { 4096, 1 << 20, 64 << 20 }, .nsizes = 3 };
 	while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
@@ -449,6 +452,7 @@ static int parse(int argc, char **argv, struct opts *o)
 		case 'e': o->entries = atoi(optarg); break;
 		case 'm': o->memory = optarg; break;
 		case 'P': o->port = (uint16_t)atoi(optarg); break;
+		case 'r': o->repeats = atoi(optarg); break;
 		case 's':
 			o->nsizes = 0;
 			for (tok = strtok_r(optarg, ",", &save); tok && o->nsizes < MAX_SIZES;
@@ -462,7 +466,8 @@ static int parse(int argc, char **argv, struct opts *o)
 			return -1;
 		}
 	}
-	if (optind != argc - 1 || o->entries < 201 || !o->nsizes)
+	if (optind != argc - 1 || o->entries < 201 || !o->nsizes || o->repeats < 1 ||
+	    o->repeats > MAX_REPEATS)
 		return -1;
 	o->mode = argv[optind];
 	return 0;
@@ -474,7 +479,7 @@ int main(int argc, char **argv)
 
 	if (parse(argc, argv, &o)) {
 		fprintf(stderr, "usage: pd-bench cache|bw|paths [--provider P] [--entries N>200]\n"
-				"       [--sizes 4K,1M,64M] [--memory device:N|memfd] [--port P]\n");
+				"       [--sizes 4K,1M,64M] [--repeats 5] [--memory device:N|memfd] [--port P]\n");
 		return 2;
 	}
 	if (!strcmp(o.mode, "cache")) {
