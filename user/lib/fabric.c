@@ -129,20 +129,23 @@ static int read_settings(const struct pd_fabric_attr *a, struct settings *s)
 	return 0;
 }
 
-static struct fi_info *make_hints(const struct settings *s, bool directed)
+#ifdef FI_MR_DMABUF
+#define HAVE_FI_MR_DMABUF true
+#else
+#define HAVE_FI_MR_DMABUF false
+#endif
+
+static struct fi_info *make_hints(const struct settings *s, bool directed, bool hmem)
 {
 	struct fi_info *h = fi_allocinfo();
 
 	if (!h)
 		return NULL;
 	h->ep_attr->type = FI_EP_RDM;
-	h->caps = FI_TAGGED | FI_RMA | (directed ? FI_DIRECTED_RECV : 0);
+	h->caps = FI_TAGGED | FI_RMA | (directed ? FI_DIRECTED_RECV : 0) | (hmem ? FI_HMEM : 0);
 	h->mode = FI_CONTEXT | FI_CONTEXT2;
 	h->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED |
-				  FI_MR_PROV_KEY;
-#ifdef FI_MR_DMABUF
-	h->domain_attr->mr_mode |= FI_MR_HMEM;
-#endif
+				  FI_MR_PROV_KEY | (hmem ? FI_MR_HMEM : 0);
 	/* Registration runs outside our lock, concurrently with the data path. */
 	h->domain_attr->threading = FI_THREAD_SAFE;
 	if (s->provider)
@@ -156,22 +159,30 @@ static struct fi_info *make_hints(const struct settings *s, bool directed)
 
 static int get_info(struct pd_fabric *fab, const struct settings *s)
 {
+	/* Nice-to-haves, dropped in this order when no provider offers them:
+	 * FI_HMEM (for FI_MR_DMABUF), then FI_DIRECTED_RECV (a receive naming
+	 * its peer). */
+	static const struct { bool hmem, directed; } tries[] = {
+		{ true, true }, { true, false }, { false, true }, { false, false },
+	};
 	struct fi_info *hints;
 	char universe[32];
-	int ret = -FI_ENODATA, attempt;
+	int ret = -FI_ENODATA;
+	unsigned int i;
 
 	/* Only if the user did not choose: their setting always wins. */
 	snprintf(universe, sizeof(universe), "%zu", s->universe);
 	setenv("FI_UNIVERSE_SIZE", universe, 0);
-	/* FI_DIRECTED_RECV lets a receive name its peer; some providers lack it. */
-	for (attempt = 0; attempt < 2 && ret; attempt++) {
-		hints = make_hints(s, attempt == 0);
+	for (i = 0; i < sizeof(tries) / sizeof(tries[0]) && ret; i++) {
+		if (tries[i].hmem && !HAVE_FI_MR_DMABUF)
+			continue;
+		hints = make_hints(s, tries[i].directed, tries[i].hmem);
 		if (!hints)
 			return pd_error(-ENOMEM, "fi_allocinfo: out of memory");
 		ret = fi_getinfo(FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION), NULL, NULL,
 				 0, hints, &fab->info);
 		fi_freeinfo(hints);
-		fab->directed_recv = attempt == 0;
+		fab->directed_recv = tries[i].directed;
 	}
 	if (ret)
 		return pd_error(ret, "fi_getinfo(provider %s, RDM, tagged + RMA): %s",

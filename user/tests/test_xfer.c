@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
 /* Two-process transfers of host memory over tcp and shm. */
+#include <pthread.h>
 #include <sys/mman.h>
 
 #include "kselftest_harness.h"
@@ -332,6 +333,100 @@ TEST(receive_without_sender_times_out)
 	EXPECT_EQ(0, pd_test(req, NULL));
 	pd_req_free(req);	/* cancels the posted receive */
 	pd_mr_dereg(mr);
+	pd_fabric_close(fab);
+}
+
+/* One fabric, several threads: transfers with their own tags, plus a thread
+ * churning registrations and one reading stats.  Every byte is checked. */
+struct shared_fab {
+	struct pd_fabric *fab;
+	uint64_t self;
+	int id, failures;
+};
+
+static void *xfer_thread(void *arg)
+{
+	struct shared_fab *t = arg;
+	char *buf = map_buf(2 * 65536);
+	struct pd_req *s, *r;
+	struct pd_mr *mr;
+	int i;
+
+	if (!buf || pd_mr_reg_host(t->fab, buf, 2 * 65536, 0, &mr)) {
+		t->failures++;
+		return NULL;
+	}
+	for (i = 0; i < 100; i++) {
+		uint64_t tag = (uint64_t)t->id << 32 | (uint64_t)i, seed = tag * 7 + 1;
+		size_t len = 1 + (size_t)(i * 997) % 65536;
+
+		fill(buf, len, seed);
+		if (pd_trecv(t->fab, mr, 65536, len, t->self, tag, &r)) {
+			t->failures++;
+			continue;
+		}
+		if (pd_tsend(t->fab, mr, 0, len, t->self, tag, &s) == 0) {
+			t->failures += pd_wait(s, WAIT_MS, NULL) != 0;
+			pd_req_free(s);
+		} else {
+			t->failures++;
+		}
+		t->failures += pd_wait(r, WAIT_MS, NULL) != 0;
+		pd_req_free(r);
+		t->failures += check(buf + 65536, len, seed) >= 0;
+	}
+	pd_mr_dereg(mr);
+	munmap(buf, 2 * 65536);
+	return NULL;
+}
+
+static void *churn_thread(void *arg)
+{
+	struct shared_fab *t = arg;
+	static char pages[64][4096] __attribute__((aligned(4096)));
+	struct pd_cache_stats st;
+	struct pd_mr *mr;
+	int i;
+
+	for (i = 0; i < 3000; i++) {
+		if (pd_mr_reg_host(t->fab, pages[i % 64], 4096, 0, &mr)) {
+			t->failures++;
+			continue;
+		}
+		pd_mr_dereg(mr);
+		if (i % 500 == 0)
+			pd_mr_invalidate_host(t->fab, pages, sizeof(pages));
+		t->failures += pd_fabric_cache_stats(t->fab, &st) != 0;
+	}
+	return NULL;
+}
+
+TEST(threads_share_one_fabric)
+{
+	struct shared_fab t[4];
+	struct pd_fabric_attr attr;
+	struct pd_fabric *fab;
+	pthread_t th[4];
+	char addr[256];
+	size_t alen = sizeof(addr);
+	uint64_t self_addr;
+	int i;
+
+	pd_fabric_attr_init(&attr);
+	attr.provider = "tcp";
+	attr.cache_max_entries = 16;	/* evictions race with lookups */
+	attr.chunk_size = 16384;	/* multi-chunk messages too */
+	ASSERT_EQ(0, pd_fabric_open(&attr, &fab));
+	ASSERT_EQ(0, pd_fabric_addr(fab, addr, &alen));
+	ASSERT_EQ(0, pd_fabric_insert(fab, addr, alen, &self_addr));
+	for (i = 0; i < 4; i++) {
+		t[i] = (struct shared_fab) { .fab = fab, .self = self_addr, .id = i };
+		ASSERT_EQ(0, pthread_create(&th[i], NULL, i == 3 ? churn_thread : xfer_thread, &t[i]));
+	}
+	for (i = 0; i < 4; i++) {
+		pthread_join(th[i], NULL);
+		EXPECT_EQ(0, t[i].failures) TH_LOG("thread %d: %s", i, pd_last_error());
+	}
 	pd_fabric_close(fab);
 }
 
