@@ -5,6 +5,8 @@
 #   static    checkpatch --strict and sparse on the kernel code
 #   user      libpeerdirect host tests (no VM)
 #   stock     selftests in a VM on Debian's installed kernel
+#   shim      libpeerdirect in a VM: two processes exchange dma-buf memory
+#             over tcp (netns) and verbs (rxe), revocation mid-stream
 #   unplug    PCI device loss driven through QEMU's monitor, checked from
 #             both sides (the guest's holders, the host's backing file)
 #   debug     the same selftests and unplug on the debug kernel (KASAN, lockdep,
@@ -18,7 +20,7 @@ set -uo pipefail
 
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top" || exit 1
-stages=${PD_CHECK_STAGES:-static user stock unplug debug}
+stages=${PD_CHECK_STAGES:-static user stock unplug shim debug}
 out=$top/build/check
 mkdir -p "$out"
 
@@ -171,6 +173,36 @@ vm_unplug() {
 	add "$name" "$p" "$f" "$s" $((SECONDS - t0))
 }
 
+# vm_shim NAME KERNEL MODDIR: libpeerdirect moving real dma-buf memory
+# between two processes (selftests/shim-in-vm.sh).
+vm_shim() {
+	local name=$1 kernel=$2 moddir=$3 t0=$SECONDS payload rc p f s
+	payload=$(mktemp -d)
+	mkdir -p "$payload/bin"
+	cp user/build/pd-xfer "$payload/bin/"
+	cp selftests/shim-in-vm.sh "$payload/"
+	scripts/vm-run.sh --kernel "$kernel" --timeout 900 \
+		--ko "$moddir/kmod/peerdirect.ko" --payload "$payload" \
+		--log "$out/$name.log" -- shim-in-vm.sh > "$out/$name.out" 2>&1
+	rc=$?
+	rm -rf "$payload"
+	read -r p f s <<< "$(totals "$out/$name.log")"
+	grep -aE '^not ok' "$out/$name.log" | head -n 20
+	vm_log_clean "$name" "$rc" && p=$((p + 1)) || f=$((f + 1))
+	[ "$p$f" = 00 ] && f=1
+	add "$name" "$p" "$f" "$s" $((SECONDS - t0))
+}
+
+stage_shim() {
+	make -s -C user all > "$out/shim-build.log" 2>&1
+	if [ ! -x user/build/pd-xfer ]; then
+		echo "not ok shim: user/build/pd-xfer was not built"
+		add shim 0 1 0 0
+		return
+	fi
+	vm_shim stock-shim stock "$top"
+}
+
 stage_unplug() {
 	vm_unplug stock-unplug stock "$top"
 }
@@ -197,6 +229,7 @@ stage_debug() {
 	vm_selftests debug-sim debug "$mod" sim
 	vm_selftests debug-bar debug "$mod" bar
 	vm_unplug debug-unplug debug "$mod"
+	[ -x user/build/pd-xfer ] && vm_shim debug-shim debug "$mod"
 }
 
 t_all=$SECONDS

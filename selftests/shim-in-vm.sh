@@ -1,0 +1,88 @@
+#!/bin/bash
+# Runs inside the VM for the shim stage of scripts/check.sh: two processes
+# move real dma-buf memory from the module through libpeerdirect (pd-xfer),
+# over tcp between network namespaces (mapped and bounce paths) and over
+# verbs on soft-RoCE (rxe), with end-to-end checksums, and revocation in the
+# middle of a stream.  pd-xfer exits 0 all OK, 1 clear errors only, 2 if any
+# transfer delivered wrong data, 3 if setup failed.
+set -u
+cd /pd || exit 1
+xfer=/pd/bin/pd-xfer
+insmod /pd/ko/peerdirect.ko sim_devices=2 sim_mem_mb=64 revoke_timeout_ms=300 || exit 1
+source /pd/lib/vm-net-setup.sh
+
+n=0
+pass=0
+fail=0
+check() {	# check DESCRIPTION EXPECTED-RC RC LOG [REGEX...]
+	local desc=$1 want=$2 got=$3 log=$4 re ok=1
+	shift 4
+	[ "$got" = "$want" ] || ok=0
+	for re in "$@"; do
+		grep -qE "$re" "$log" || { ok=0; echo "# missing /$re/"; }
+	done
+	n=$((n + 1))
+	if [ $ok = 1 ]; then
+		pass=$((pass + 1)); echo "ok $n $desc"
+	else
+		fail=$((fail + 1)); echo "not ok $n $desc (rc $got, want $want)"
+		sed 's/^/# /' "$log" | tail -n 25
+	fi
+}
+
+# pair NS0 NS1 HOST LOG ARGS...: rank 0 in NS0, rank 1 in NS1 ("-" = init_net);
+# the result is the worse of the two exit codes.
+pair() {
+	local ns0=$1 ns1=$2 host=$3 log=$4 r0 r1 p0
+	shift 4
+	run_in() { if [ "$1" = - ]; then shift; "$@"; else ip netns exec "$@"; fi; }
+	run_in "$ns0" timeout 120 "$xfer" --rank 0 --rendezvous "$host:7300" --memory device:0 "$@" > "$log.0" 2>&1 &
+	p0=$!
+	sleep 0.3
+	run_in "$ns1" timeout 120 "$xfer" --rank 1 --rendezvous "$host:7300" --memory device:1 "$@" > "$log.1" 2>&1
+	r1=$?
+	wait "$p0"
+	r0=$?
+	cat "$log.0" "$log.1" > "$log"
+	return $((r0 > r1 ? r0 : r1))
+}
+
+echo "TAP version 13"
+echo "1..7"
+netns_tcp > /dev/null
+
+pair ns1 ns2 10.0.0.1 /tmp/tcp-mapped --provider tcp --path mapped --size 4M --iters 4
+check "tcp across netns, mapped path, checksums match" 0 $? /tmp/tcp-mapped \
+	'path mapped' 'summary: ok 4 error 0 mismatch 0'
+
+pair ns1 ns2 10.0.0.1 /tmp/tcp-bounce --provider tcp --path bounce --size 4M --iters 4
+check "tcp across netns, bounce path, checksums match" 0 $? /tmp/tcp-bounce \
+	'path bounce' 'summary: ok 4 error 0 mismatch 0'
+
+pair ns1 ns2 10.0.0.1 /tmp/tcp-auto --provider tcp --size 1M --iters 2
+check "tcp, path chosen automatically and reported" 0 $? /tmp/tcp-auto \
+	'path (mapped|dmabuf)'
+
+pair ns1 ns2 10.0.0.1 /tmp/tcp-revoke --provider tcp --path mapped --size 1M --iters 8 --revoke-after 3
+check "revocation mid-stream (mapped): clear errors, no wrong data, cache invalidated" 1 $? /tmp/tcp-revoke \
+	'revoked export' 'mismatch 0' 'invalidations [1-9]'
+
+pair ns1 ns2 10.0.0.1 /tmp/tcp-revoke-b --provider tcp --path bounce --size 1M --iters 8 --revoke-after 3
+check "revocation mid-stream (bounce): clear errors, no wrong data" 1 $? /tmp/tcp-revoke-b \
+	'revoked export' 'mismatch 0'
+
+if rxe_policy > /tmp/rxe.log 2>&1; then
+	pair - - 127.0.0.1 /tmp/verbs-auto --provider 'verbs;ofi_rxm' --size 1M --iters 3
+	check "verbs over rxe: falls back to bounce and says why" 0 $? /tmp/verbs-auto \
+		'path bounce' 'summary: ok 3 error 0 mismatch 0'
+	pair - - 127.0.0.1 /tmp/verbs-mapped --provider 'verbs;ofi_rxm' --path mapped --size 1M --iters 1
+	check "verbs over rxe: forcing the mapped path fails clearly" 3 $? /tmp/verbs-mapped \
+		'mapped'
+else
+	sed 's/^/# /' /tmp/rxe.log
+	echo "ok 6 verbs over rxe # SKIP no rxe layout on this kernel"
+	echo "ok 7 verbs forced mapped # SKIP no rxe layout on this kernel"
+fi
+
+echo "# Totals: pass:$pass fail:$fail xfail:0 xpass:0 skip:$((7 - n)) error:0"
+[ "$fail" = 0 ]
