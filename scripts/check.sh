@@ -3,7 +3,7 @@
 #
 # Stages (each timed):
 #   static    checkpatch --strict and sparse on the kernel code
-#   user      libpeerdirect host tests (no VM)
+#   user      libpeerdirect host tests (no VM), plain and under ASan/UBSan
 #   stock     selftests in a VM on Debian's installed kernel
 #   shim      libpeerdirect in a VM: two processes exchange dma-buf memory
 #             over tcp (netns) and verbs (rxe), revocation mid-stream
@@ -63,23 +63,26 @@ stage_static() {
 	add static $p $f 0 $((SECONDS - t0))
 }
 
-stage_user() {
-	local t0=$SECONDS line p f
-	if [ ! -f user/Makefile ]; then
-		add user 0 0 0 0
-		return
-	fi
-	make -C user check > "$out/user.log" 2>&1
-	line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$out/user.log" | tail -n 1)
+# user_tests NAME TARGET: one run of the library's host tests.
+user_tests() {
+	local name=$1 target=$2 t0=$SECONDS line p f
+	make -C user "$target" > "$out/$name.log" 2>&1
+	line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$out/$name.log" | tail -n 1)
 	if [ -z "$line" ]; then
-		tail -n 30 "$out/user.log"
-		add user 0 1 0 $((SECONDS - t0))
+		tail -n 30 "$out/$name.log"
+		add "$name" 0 1 0 $((SECONDS - t0))
 		return
 	fi
 	p=$(echo "$line" | awk '{print $1}')
 	f=$(echo "$line" | awk '{print $3}')
-	grep -E '^(not ok|# SKIP)' "$out/user.log" | head -n 20
-	add user "$p" "$f" 0 $((SECONDS - t0))
+	grep -E '^not ok' "$out/$name.log" | head -n 20
+	add "$name" "$p" "$f" 0 $((SECONDS - t0))
+}
+
+# The host tests, then again under AddressSanitizer and UBSan.
+stage_user() {
+	user_tests user check
+	user_tests user-asan check-asan
 }
 
 # A clean kernel log is a test of its own (WARN, KASAN, lockdep, kmemleak...):
