@@ -9,7 +9,7 @@ SELFTEST_BINS := $(addprefix $(BUILD)/selftests/,$(SELFTESTS))
 KSFT := $(BUILD)/kselftest/kselftest_harness.h
 KSRC = $(filter-out %.mod.c,$(wildcard kmod/*.[ch] selftests/importer/*.[ch] uapi/linux/*.h))
 
-.PHONY: all deps modules selftests user check demo checkpatch sparse install clean
+.PHONY: all deps modules selftests user check demo bench checkpatch sparse install clean
 
 all: modules selftests user
 
@@ -38,6 +38,9 @@ check: deps
 
 demo: deps
 	scripts/demo.sh
+
+bench: deps
+	scripts/bench.sh
 
 checkpatch: $(KSFT)
 	perl $(BUILD)/kselftest/scripts/checkpatch.pl --strict --no-tree --quiet \

@@ -192,7 +192,7 @@ static int reg_dmabuf(struct pd_fabric *fab, const struct pd_mr_key *k, int fd,
 					ret == -EFAULT ? " (the mapping is VM_PFNMAP and cannot be pinned)" : "");
 		note(r, "mapped: fi_mr_reg of the mapping: %s; ", fi_strerror(-ret));
 	} else if (want == PD_PATH_AUTO) {
-		note(r, "mapped: skipped, %s moves data by DMA and cannot pin the VM_PFNMAP mapping; ",
+		note(r, "mapped: skipped, %s must pin pages (DMA or cross-process copy) and cannot pin the VM_PFNMAP mapping; ",
 		     fab->provider);
 	}
 
