@@ -35,9 +35,23 @@ MODULE_PARM_DESC(p2p_policy,
 struct pd_bar {
 	struct pci_dev *pci;
 	phys_addr_t phys;
+	u64 len;
 	void __iomem *va;
 	struct pd_device *pdev;
+	/* Hardware access (zero, map) against removal. */
+	struct rw_semaphore hw_lock;
+	bool gone;
+	struct list_head zombie;	/* on pd_bar_zombies after remove */
 };
+
+/*
+ * BARs of removed devices whose memory may still be reached by an importer
+ * that never unmapped (a pinned RDMA MR, a kernel vmap).  Until the last
+ * reference goes, a new device over the same range is refused, so that
+ * memory is never handed to a new owner.
+ */
+static LIST_HEAD(pd_bar_zombies);
+static DEFINE_MUTEX(pd_bar_zombie_lock);
 
 /*
  * Static importers (plain dma_buf_attach, e.g. a DRM PRIME import) never ask
@@ -98,6 +112,12 @@ static struct sg_table *pd_bar_map(struct pd_device *pdev,
 	if (ret)
 		goto err_free;
 
+	down_read(&bar->hw_lock);
+	if (bar->gone) {
+		ret = -ENODEV;
+		goto err_unlock;
+	}
+
 	for_each_sgtable_sg(sgt, sg, i) {
 		unsigned int len = min_t(u64, max_seg, length - done);
 		dma_addr_t addr;
@@ -107,22 +127,25 @@ static struct sg_table *pd_bar_map(struct pd_device *pdev,
 		if (dma_mapping_error(attach->dev, addr)) {
 			pd_bar_unmap_entries(attach, sgt, i, dir);
 			ret = -EIO;
-			goto err_table;
+			goto err_unlock;
 		}
 		sg_set_page(sg, NULL, len, 0);
 		sg_dma_address(sg) = addr;
 		sg_dma_len(sg) = len;
 		done += len;
+		cond_resched();
 	}
 	/*
 	 * No CPU pages behind these entries: hide them from anyone walking the
 	 * CPU list (orig_nents), as the in-tree page-less exporters do.
 	 */
+	up_read(&bar->hw_lock);
 	sgt->nents = nents;
 	sgt->orig_nents = 0;
 	return sgt;
 
-err_table:
+err_unlock:
+	up_read(&bar->hw_lock);
 	sg_free_table(sgt);
 err_free:
 	kfree(sgt);
@@ -166,8 +189,30 @@ static void pd_bar_vunmap(struct pd_device *pdev, struct iosys_map *map)
 static void pd_bar_zero(struct pd_device *pdev, u64 offset, u64 length)
 {
 	struct pd_bar *bar = pdev->backend;
+	u64 done, n;
 
-	memset_io(bar->va + offset, 0, length);
+	/* Multi-GiB allocations: in chunks, without hogging the CPU. */
+	down_read(&bar->hw_lock);
+	for (done = 0; done < length && !bar->gone; done += n) {
+		n = min_t(u64, length - done, SZ_1M);
+		memset_io(bar->va + offset + done, 0, n);
+		cond_resched();
+	}
+	up_read(&bar->hw_lock);
+}
+
+/* After every export was revoked: no new hardware access from here on. */
+static void pd_bar_unplug(struct pd_device *pdev)
+{
+	struct pd_bar *bar = pdev->backend;
+
+	down_write(&bar->hw_lock);
+	bar->gone = true;
+	up_write(&bar->hw_lock);
+
+	mutex_lock(&pd_bar_zombie_lock);
+	list_add(&bar->zombie, &pd_bar_zombies);
+	mutex_unlock(&pd_bar_zombie_lock);
 }
 
 /* The kernel mapping and the PCI device outlive remove() until the last user. */
@@ -175,9 +220,26 @@ static void pd_bar_release(struct pd_device *pdev)
 {
 	struct pd_bar *bar = pdev->backend;
 
+	mutex_lock(&pd_bar_zombie_lock);
+	if (!list_empty(&bar->zombie))
+		list_del(&bar->zombie);
+	mutex_unlock(&pd_bar_zombie_lock);
 	iounmap(bar->va);
 	pci_dev_put(bar->pci);
 	kfree(bar);
+}
+
+static bool pd_bar_in_use(phys_addr_t phys, u64 len)
+{
+	struct pd_bar *bar;
+	bool busy = false;
+
+	mutex_lock(&pd_bar_zombie_lock);
+	list_for_each_entry(bar, &pd_bar_zombies, zombie)
+		if (phys < bar->phys + bar->len && bar->phys < phys + len)
+			busy = true;
+	mutex_unlock(&pd_bar_zombie_lock);
+	return busy;
 }
 
 static const struct pd_backend_ops pd_bar_ops = {
@@ -192,6 +254,7 @@ static const struct pd_backend_ops pd_bar_ops = {
 	.vmap = pd_bar_vmap,
 	.vunmap = pd_bar_vunmap,
 	.zero = pd_bar_zero,
+	.unplug = pd_bar_unplug,
 	.release = pd_bar_release,
 };
 
@@ -213,6 +276,12 @@ static int pd_bar_probe(struct pci_dev *pci, const struct pci_device_id *id)
 		return -EINVAL;
 	}
 
+	if (pd_bar_in_use(pci_resource_start(pci, PD_BAR_INDEX), len)) {
+		dev_err(&pci->dev, "BAR%d is still held by importers of a removed device; retry once they release it\n",
+			PD_BAR_INDEX);
+		return -EBUSY;
+	}
+
 	ret = pci_enable_device_mem(pci);
 	if (ret)
 		return ret;
@@ -227,6 +296,9 @@ static int pd_bar_probe(struct pci_dev *pci, const struct pci_device_id *id)
 	}
 	bar->pci = pci_dev_get(pci);
 	bar->phys = pci_resource_start(pci, PD_BAR_INDEX);
+	bar->len = len;
+	init_rwsem(&bar->hw_lock);
+	INIT_LIST_HEAD(&bar->zombie);
 	bar->va = ioremap_wc(bar->phys, len);
 	if (!bar->va) {
 		ret = -ENOMEM;

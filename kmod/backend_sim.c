@@ -121,14 +121,28 @@ static void pd_sim_zero(struct pd_device *pdev, u64 offset, u64 length)
 	}
 }
 
+/*
+ * Per DMA entry, by DMA address: under DMABUF_DEBUG the core has mangled
+ * the table's page links, so nothing here may look at pages.  Memory the
+ * device only read (DMA_TO_DEVICE) needs nothing before the CPU reads it.
+ */
 static void pd_sim_sync(struct pd_device *pdev, struct dma_buf_attachment *attach,
 			struct sg_table *sgt, enum dma_data_direction dir,
 			bool for_cpu)
 {
-	if (for_cpu)
-		dma_sync_sgtable_for_cpu(attach->dev, sgt, dir);
-	else
-		dma_sync_sgtable_for_device(attach->dev, sgt, dir);
+	struct scatterlist *sg;
+	int i;
+
+	if (for_cpu && dir == DMA_TO_DEVICE)
+		return;
+	for_each_sgtable_dma_sg(sgt, sg, i) {
+		if (for_cpu)
+			dma_sync_single_for_cpu(attach->dev, sg_dma_address(sg),
+						sg_dma_len(sg), dir);
+		else
+			dma_sync_single_for_device(attach->dev, sg_dma_address(sg),
+						   sg_dma_len(sg), dir);
+	}
 }
 
 static void pd_sim_free(struct pd_sim *sim)

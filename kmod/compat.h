@@ -20,16 +20,6 @@
 #define PD_IMPORTER_INVALIDATE		move_notify
 #endif
 
-/*
- * Take a file reference unless the file is already on its way to release;
- * a revoke walk must skip dma-bufs whose release is waiting for our lock.
- */
-#ifdef PD_HAVE_GET_FILE_ACTIVE
-#define pd_get_file_active(f)	(!!get_file_active(&(f)))
-#else
-#define pd_get_file_active(f)	atomic_long_inc_not_zero(&(f)->f_count)
-#endif
-
 /* vm_flags became read-only behind accessors in 6.3. */
 #ifdef PD_HAVE_VM_FLAGS_SET
 #define pd_vm_flags_set(vma, flags)	vm_flags_set(vma, flags)

@@ -150,6 +150,8 @@ void pd_device_unplug(struct pd_device *pdev)
 	if (res.pending)
 		pr_warn("%s: removed with %u export(s) still mapped by importers\n",
 			pdev->name, res.pending);
+	if (pdev->ops->unplug)
+		pdev->ops->unplug(pdev);
 
 	mutex_lock(&pdev->lock);
 	list_for_each_entry(file, &pdev->files, node)

@@ -230,13 +230,16 @@ static int pd_dmabuf_mmap(struct dma_buf *dmabuf, struct vm_area_struct *vma)
 	return 0;
 }
 
+/*
+ * Not refused after revocation: 6.1's dma_buf_vmap() WARNs on any exporter
+ * error, and a kernel importer's vmap is as safe as its DMA mapping, since
+ * the memory stays quarantined while the dma-buf lives.
+ */
 static int pd_dmabuf_vmap(struct dma_buf *dmabuf, struct iosys_map *map)
 {
 	struct pd_export *exp = dmabuf->priv;
 	struct pd_device *pdev = exp_pdev(exp);
 
-	if (READ_ONCE(exp->revoked))
-		return -ENODEV;
 	return pdev->ops->vmap(pdev, pd_export_dev_offset(exp), exp->length, map);
 }
 
@@ -248,8 +251,7 @@ static void pd_dmabuf_vunmap(struct dma_buf *dmabuf, struct iosys_map *map)
 	pdev->ops->vunmap(pdev, map);
 }
 
-static int pd_dmabuf_cpu_access(struct dma_buf *dmabuf,
-				enum dma_data_direction dir, bool begin)
+static int pd_dmabuf_cpu_access(struct dma_buf *dmabuf, bool begin)
 {
 	struct pd_export *exp = dmabuf->priv;
 	struct pd_device *pdev = exp_pdev(exp);
@@ -260,9 +262,10 @@ static int pd_dmabuf_cpu_access(struct dma_buf *dmabuf,
 	if (exp->revoked) {
 		ret = -ENODEV;
 	} else if (pdev->ops->sync) {
+		/* In the direction each importer mapped with, not the CPU's. */
 		list_for_each_entry(pa, &exp->attachments, node)
 			if (pa->sgt)
-				pdev->ops->sync(pdev, pa->attach, pa->sgt, dir, begin);
+				pdev->ops->sync(pdev, pa->attach, pa->sgt, pa->dir, begin);
 	}
 	dma_resv_unlock(dmabuf->resv);
 	return ret;
@@ -271,13 +274,13 @@ static int pd_dmabuf_cpu_access(struct dma_buf *dmabuf,
 static int pd_dmabuf_begin_cpu_access(struct dma_buf *dmabuf,
 				      enum dma_data_direction dir)
 {
-	return pd_dmabuf_cpu_access(dmabuf, dir, true);
+	return pd_dmabuf_cpu_access(dmabuf, true);
 }
 
 static int pd_dmabuf_end_cpu_access(struct dma_buf *dmabuf,
 				    enum dma_data_direction dir)
 {
-	return pd_dmabuf_cpu_access(dmabuf, dir, false);
+	return pd_dmabuf_cpu_access(dmabuf, false);
 }
 
 static const struct dma_buf_ops pd_dmabuf_ops = {
@@ -306,7 +309,8 @@ static const struct dma_buf_ops pd_dmabuf_ops = {
  * slip past a concurrent free or unplug that is walking the export list.
  */
 struct dma_buf *pd_export_create(struct pd_file *file, struct pd_alloc *alloc,
-				 struct peerdirect_export *args, int *fdp)
+				 struct peerdirect_export *args,
+				 unsigned int open_flags, int *fdp)
 {
 	struct pd_device *pdev = file->pdev;
 	DEFINE_DMA_BUF_EXPORT_INFO(exp_info);
@@ -322,10 +326,10 @@ struct dma_buf *pd_export_create(struct pd_file *file, struct pd_alloc *alloc,
 	atomic_set(&exp->nr_maps, 0);
 	exp->offset = args->offset;
 	exp->length = args->length;
-	exp->rdonly = (args->flags & O_ACCMODE) == O_RDONLY;
+	exp->rdonly = (open_flags & O_ACCMODE) == O_RDONLY;
 	exp->tgid = file->tgid;
 
-	fd = get_unused_fd_flags(args->flags & O_CLOEXEC);
+	fd = get_unused_fd_flags(open_flags & O_CLOEXEC);
 	if (fd < 0) {
 		ret = fd;
 		goto err_free;
@@ -348,7 +352,7 @@ struct dma_buf *pd_export_create(struct pd_file *file, struct pd_alloc *alloc,
 	exp_info.ops = &pd_dmabuf_ops;
 	exp_info.owner = THIS_MODULE;
 	exp_info.size = exp->length;
-	exp_info.flags = args->flags & (O_ACCMODE | O_CLOEXEC);
+	exp_info.flags = open_flags;
 	exp_info.priv = exp;
 	dmabuf = dma_buf_export(&exp_info);
 	if (IS_ERR(dmabuf)) {
@@ -358,6 +362,7 @@ struct dma_buf *pd_export_create(struct pd_file *file, struct pd_alloc *alloc,
 
 	/* From here the dma-buf's release undoes everything below. */
 	exp->dmabuf = dmabuf;
+	exp->dentry = dmabuf->file->f_path.dentry;
 	exp->inode = file_inode(dmabuf->file)->i_ino;
 	exp->id = ++pdev->next_export_id;
 	pd_alloc_get(alloc);

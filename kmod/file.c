@@ -32,6 +32,7 @@ static int pd_open(struct inode *inode, struct file *filp)
 
 	kref_init(&file->ref);
 	xa_init_flags(&file->allocs, XA_FLAGS_ALLOC1);
+	mutex_init(&file->ev_read_lock);
 	mutex_init(&file->ev_lock);
 	init_waitqueue_head(&file->ev_wq);
 	file->pdev = pdev;
@@ -65,6 +66,7 @@ static void pd_file_release_ref(struct kref *ref)
 
 	xa_destroy(&file->allocs);
 	pd_owner_put(file->owner);
+	mutex_destroy(&file->ev_read_lock);
 	mutex_destroy(&file->ev_lock);
 	kvfree(file->ev_ring);
 	kfree(file);
@@ -138,64 +140,103 @@ static bool pd_events_ready(struct pd_file *file)
 	       READ_ONCE(file->pdev->dead);
 }
 
-/* Takes one record off the queue; the overflow marker comes last. */
-static bool pd_event_pop(struct pd_file *file, struct peerdirect_event *ev)
-{
-	u32 max = file->pdev->max_events;
+#define PD_READ_BATCH	16
 
-	if (file->ev_count) {
-		*ev = file->ev_ring[file->ev_head];
-		file->ev_head = (file->ev_head + 1) % max;
-		file->ev_count--;
-		return true;
+/*
+ * Copies up to @max records from the head of the queue, without consuming
+ * them; the overflow marker comes last.  Under ev_lock.
+ */
+static u32 pd_events_peek(struct pd_file *file, struct peerdirect_event *ev,
+			  u32 max, bool *overflow)
+{
+	u32 qmax = file->pdev->max_events, n;
+
+	*overflow = false;
+	for (n = 0; n < max && n < file->ev_count; n++)
+		ev[n] = file->ev_ring[(file->ev_head + n) % qmax];
+	if (n < max && n == file->ev_count && file->ev_overflow) {
+		memset(&ev[n], 0, sizeof(ev[n]));
+		ev[n].size = sizeof(ev[n]);
+		ev[n].reason = PEERDIRECT_REASON_OVERFLOW;
+		ev[n].seq = file->ev_seq + 1;
+		*overflow = true;
+		n++;
 	}
-	if (file->ev_overflow) {
-		memset(ev, 0, sizeof(*ev));
-		ev->size = sizeof(*ev);
-		ev->reason = PEERDIRECT_REASON_OVERFLOW;
-		ev->seq = ++file->ev_seq;
-		file->ev_overflow = false;
-		return true;
-	}
-	return false;
+	return n;
 }
 
+/* Consumes what pd_events_peek() returned and the reader delivered. */
+static void pd_events_consume(struct pd_file *file, u32 n, bool overflow)
+{
+	if (overflow) {
+		n--;
+		file->ev_overflow = false;
+		file->ev_seq++;
+	}
+	file->ev_head = (file->ev_head + n) % file->pdev->max_events;
+	file->ev_count -= n;
+}
+
+/*
+ * Records are copied to userspace with ev_lock dropped and consumed only
+ * once delivered, so a faulting or stalled copy neither loses an event nor
+ * holds up revocation.  ev_read_lock keeps two readers from delivering the
+ * same records.
+ */
 static ssize_t pd_read(struct file *filp, char __user *buf, size_t count,
 		       loff_t *ppos)
 {
 	struct pd_file *file = filp->private_data;
-	struct peerdirect_event ev;
+	struct peerdirect_event ev[PD_READ_BATCH];
 	size_t done = 0;
+	bool overflow;
+	u32 n;
 	int ret;
 
-	if (count < sizeof(ev))
+	if (count < sizeof(ev[0]))
 		return -EINVAL;
+	ret = mutex_lock_interruptible(&file->ev_read_lock);
+	if (ret)
+		return ret;
 
 	for (;;) {
+		u32 room = min_t(size_t, (count - done) / sizeof(ev[0]), PD_READ_BATCH);
+
 		mutex_lock(&file->ev_lock);
-		while (done + sizeof(ev) <= count && pd_event_pop(file, &ev)) {
-			/*
-			 * copy_to_user under ev_lock is safe: revocation never
-			 * holds a reservation lock while queueing events.
-			 */
-			if (copy_to_user(buf + done, &ev, sizeof(ev))) {
-				mutex_unlock(&file->ev_lock);
-				return done ? done : -EFAULT;
-			}
-			done += sizeof(ev);
-		}
+		n = room ? pd_events_peek(file, ev, room, &overflow) : 0;
 		mutex_unlock(&file->ev_lock);
 
+		if (n) {
+			if (copy_to_user(buf + done, ev, n * sizeof(ev[0]))) {
+				ret = done ? 0 : -EFAULT;
+				break;
+			}
+			mutex_lock(&file->ev_lock);
+			pd_events_consume(file, n, overflow);
+			mutex_unlock(&file->ev_lock);
+			done += n * sizeof(ev[0]);
+			continue;
+		}
 		if (done)
-			return done;
-		if (READ_ONCE(file->pdev->dead))
-			return -ENODEV;
-		if (filp->f_flags & O_NONBLOCK)
-			return -EAGAIN;
+			break;
+		if (READ_ONCE(file->pdev->dead)) {
+			ret = -ENODEV;
+			break;
+		}
+		if (filp->f_flags & O_NONBLOCK) {
+			ret = -EAGAIN;
+			break;
+		}
+		mutex_unlock(&file->ev_read_lock);
 		ret = wait_event_interruptible(file->ev_wq, pd_events_ready(file));
 		if (ret)
 			return ret;
+		ret = mutex_lock_interruptible(&file->ev_read_lock);
+		if (ret)
+			return ret;
 	}
+	mutex_unlock(&file->ev_read_lock);
+	return done ? done : ret;
 }
 
 static __poll_t pd_poll(struct file *filp, struct poll_table_struct *wait)

@@ -80,7 +80,6 @@ static int pd_ioctl_query(struct pd_file *file, void __user *uarg)
 static int pd_ioctl_alloc(struct pd_file *file, void __user *uarg)
 {
 	struct peerdirect_alloc a;
-	struct pd_alloc *alloc;
 	u32 usize;
 	int ret;
 
@@ -90,11 +89,9 @@ static int pd_ioctl_alloc(struct pd_file *file, void __user *uarg)
 	if (a.flags || a.handle || a.alloc_size)
 		return -EINVAL;
 
-	alloc = pd_alloc_create(file, a.size);
-	if (IS_ERR(alloc))
-		return PTR_ERR(alloc);
-	a.handle = alloc->handle;
-	a.alloc_size = alloc->size;
+	ret = pd_alloc_create(file, a.size, &a.handle, &a.alloc_size);
+	if (ret)
+		return ret;
 	ret = pd_copy_out(uarg, &a, sizeof(a), usize);
 	if (ret)
 		pd_alloc_free(file, a.handle);
@@ -120,6 +117,7 @@ static int pd_ioctl_export(struct pd_file *file, void __user *uarg)
 	struct peerdirect_export e;
 	struct pd_alloc *alloc;
 	struct dma_buf *dmabuf;
+	unsigned int open_flags;
 	u64 end;
 	u32 usize;
 	int fd, ret;
@@ -127,9 +125,10 @@ static int pd_ioctl_export(struct pd_file *file, void __user *uarg)
 	ret = pd_copy_in(&e, sizeof(e), PD_MIN_EXPORT, uarg, &usize);
 	if (ret)
 		return ret;
-	if (e.flags & ~(O_ACCMODE | O_CLOEXEC) ||
-	    (e.flags & O_ACCMODE) == O_WRONLY || (e.flags & O_ACCMODE) == O_ACCMODE)
+	if (e.flags & ~(PEERDIRECT_EXPORT_RDWR | PEERDIRECT_EXPORT_CLOEXEC))
 		return -EINVAL;
+	open_flags = (e.flags & PEERDIRECT_EXPORT_RDWR ? O_RDWR : O_RDONLY) |
+		     (e.flags & PEERDIRECT_EXPORT_CLOEXEC ? O_CLOEXEC : 0);
 	if (e.fd || e.pad || e.export_id || e.inode)
 		return -EINVAL;
 	if (!e.length || !PAGE_ALIGNED(e.offset) || !PAGE_ALIGNED(e.length) ||
@@ -144,7 +143,7 @@ static int pd_ioctl_export(struct pd_file *file, void __user *uarg)
 		goto out_put;
 	}
 
-	dmabuf = pd_export_create(file, alloc, &e, &fd);
+	dmabuf = pd_export_create(file, alloc, &e, open_flags, &fd);
 	if (IS_ERR(dmabuf)) {
 		ret = PTR_ERR(dmabuf);
 		goto out_put;

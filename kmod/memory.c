@@ -52,7 +52,12 @@ void pd_owner_put(struct pd_owner *owner)
 	mutex_unlock(&pdev->lock);
 }
 
-struct pd_alloc *pd_alloc_create(struct pd_file *file, u64 size)
+/*
+ * The handle is reserved first and the allocation published last: once it
+ * is in the xarray another thread may free it, so *handle and *alloc_size
+ * are filled before and nothing touches the allocation after.
+ */
+int pd_alloc_create(struct pd_file *file, u64 size, u64 *handlep, u64 *sizep)
 {
 	struct pd_device *pdev = file->pdev;
 	struct pd_owner *owner = file->owner;
@@ -62,12 +67,12 @@ struct pd_alloc *pd_alloc_create(struct pd_file *file, u64 size)
 	int ret;
 
 	if (!size || size > pdev->mem_size)
-		return ERR_PTR(size ? -ENOMEM : -EINVAL);
+		return size ? -ENOMEM : -EINVAL;
 	size = round_up(size, pdev->page_size);
 
 	alloc = kzalloc(sizeof(*alloc), GFP_KERNEL);
 	if (!alloc)
-		return ERR_PTR(-ENOMEM);
+		return -ENOMEM;
 	kref_init(&alloc->ref);
 	INIT_LIST_HEAD(&alloc->exports);
 	alloc->pdev = pdev;
@@ -99,19 +104,28 @@ struct pd_alloc *pd_alloc_create(struct pd_file *file, u64 size)
 	/* Never hand out a previous user's bytes. */
 	pdev->ops->zero(pdev, alloc->offset, size);
 
-	ret = xa_alloc_cyclic(&file->allocs, &handle, alloc, XA_LIMIT(1, U32_MAX),
+	/* A NULL entry reserves the index without making it visible. */
+	ret = xa_alloc_cyclic(&file->allocs, &handle, NULL, XA_LIMIT(1, U32_MAX),
 			      &file->next_handle, GFP_KERNEL);
 	if (ret < 0) {
 		pd_alloc_put(alloc);
-		return ERR_PTR(ret == -EBUSY ? -ENOSPC : ret);
+		return ret == -EBUSY ? -ENOSPC : ret;
 	}
 	alloc->handle = handle;
-	return alloc;
+	*handlep = handle;
+	*sizep = size;
+	ret = xa_err(xa_store(&file->allocs, handle, alloc, GFP_KERNEL));
+	if (ret) {
+		xa_release(&file->allocs, handle);
+		pd_alloc_put(alloc);
+		return ret;
+	}
+	return 0;
 
 err_unlock:
 	mutex_unlock(&pdev->lock);
 	kfree(alloc);
-	return ERR_PTR(ret);
+	return ret;
 }
 
 static void pd_alloc_release(struct kref *ref)

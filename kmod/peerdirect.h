@@ -11,8 +11,10 @@
  * covers it is released, whatever the owner did: revoked memory stays
  * quarantined while any importer still holds it.
  *
- * Lock order: pd_device.lock -> dma_resv -> pd_file.ev_lock.  Revocation
- * never holds pd_device.lock while it waits on importers.
+ * Lock order: pd_device.lock -> dma_resv; pd_file.ev_lock is a leaf, taken
+ * with nothing else held and never held across a user copy (a reader that
+ * stalls in copy_to_user must not stall revocation).  Revocation never holds
+ * pd_device.lock while it waits on importers.
  */
 #ifndef _PEERDIRECT_H
 #define _PEERDIRECT_H
@@ -57,6 +59,8 @@ struct pd_backend_ops {
 	void (*sync)(struct pd_device *pdev, struct dma_buf_attachment *attach,
 		     struct sg_table *sgt, enum dma_data_direction dir,
 		     bool for_cpu);
+	/* The device is gone (after every export was revoked); may be NULL. */
+	void (*unplug)(struct pd_device *pdev);
 	/* The last reference to the device is gone. */
 	void (*release)(struct pd_device *pdev);
 };
@@ -120,7 +124,8 @@ struct pd_file {
 	struct xarray allocs;		/* handle -> pd_alloc */
 	u32 next_handle;
 
-	struct mutex ev_lock;		/* the event queue */
+	struct mutex ev_read_lock;	/* one reader at a time; outer */
+	struct mutex ev_lock;		/* the event queue; never held over user copies */
 	wait_queue_head_t ev_wq;
 	struct peerdirect_event *ev_ring;
 	u32 ev_head, ev_count;
@@ -156,6 +161,12 @@ struct pd_export {
 	struct pd_alloc *alloc;
 	struct pd_file *file;
 	struct dma_buf *dmabuf;
+	/*
+	 * The dma-buf's dentry: it lives until .release has run (6.1 releases
+	 * the dma-buf from d_release), unlike the struct file, which may be
+	 * freed earlier while something else holds the dentry.
+	 */
+	struct dentry *dentry;
 	struct list_head node;		/* pd_alloc.exports */
 	u64 id;
 	u64 offset;			/* within the allocation */
@@ -190,7 +201,7 @@ void pd_file_put(struct pd_file *file);
 void pd_file_queue_event(struct pd_file *file, const struct pd_export *exp);
 
 /* memory.c: allocations and quota */
-struct pd_alloc *pd_alloc_create(struct pd_file *file, u64 size);
+int pd_alloc_create(struct pd_file *file, u64 size, u64 *handle, u64 *alloc_size);
 struct pd_alloc *pd_alloc_lookup(struct pd_file *file, u64 handle);
 int pd_alloc_free(struct pd_file *file, u64 handle);
 void pd_alloc_get(struct pd_alloc *alloc);
@@ -200,7 +211,8 @@ void pd_owner_put(struct pd_owner *owner);
 
 /* export.c: dma-buf exporter */
 struct dma_buf *pd_export_create(struct pd_file *file, struct pd_alloc *alloc,
-				 struct peerdirect_export *args, int *fdp);
+				 struct peerdirect_export *args,
+				 unsigned int open_flags, int *fdp);
 bool pd_is_export(struct dma_buf *dmabuf);
 u64 pd_export_dev_offset(const struct pd_export *exp);
 

@@ -6,11 +6,12 @@
  * pin, map, fault and CPU access fail from now on), tell dynamic importers
  * through move_notify, and zap CPU PTEs.  Phase 2, with no lock held: wait,
  * bounded by revoke_timeout_ms for the whole call, for fences to signal and
- * for importers to unmap.  An importer that does not let go (a pinned one
- * such as an RDMA MR, or a static one such as a PRIME import) keeps its
- * mapping; the memory under it stays quarantined until its dma-buf is
- * released, so it is never handed to anyone else.
+ * for importers to unmap (not for a free, see below).  An importer that
+ * does not let go (a pinned one such as an RDMA MR, or a static one such as
+ * a PRIME import) keeps its mapping; the memory under it stays quarantined
+ * until its dma-buf is released, so it is never handed to anyone else.
  */
+#include <linux/dcache.h>
 #include <linux/dma-resv.h>
 #include <linux/file.h>
 #include <linux/mm.h>
@@ -24,12 +25,16 @@ struct pd_revoke_set {
 	unsigned int cap;
 };
 
-/* Under pd_device.lock; skips dma-bufs already on their way to release. */
+/*
+ * Under pd_device.lock.  The dentry reference keeps the dma-buf (and so the
+ * export) alive; a dentry already dying is skipped, its release is waiting
+ * for pd_device.lock to unlink the export.
+ */
 static void pd_set_add(struct pd_revoke_set *set, struct pd_export *exp)
 {
 	if (set->nr >= set->cap)
 		return;
-	if (!pd_get_file_active(exp->dmabuf->file))
+	if (!lockref_get_not_dead(&exp->dentry->d_lockref))
 		return;
 	set->exps[set->nr++] = exp;
 }
@@ -58,7 +63,7 @@ static bool pd_revoke_one(struct pd_export *exp, u32 reason)
 		pd_dma_buf_invalidate(dmabuf);
 	}
 	/* Under the lock, so a racing fault cannot reinstall a PTE. */
-	unmap_mapping_range(dmabuf->file->f_mapping, 0, 0, 1);
+	unmap_mapping_range(d_inode(exp->dentry)->i_mapping, 0, 0, 1);
 	dma_resv_unlock(dmabuf->resv);
 	return first;
 }
@@ -79,11 +84,21 @@ static void pd_revoke_set_run(struct pd_device *pdev, struct pd_revoke_set *set,
 
 	for (i = 0; i < set->nr; i++) {
 		struct pd_export *exp = set->exps[i];
-		long left = max_t(long, (long)(deadline - jiffies), 0);
+		long left;
 
-		left = dma_resv_wait_timeout(exp->dmabuf->resv,
-					     DMA_RESV_USAGE_BOOKKEEP, false,
-					     left ? left : 1);
+		/*
+		 * A free (or the owner's close) gains nothing from waiting:
+		 * the memory stays quarantined until the importers let go
+		 * anyway, and a close with many allocations must not sleep
+		 * revoke_timeout_ms for each.
+		 */
+		if (reason == PD_REVOKE_FREE) {
+			pending += atomic_read(&exp->nr_maps) != 0;
+			continue;
+		}
+		left = max_t(long, (long)(deadline - jiffies), 0);
+		dma_resv_wait_timeout(exp->dmabuf->resv, DMA_RESV_USAGE_BOOKKEEP,
+				      false, left ? left : 1);
 		left = max_t(long, (long)(deadline - jiffies), 0);
 		if (!wait_event_timeout(exp->unmap_wq,
 					!atomic_read(&exp->nr_maps), left)) {
@@ -96,12 +111,12 @@ static void pd_revoke_set_run(struct pd_device *pdev, struct pd_revoke_set *set,
 
 	mutex_lock(&pdev->lock);
 	pdev->nr_revoked[reason - 1] += newly;
-	pdev->nr_revoke_timeouts += pending;
+	if (reason != PD_REVOKE_FREE)
+		pdev->nr_revoke_timeouts += pending;
 	mutex_unlock(&pdev->lock);
 
 	for (i = 0; i < set->nr; i++)
-		fput(set->exps[i]->dmabuf->file);
-	kvfree(set->exps);
+		dput(set->exps[i]->dentry);
 
 	res->revoked += newly;
 	res->pending += pending;
@@ -124,6 +139,7 @@ int pd_revoke_alloc(struct pd_alloc *alloc, u32 reason,
 	mutex_unlock(&pdev->lock);
 
 	pd_revoke_set_run(pdev, &set, reason, res);
+	kvfree(set.exps);
 	return 0;
 }
 
@@ -151,12 +167,40 @@ int pd_revoke_export_id(struct pd_device *pdev, struct pd_file *owner,
 found:
 	mutex_unlock(&pdev->lock);
 
-	if (!set.nr) {
-		kvfree(set.exps);
-		return -ENOENT;
-	}
-	pd_revoke_set_run(pdev, &set, reason, res);
-	return 0;
+	if (set.nr)
+		pd_revoke_set_run(pdev, &set, reason, res);
+	kvfree(set.exps);
+	return set.nr ? 0 : -ENOENT;
+}
+
+/*
+ * Without memory for the whole set (a reset or an unplug must not give up):
+ * one export at a time, each picked while it still looks unrevoked.
+ */
+static void pd_revoke_device_slowly(struct pd_device *pdev, u32 reason,
+				    struct pd_revoke_result *res)
+{
+	struct pd_export *one, *exp;
+	struct pd_revoke_set set = { .exps = &one, .cap = 1 };
+	struct pd_alloc *alloc;
+
+	do {
+		set.nr = 0;
+		mutex_lock(&pdev->lock);
+		list_for_each_entry(alloc, &pdev->allocs, node) {
+			list_for_each_entry(exp, &alloc->exports, node) {
+				if (READ_ONCE(exp->revoked))
+					continue;
+				pd_set_add(&set, exp);
+				if (set.nr)
+					goto found;
+			}
+		}
+found:
+		mutex_unlock(&pdev->lock);
+		if (set.nr)
+			pd_revoke_set_run(pdev, &set, reason, res);
+	} while (set.nr);
 }
 
 int pd_revoke_device(struct pd_device *pdev, u32 reason,
@@ -172,7 +216,8 @@ int pd_revoke_device(struct pd_device *pdev, u32 reason,
 		n += alloc->nr_exports;
 	if (pd_set_alloc(&set, n)) {
 		mutex_unlock(&pdev->lock);
-		return -ENOMEM;
+		pd_revoke_device_slowly(pdev, reason, res);
+		return 0;
 	}
 	list_for_each_entry(alloc, &pdev->allocs, node)
 		list_for_each_entry(exp, &alloc->exports, node)
@@ -180,5 +225,6 @@ int pd_revoke_device(struct pd_device *pdev, u32 reason,
 	mutex_unlock(&pdev->lock);
 
 	pd_revoke_set_run(pdev, &set, reason, res);
+	kvfree(set.exps);
 	return 0;
 }

@@ -44,7 +44,7 @@ TEST_F(ev, empty_queue_is_eagain_and_not_readable)
 TEST_F(ev, revoke_event_describes_the_export)
 {
 	struct peerdirect_export e = {
-		.argsz = sizeof(e), .flags = O_RDWR, .handle = self->h,
+		.argsz = sizeof(e), .flags = PEERDIRECT_EXPORT_RDWR, .handle = self->h,
 		.offset = self->q.page_size, .length = self->q.page_size,
 	};
 	struct peerdirect_event ev[2];
@@ -71,7 +71,7 @@ TEST_F(ev, reasons_follow_the_cause)
 	struct peerdirect_event ev[4];
 	int d1, d2, d3;
 
-	d1 = pd_export_id(self->fd, self->h, 0, 4096, O_RDWR, &r.export_id);
+	d1 = pd_export_id(self->fd, self->h, 0, 4096, PEERDIRECT_EXPORT_RDWR, &r.export_id);
 	ASSERT_LE(0, d1);
 	ASSERT_EQ(0, ioctl(self->fd, PEERDIRECT_IOCTL_ADMIN_REVOKE, &r));
 	d2 = pd_export(self->fd, self->h, 0, 4096);
@@ -117,7 +117,7 @@ TEST_F(ev, overflow_is_reported_once)
 	int d;
 
 	for (i = 0; i < n; i++) {
-		d = pd_export_id(self->fd, self->h, 0, 4096, O_RDWR, &id);
+		d = pd_export_id(self->fd, self->h, 0, 4096, PEERDIRECT_EXPORT_RDWR, &id);
 		ASSERT_LE(0, d);
 		ASSERT_EQ(0, pd_revoke(self->fd, PEERDIRECT_REVOKE_EXPORT, 0, id, NULL));
 		close(d);
@@ -131,6 +131,27 @@ TEST_F(ev, overflow_is_reported_once)
 	EXPECT_EQ(EAGAIN, errno);
 	EXPECT_EQ(self->q.max_events, got);
 	EXPECT_EQ(1, overflow);
+}
+
+/* A read whose copy faults returns EFAULT and loses nothing. */
+TEST_F(ev, faulting_read_keeps_the_events)
+{
+	struct peerdirect_event e;
+	__u64 id = 0;
+	void *bad;
+	int d = pd_export_id(self->fd, self->h, 0, 4096, PEERDIRECT_EXPORT_RDWR, &id);
+
+	ASSERT_LE(0, d);
+	ASSERT_EQ(0, pd_revoke(self->fd, PEERDIRECT_REVOKE_EXPORT, 0, id, NULL));
+	bad = mmap(NULL, 4096, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	ASSERT_NE(MAP_FAILED, bad);
+	EXPECT_EQ(-1, read(self->fd, bad, sizeof(e)));
+	EXPECT_EQ(EFAULT, errno);
+	ASSERT_EQ(sizeof(e), read(self->fd, &e, sizeof(e)));
+	EXPECT_EQ(id, e.export_id);
+	EXPECT_EQ(1, e.seq);
+	munmap(bad, 4096);
+	close(d);
 }
 
 struct revoker {
@@ -159,11 +180,11 @@ TEST_F(ev, blocking_read_wakes_on_revoke)
 	ASSERT_LE(0, blocking);
 	h = pd_alloc(blocking, 4096);
 	ASSERT_LT(0, h);
-	d = pd_export_id(blocking, h, 0, 4096, O_RDWR, &rv.id);
+	d = pd_export_id(blocking, h, 0, 4096, PEERDIRECT_EXPORT_RDWR, &rv.id);
 	ASSERT_LE(0, d);
 	rv.fd = blocking;
 	ASSERT_EQ(0, pthread_create(&t, NULL, revoke_later, &rv));
-	EXPECT_EQ(sizeof(e), read(blocking, &e, sizeof(e)));
+	EXPECT_EQ(sizeof(e), read(blocking, &e, sizeof(e))) TH_LOG("read: %s", strerror(errno));
 	EXPECT_EQ(rv.id, e.export_id);
 	pthread_join(t, NULL);
 	close(d);

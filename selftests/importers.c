@@ -78,7 +78,7 @@ TEST_F(imp, vgem_prime_import_pins_and_maps_until_closed)
 
 	if (vgem < 0)
 		SKIP(return, "vgem not available");
-	d = pd_export_id(self->fd, self->h, 0, self->len, O_RDWR, &id);
+	d = pd_export_id(self->fd, self->h, 0, self->len, PEERDIRECT_EXPORT_RDWR, &id);
 	ASSERT_LE(0, d);
 	ph.fd = d;
 	if (self->q.backend == PEERDIRECT_BACKEND_PCI_BAR) {

@@ -87,6 +87,32 @@ TEST_F(lt, importer_outlives_owner)
 	EXPECT_EQ(self->q.mem_size, mem_free());
 }
 
+/*
+ * Something else holding the dma-buf's dentry (an O_PATH open of
+ * /proc/self/fd/N) keeps the dma-buf alive after its last file is gone;
+ * revoke, free and close must cope (KASAN watches on the debug kernel).
+ */
+TEST_F(lt, dentry_held_after_last_file_close)
+{
+	int fd = pd_open(PD_DEV0);
+	int64_t h = pd_alloc(fd, self->q.page_size);
+	int d = pd_export(fd, h, 0, self->q.page_size), path;
+	char proc[64];
+
+	ASSERT_LE(0, d);
+	snprintf(proc, sizeof(proc), "/proc/self/fd/%d", d);
+	path = open(proc, O_PATH);
+	ASSERT_LE(0, path);
+	close(d);
+	usleep(50 * 1000);	/* let the file's RCU free happen */
+	EXPECT_EQ(0, pd_revoke(fd, PEERDIRECT_REVOKE_ALLOC, h, 0, NULL));
+	EXPECT_EQ(0, pd_reset(fd, NULL));
+	EXPECT_EQ(0, pd_free(fd, h));
+	close(fd);
+	close(path);
+	EXPECT_EQ(self->q.mem_size, mem_free());
+}
+
 /* rmmod is refused while any dma-buf is alive, even with no device fd open. */
 TEST_F(lt, module_unload_refused_while_exported)
 {

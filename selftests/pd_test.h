@@ -70,7 +70,8 @@ static inline int pd_export_id(int fd, uint64_t handle, uint64_t off,
 
 static inline int pd_export(int fd, uint64_t handle, uint64_t off, uint64_t len)
 {
-	return pd_export_id(fd, handle, off, len, O_RDWR | O_CLOEXEC, NULL);
+	return pd_export_id(fd, handle, off, len,
+			    PEERDIRECT_EXPORT_RDWR | PEERDIRECT_EXPORT_CLOEXEC, NULL);
 }
 
 static inline int pd_revoke(int fd, uint32_t flags, uint64_t handle,

@@ -44,7 +44,7 @@ TEST_SIGNAL(cpu_access_after_revoke_is_sigbus, SIGBUS)
 	int fd = pd_open(PD_DEV0);
 	int64_t h = pd_alloc(fd, 4096);
 	__u64 id = 0;
-	int d = pd_export_id(fd, h, 0, 4096, O_RDWR, &id);
+	int d = pd_export_id(fd, h, 0, 4096, PEERDIRECT_EXPORT_RDWR, &id);
 	volatile unsigned char *p;
 
 	ASSERT_LE(0, d);
@@ -80,7 +80,7 @@ TEST_F(rv, mmap_and_sync_after_revoke_are_enodev)
 TEST_F(rv, revoking_one_export_leaves_the_others)
 {
 	__u64 id1 = 0;
-	int d1 = pd_export_id(self->fd, self->h, 0, 4096, O_RDWR, &id1);
+	int d1 = pd_export_id(self->fd, self->h, 0, 4096, PEERDIRECT_EXPORT_RDWR, &id1);
 	int d2 = pd_export(self->fd, self->h, 0, 4096);
 	struct peerdirect_revoke r;
 
@@ -103,7 +103,7 @@ TEST_F(rv, exports_of_other_files_cannot_be_revoked)
 {
 	int fd2 = pd_open(PD_DEV0);
 	__u64 id = 0;
-	int d = pd_export_id(self->fd, self->h, 0, 4096, O_RDWR, &id);
+	int d = pd_export_id(self->fd, self->h, 0, 4096, PEERDIRECT_EXPORT_RDWR, &id);
 
 	ASSERT_LE(0, fd2);
 	ASSERT_LE(0, d);
@@ -140,7 +140,7 @@ TEST_F(rv, admin_revokes_any_export)
 {
 	int fd2 = pd_open(PD_DEV0);
 	struct peerdirect_revoke r = { .argsz = sizeof(r), .flags = PEERDIRECT_REVOKE_EXPORT };
-	int d = pd_export_id(self->fd, self->h, 0, 4096, O_RDWR, &r.export_id);
+	int d = pd_export_id(self->fd, self->h, 0, 4096, PEERDIRECT_EXPORT_RDWR, &r.export_id);
 
 	ASSERT_LE(0, fd2);
 	ASSERT_LE(0, d);

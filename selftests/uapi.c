@@ -155,10 +155,10 @@ TEST_F(dev, export_rejects_every_bad_field)
 	struct peerdirect_export e;
 
 	ASSERT_LT(0, h);
-	/* flags: only O_RDONLY/O_RDWR and O_CLOEXEC */
-	EXPECT_EQ(-EINVAL, pd_export_id(self->fd, h, 0, ps, O_RDWR | O_NONBLOCK, NULL));
-	EXPECT_EQ(-EINVAL, pd_export_id(self->fd, h, 0, ps, O_WRONLY, NULL));
-	EXPECT_EQ(-EINVAL, pd_export_id(self->fd, h, 0, ps, O_ACCMODE, NULL));
+	/* flags: only PEERDIRECT_EXPORT_RDWR and _CLOEXEC, not the arch's O_* */
+	EXPECT_EQ(-EINVAL, pd_export_id(self->fd, h, 0, ps, PEERDIRECT_EXPORT_RDWR | 0x4, NULL));
+	EXPECT_EQ(-EINVAL, pd_export_id(self->fd, h, 0, ps, O_CLOEXEC, NULL));
+	EXPECT_EQ(-EINVAL, pd_export_id(self->fd, h, 0, ps, 1U << 31, NULL));
 	/* range */
 	EXPECT_EQ(-EINVAL, pd_export(self->fd, h, 0, 0));
 	EXPECT_EQ(-EINVAL, pd_export(self->fd, h, 100, 4096));
@@ -172,7 +172,7 @@ TEST_F(dev, export_rejects_every_bad_field)
 	/* outputs and padding must come in as zero */
 	memset(&e, 0, sizeof(e));
 	e.argsz = sizeof(e);
-	e.flags = O_RDWR;
+	e.flags = PEERDIRECT_EXPORT_RDWR;
 	e.handle = h;
 	e.length = 4096;
 	e.pad = 1;
@@ -197,7 +197,7 @@ TEST_F(dev, revoke_rejects_bad_scope)
 	int d;
 
 	ASSERT_LT(0, h);
-	d = pd_export_id(self->fd, h, 0, 4096, O_RDWR, &id);
+	d = pd_export_id(self->fd, h, 0, 4096, PEERDIRECT_EXPORT_RDWR, &id);
 	ASSERT_LE(0, d);
 	EXPECT_EQ(-EINVAL, pd_revoke(self->fd, 0, h, 0, NULL));
 	EXPECT_EQ(-EINVAL, pd_revoke(self->fd, PEERDIRECT_REVOKE_ALLOC |

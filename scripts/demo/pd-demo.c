@@ -40,7 +40,7 @@ static int die(const char *what, int err)
 int main(void)
 {
 	struct peerdirect_query q;
-	struct peerdirect_export e = { .argsz = sizeof(e), .flags = O_RDWR | O_CLOEXEC };
+	struct peerdirect_export e = { .argsz = sizeof(e), .flags = PEERDIRECT_EXPORT_RDWR | PEERDIRECT_EXPORT_CLOEXEC };
 	struct peerdirect_revoke r;
 	struct peerdirect_event ev;
 	struct pdti_status st;

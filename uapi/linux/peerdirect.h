@@ -65,14 +65,17 @@ struct peerdirect_free {
 	__u64 handle;
 };
 
-/* PEERDIRECT_IOCTL_EXPORT flags: only these open flags are accepted. */
-#define PEERDIRECT_EXPORT_RDONLY	0x00000000	/* O_RDONLY */
-#define PEERDIRECT_EXPORT_RDWR		0x00000002	/* O_RDWR */
-#define PEERDIRECT_EXPORT_CLOEXEC	0x00080000	/* O_CLOEXEC */
+/*
+ * PEERDIRECT_IOCTL_EXPORT flags; the fd is opened O_RDONLY unless RDWR.
+ * Our own bits: O_CLOEXEC differs between architectures.
+ */
+#define PEERDIRECT_EXPORT_RDONLY	0x0U
+#define PEERDIRECT_EXPORT_RDWR		0x1U	/* writable CPU mappings allowed */
+#define PEERDIRECT_EXPORT_CLOEXEC	0x2U	/* the fd gets FD_CLOEXEC */
 
 struct peerdirect_export {
 	__u32 argsz;
-	__u32 flags;		/* in: PEERDIRECT_EXPORT_* (O_RDWR, O_CLOEXEC) */
+	__u32 flags;		/* in: PEERDIRECT_EXPORT_* */
 	__u64 handle;		/* in */
 	__u64 offset;		/* in: page aligned */
 	__u64 length;		/* in: page aligned, non-zero */
