@@ -6,7 +6,6 @@
  * Every socket operation is bounded by the timeout given at open, so a dead
  * rank turns into an error, never a hang.
  */
-#define _GNU_SOURCE	/* accept4 */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netdb.h>

@@ -1,6 +1,5 @@
 // SPDX-License-Identifier: MIT
 /* The versioned table, dlopen, errors and bad input on every entry point. */
-#define _GNU_SOURCE
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <limits.h>

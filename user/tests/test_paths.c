@@ -5,7 +5,6 @@
  * the bounce path to succeed install a SYNC stand-in).  Transfers loop back
  * to the same endpoint over tcp.
  */
-#define _GNU_SOURCE
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>

@@ -1,7 +1,6 @@
 // SPDX-License-Identifier: MIT
 /* The tools the VM tests drive: pd-xfer between two processes on the host
  * (memfd stands in for a dma-buf), and the tools' handling of bad input. */
-#define _GNU_SOURCE
 #include <limits.h>
 
 #include "kselftest_harness.h"

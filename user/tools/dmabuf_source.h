@@ -9,7 +9,7 @@
 #ifndef PD_TOOLS_DMABUF_SOURCE_H
 #define PD_TOOLS_DMABUF_SOURCE_H
 
-/* needs _GNU_SOURCE (memfd_create), defined by the including tool */
+/* needs _GNU_SOURCE (memfd_create): the Makefile defines it for every file */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>

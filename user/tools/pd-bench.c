@@ -16,7 +16,6 @@
  * rendezvous on 127.0.0.1 (--port).  Every figure line is prefixed with the
  * exact command that produced it.
  */
-#define _GNU_SOURCE
 #include <getopt.h>
 #include <inttypes.h>
 #include <signal.h>

@@ -10,7 +10,6 @@
  * Exit status: 0 all OK, 1 some ERROR and no MISMATCH, 2 any MISMATCH,
  * 3 setup failed.
  */
-#define _GNU_SOURCE
 #include <getopt.h>
 #include <inttypes.h>
 
