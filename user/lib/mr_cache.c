@@ -512,8 +512,28 @@ static void invalidate_locked(struct pd_mr_cache *c, struct pd_mr_cache_entry *e
 	}
 }
 
-unsigned int pd_mr_cache_invalidate_dmabuf(struct pd_mr_cache *c, uint64_t ino,
-					   uint32_t reason)
+/* What one invalidation covers: a dma-buf (or all of them), or a host range. */
+struct inval_match {
+	enum pd_mem_kind kind;
+	uint64_t ino;
+	bool all_dmabufs;
+	const void *domain;
+	uint64_t start, len;
+	uint32_t reason;
+};
+
+static bool inval_matches(const struct pd_mr_cache_entry *e, const struct inval_match *m)
+{
+	if (e->key.kind != m->kind)
+		return false;
+	if (m->kind == PD_MEM_DMABUF)
+		return m->all_dmabufs || e->key.ino == m->ino;
+	return e->key.domain == m->domain && e->key.start < m->start + m->len &&
+	       m->start < e->key.start + e->key.len;
+}
+
+/* Deregistration of idle victims happens after the lock is dropped. */
+static unsigned int invalidate_where(struct pd_mr_cache *c, const struct inval_match *m)
 {
 	struct list victims, *l, *next;
 	unsigned int n = 0;
@@ -526,11 +546,12 @@ unsigned int pd_mr_cache_invalidate_dmabuf(struct pd_mr_cache *c, uint64_t ino,
 		struct pd_mr_cache_entry *e = entry_of(l, all);
 
 		next = l->next;
-		if (e->key.kind != PD_MEM_DMABUF ||
-		    (reason != PD_REASON_OVERFLOW && e->key.ino != ino))
+		if (!inval_matches(e, m))
 			continue;
-		e->inval_reason = reason;
-		__atomic_store_n(&e->invalid, true, __ATOMIC_RELEASE);
+		if (m->kind == PD_MEM_DMABUF) {
+			e->inval_reason = m->reason;
+			__atomic_store_n(&e->invalid, true, __ATOMIC_RELEASE);
+		}
 		invalidate_locked(c, e, &victims);
 		n++;
 	}
@@ -539,30 +560,26 @@ unsigned int pd_mr_cache_invalidate_dmabuf(struct pd_mr_cache *c, uint64_t ino,
 	return n;
 }
 
+unsigned int pd_mr_cache_invalidate_dmabuf(struct pd_mr_cache *c, uint64_t ino,
+					   uint32_t reason)
+{
+	struct inval_match m = {
+		.kind = PD_MEM_DMABUF, .ino = ino, .reason = reason,
+		.all_dmabufs = reason == PD_REASON_OVERFLOW,
+	};
+
+	return invalidate_where(c, &m);
+}
+
 unsigned int pd_mr_cache_invalidate_host(struct pd_mr_cache *c,
 					 const void *domain, uint64_t start,
 					 uint64_t len)
 {
-	struct list victims, *l, *next;
-	unsigned int n = 0;
+	struct inval_match m = {
+		.kind = PD_MEM_HOST, .domain = domain, .start = start, .len = len,
+	};
 
-	if (!c)
-		return 0;
-	list_init(&victims);
-	pthread_mutex_lock(&c->lock);
-	for (l = c->all.next; l != &c->all; l = next) {
-		struct pd_mr_cache_entry *e = entry_of(l, all);
-
-		next = l->next;
-		if (e->key.kind != PD_MEM_HOST || e->key.domain != domain ||
-		    e->key.start >= start + len || start >= e->key.start + e->key.len)
-			continue;
-		invalidate_locked(c, e, &victims);
-		n++;
-	}
-	pthread_mutex_unlock(&c->lock);
-	release_victims(c, &victims);
-	return n;
+	return invalidate_where(c, &m);
 }
 
 void pd_mr_cache_stats(struct pd_mr_cache *c, struct pd_cache_stats *out)
