@@ -13,6 +13,7 @@ set -e
 echo "==> insmod peerdirect.ko sim_devices=1 sim_mem_mb=64 revoke_timeout_ms=500"
 insmod /pd/ko/peerdirect.ko sim_devices=1 sim_mem_mb=64 revoke_timeout_ms=500
 insmod /pd/ko/pd_test_importer.ko
+modprobe vgem
 ./pd-demo
 echo
 echo "==> rmmod: allowed now that nothing is exported"

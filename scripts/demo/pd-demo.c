@@ -31,6 +31,28 @@ static void show(const char *path)
 	fclose(f);
 }
 
+static int open_vgem(void)
+{
+	struct drm_version v;
+	char path[32], name[16];
+	int i, fd;
+
+	for (i = 0; i < 8; i++) {
+		snprintf(path, sizeof(path), "/dev/dri/card%d", i);
+		fd = open(path, O_RDWR | O_CLOEXEC);
+		if (fd < 0)
+			continue;
+		memset(&v, 0, sizeof(v));
+		memset(name, 0, sizeof(name));
+		v.name = name;
+		v.name_len = sizeof(name) - 1;
+		if (!ioctl(fd, DRM_IOCTL_VERSION, &v) && !strcmp(name, "vgem"))
+			return fd;
+		close(fd);
+	}
+	return -1;
+}
+
 static int die(const char *what, int err)
 {
 	fprintf(stderr, "pd-demo: %s: %s\n", what, strerror(err < 0 ? -err : err));
@@ -44,8 +66,9 @@ int main(void)
 	struct peerdirect_revoke r;
 	struct peerdirect_event ev;
 	struct pdti_status st;
+	struct drm_prime_handle prime = { .fd = -1 };
 	char *p, back[64];
-	int fd, imp, ret;
+	int fd, imp, vgem, ret;
 	int64_t h;
 	pid_t pid;
 	int status;
@@ -97,12 +120,21 @@ int main(void)
 	back[sizeof(back) - 1] = 0;
 	printf("    the importer reads through its DMA addresses: \"%s\"\n", back);
 
+	step("a third-party importer, vgem, imports it through DRM %s", "PRIME");
+	vgem = open_vgem();
+	prime.fd = e.fd;
+	if (vgem >= 0 && !ioctl(vgem, DRM_IOCTL_PRIME_FD_TO_HANDLE, &prime))
+		printf("    vgem GEM handle %u: a static importer, pinned and mapped at attach\n",
+		       prime.handle);
+	else
+		printf("    vgem not available: %s\n", strerror(errno));
+
 	step("debugfs shows who holds what: %s", "/sys/kernel/debug/peerdirect/peerdirect0/exports");
 	show("/sys/kernel/debug/peerdirect/peerdirect0/exports");
 
 	step("revoke the export (as on free, reset, hot-unplug or admin action)%s", "");
 	pd_revoke(fd, PEERDIRECT_REVOKE_EXPORT, 0, e.export_id, &r);
-	printf("    revoked %u export(s); %u still mapped by an importer that cannot let go\n",
+	printf("    revoked %u export(s), %u of them still mapped by importers that cannot let go\n",
 	       r.revoked, r.pending);
 	pdti_status(imp, &st);
 	printf("    the importer got move_notify %u time(s); it still holds its pinned mapping: %s\n",
@@ -129,6 +161,12 @@ int main(void)
 	step("the importer lets go; the memory returns to the pool once the %s", "dma-buf is gone");
 	munmap(p, 4 * MiB);
 	close(imp);
+	if (vgem >= 0) {
+		struct drm_gem_close gc = { .handle = prime.handle };
+
+		ioctl(vgem, DRM_IOCTL_GEM_CLOSE, &gc);
+		close(vgem);
+	}
 	close(e.fd);
 	pd_free(fd, h);
 	pd_query(fd, &q);
