@@ -72,12 +72,15 @@ check "revocation mid-stream (bounce): clear errors, no wrong data" 1 $? /tmp/tc
 	'revoked export' 'mismatch 0'
 
 if rxe_policy > /tmp/rxe.log 2>&1; then
+	# The layout exports FI_UNIVERSE_SIZE=32 for raw libfabric tools; the
+	# library must size rxm's queues for rxe by itself.
+	unset FI_UNIVERSE_SIZE
 	pair - - 127.0.0.1 /tmp/verbs-auto --provider 'verbs;ofi_rxm' --size 1M --iters 3
 	check "verbs over rxe: falls back to bounce and says why" 0 $? /tmp/verbs-auto \
-		'path bounce' 'summary: ok 3 error 0 mismatch 0'
+		'path bounce: .*cannot pin the VM_PFNMAP mapping' 'summary: ok 3 error 0 mismatch 0'
 	pair - - 127.0.0.1 /tmp/verbs-mapped --provider 'verbs;ofi_rxm' --path mapped --size 1M --iters 1
 	check "verbs over rxe: forcing the mapped path fails clearly" 3 $? /tmp/verbs-mapped \
-		'mapped'
+		'forced path mapped is impossible: .*Bad address .*cannot be pinned'
 else
 	sed 's/^/# /' /tmp/rxe.log
 	echo "ok 6 verbs over rxe # SKIP no rxe layout on this kernel"
