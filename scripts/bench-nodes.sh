@@ -5,7 +5,7 @@
 #   scripts/bench-nodes.sh [--mode single|nodes|both] [--sizes LIST]
 #                          [--warmup N] [--iters N] [--keep-logs DIR]
 #
-#   single  one VM (--smp 2), both ranks inside it, over lo
+#   single  one VM (--smp 2 --mem 2048), both ranks inside it, over lo
 #   nodes   two VMs at once (-smp 1 each), one rank in each, joined by
 #           virtio-net over `-netdev stream,addr.type=unix` (QEMU on the
 #           host: VM 0 listens on a unix socket, VM 1 connects); eth0 is
@@ -106,8 +106,9 @@ table() {
 
 if [ "$mode" != nodes ]; then
 	echo "### single VM (-smp 2): 2 ranks over lo, module dma-bufs"
-	echo "# scripts/vm-run.sh ... --smp 2 -- node.sh 0 2 '' ${bench[*]}"
-	if ! "${vm[@]}" --smp 2 --log "$logdir/single.log" -- node.sh 0 2 '' "${bench[@]}" \
+	echo "# scripts/vm-run.sh ... --smp 2 --mem 2048 -- node.sh 0 2 '' ${bench[*]}"
+	# --mem 2048: two ranks, each with a direct and a bounce fabric, OOM in 1G.
+	if ! "${vm[@]}" --smp 2 --mem 2048 --log "$logdir/single.log" -- node.sh 0 2 '' "${bench[@]}" \
 		> "$logdir/single.out" 2>&1; then
 		status=1
 		tail -n 30 "$logdir/single.out"

@@ -2,8 +2,10 @@
 /*
  * pd-collective: ring allreduce (reduce-scatter, then allgather) of float32
  * sums over libpeerdirect tagged send/recv, one process per rank, buffers in
- * device memory.  Every size runs once with the path auto (direct: dmabuf or
- * mapped) and once forced to bounce; every iteration's result is checked.
+ * device memory.  Two fabrics are open at once, one with the path auto
+ * (direct: dmabuf or mapped) and one forced to bounce, and their iterations
+ * alternate so that load from elsewhere hits both; every iteration's result
+ * is checked on every rank.
  *
  *   pd-collective --rank R --nranks N --rendezvous HOST:PORT
  *       [--memory device:N|memfd|host] [--provider P] [--sizes 4K,64K,...]
@@ -38,14 +40,20 @@ struct opts {
 	uint16_t port;
 };
 
+/* One fabric per path, both open at once so that the paths alternate. */
+struct lane {
+	struct pd_fabric *fab;
+	struct pd_mr *mr, *tok_mr;
+	uint64_t peers[MAX_RANKS], peer_left, peer_right;
+	char tok[MAX_RANKS];	/* host bytes for the fabric barrier */
+};
+
 struct ctx {
 	const struct opts *o;
 	struct pd_rdv *rdv;
-	struct pd_fabric *fab;
-	struct pd_mr *mr, *tok_mr;
+	struct lane lanes[2], *l;
 	struct dmabuf_source src;
-	uint64_t peers[MAX_RANKS], peer_left, peer_right, seq;
-	char tok[MAX_RANKS];	/* host bytes for the fabric barrier */
+	uint64_t seq;
 	size_t max;		/* data at [0, max), scratch at [max, 2 max) */
 };
 
@@ -99,9 +107,9 @@ static int ring_step(struct ctx *c, size_t count, int sseg, int rseg, bool scrat
 	struct pd_req *rreq = NULL, *sreq = NULL;
 
 	tag &= (1ULL << PD_TAG_BITS) - 1;
-	ret = pd_trecv(c->fab, c->mr, ro + (scratch ? c->max : 0), rl, c->peer_left, tag, &rreq);
+	ret = pd_trecv(c->l->fab, c->l->mr, ro + (scratch ? c->max : 0), rl, c->l->peer_left, tag, &rreq);
 	if (!ret)
-		ret = pd_tsend(c->fab, c->mr, so, sl, c->peer_right, tag, &sreq);
+		ret = pd_tsend(c->l->fab, c->l->mr, so, sl, c->l->peer_right, tag, &sreq);
 	if (!ret)
 		ret = pd_wait(sreq, c->o->timeout_ms, NULL);
 	if (rreq) {
@@ -151,11 +159,11 @@ static int fab_barrier(struct ctx *c)
 
 		if (c->o->rank == 0) {
 			for (r = 1; r < n && !ret; r++)
-				ret = gather ? pd_trecv(c->fab, c->tok_mr, (size_t)r, 1, c->peers[r], tag, &req[r]) :
-					       pd_tsend(c->fab, c->tok_mr, 0, 1, c->peers[r], tag, &req[r]);
+				ret = gather ? pd_trecv(c->l->fab, c->l->tok_mr, (size_t)r, 1, c->l->peers[r], tag, &req[r]) :
+					       pd_tsend(c->l->fab, c->l->tok_mr, 0, 1, c->l->peers[r], tag, &req[r]);
 		} else {
-			ret = gather ? pd_tsend(c->fab, c->tok_mr, 0, 1, c->peers[0], tag, &req[0]) :
-				       pd_trecv(c->fab, c->tok_mr, 1, 1, c->peers[0], tag, &req[0]);
+			ret = gather ? pd_tsend(c->l->fab, c->l->tok_mr, 0, 1, c->l->peers[0], tag, &req[0]) :
+				       pd_trecv(c->l->fab, c->l->tok_mr, 1, 1, c->l->peers[0], tag, &req[0]);
 		}
 		for (r = 0; r < n; r++) {
 			if (!req[r])
@@ -209,85 +217,93 @@ static int cmp_d(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-/* Per timed iteration, the slowest rank's time in ns into t[]; sorts t[] and
- * returns the median; < 0 on error (-1), a wrong element (-2) or a lost
- * rendezvous (-3). */
-static double run_size(struct ctx *c, size_t size, int iters, double *t)
+/* Per timed iteration and path (direct, bounce alternating, so that load
+ * from elsewhere hits both), the slowest rank's time in ns into t[p][];
+ * sorts them; 0, or -1 on a transfer error, -2 on a wrong element, -3 if
+ * the rendezvous was lost. */
+static int run_size(struct ctx *c, size_t size, int iters, double *t[2])
 {
 	struct verdict all[MAX_RANKS];
 	size_t count = size / 4;
-	int k, r, bad = 0;
+	int k, p, r, bad = 0;
 
 	for (k = 0; k < c->o->warmup + iters; k++) {
-		struct verdict mine = { 0 };
-		uint64_t t0, slow = 0;
+		for (p = 0; p < 2; p++) {
+			struct verdict mine = { 0 };
+			uint64_t t0, slow = 0;
 
-		mine.status = fill(c, count, k);
-		if (!mine.status)
-			mine.status = fab_barrier(c);
-		t0 = now_ns();
-		if (!mine.status)
-			mine.status = allreduce(c, count);
-		mine.ns = now_ns() - t0;
-		if (mine.status)
-			fprintf(stderr, "rank %d: size %zu iter %d: %s (%s)\n", c->o->rank, size, k,
-				pd_last_error(), pd_strerror(mine.status));
-		else
-			mine.status = check(c, count, k, &mine.wrong);
-		if (pd_rdv_allgather(c->rdv, &mine, sizeof(mine), all))
-			return -3;
-		for (r = 0; r < c->o->nranks; r++) {
-			if (all[r].status)
-				bad = bad ? bad : -1;
-			if (all[r].wrong)
-				bad = -2;
-			slow = all[r].ns > slow ? all[r].ns : slow;
+			c->l = &c->lanes[p];
+			mine.status = fill(c, count, k);
+			if (!mine.status)
+				mine.status = fab_barrier(c);
+			t0 = now_ns();
+			if (!mine.status)
+				mine.status = allreduce(c, count);
+			mine.ns = now_ns() - t0;
+			if (mine.status)
+				fprintf(stderr, "rank %d: %s size %zu iter %d: %s (%s)\n", c->o->rank,
+					p ? "bounce" : "direct", size, k, pd_last_error(),
+					pd_strerror(mine.status));
+			else
+				mine.status = check(c, count, k, &mine.wrong);
+			if (pd_rdv_allgather(c->rdv, &mine, sizeof(mine), all))
+				return -3;
+			for (r = 0; r < c->o->nranks; r++) {
+				if (all[r].status)
+					bad = bad ? bad : -1;
+				if (all[r].wrong)
+					bad = -2;
+				slow = all[r].ns > slow ? all[r].ns : slow;
+			}
+			if (bad)
+				return bad;
+			if (k >= c->o->warmup)
+				t[p][k - c->o->warmup] = (double)slow;
 		}
-		if (bad)
-			return bad;
-		if (k >= c->o->warmup)
-			t[k - c->o->warmup] = (double)slow;
 	}
-	qsort(t, (size_t)iters, sizeof(*t), cmp_d);
-	return t[iters / 2];
+	for (p = 0; p < 2; p++)
+		qsort(t[p], (size_t)iters, sizeof(*t[p]), cmp_d);
+	return 0;
 }
 
-static int connect_fabric(struct ctx *c, enum pd_path path)
+static int connect_fabric(struct ctx *c, int lane, enum pd_path path)
 {
 	struct pd_fabric_attr attr;
 	char mine[256] = { 0 }, (*all)[256];
 	size_t len = sizeof(mine);
 	int n = c->o->nranks, r = c->o->rank, ret, i;
 
+	c->l = &c->lanes[lane];
 	pd_fabric_attr_init(&attr);
 	attr.provider = c->o->provider;
 	attr.path = path;
 	all = calloc((size_t)n, sizeof(*all));
 	if (!all)
 		return -ENOMEM;
-	ret = pd_fabric_open(&attr, &c->fab);
+	ret = pd_fabric_open(&attr, &c->l->fab);
 	if (!ret)
-		ret = pd_fabric_addr(c->fab, mine, &len) ?:
+		ret = pd_fabric_addr(c->l->fab, mine, &len) ?:
 		      pd_rdv_allgather(c->rdv, mine, sizeof(mine), all);
 	for (i = 0; i < n && !ret; i++)
-		ret = pd_fabric_insert(c->fab, all[i], len, &c->peers[i]);
+		ret = pd_fabric_insert(c->l->fab, all[i], len, &c->l->peers[i]);
 	free(all);
-	c->peer_left = c->peers[(r + n - 1) % n];
-	c->peer_right = c->peers[(r + 1) % n];
+	c->l->peer_left = c->l->peers[(r + n - 1) % n];
+	c->l->peer_right = c->l->peers[(r + 1) % n];
 	if (!ret)
-		ret = pd_mr_reg_host(c->fab, c->tok, sizeof(c->tok), 0, &c->tok_mr);
+		ret = pd_mr_reg_host(c->l->fab, c->l->tok, sizeof(c->l->tok), 0, &c->l->tok_mr);
 	if (!ret)
-		ret = source_register(&c->src, c->fab, &c->mr);
+		ret = source_register(&c->src, c->l->fab, &c->l->mr);
 	return ret;
 }
 
-static void close_fabric(struct ctx *c)
+static void close_fabric(struct ctx *c, int lane)
 {
-	pd_mr_dereg(c->mr);
-	pd_mr_dereg(c->tok_mr);
-	pd_fabric_close(c->fab);
-	c->mr = c->tok_mr = NULL;
-	c->fab = NULL;
+	c->l = &c->lanes[lane];
+	pd_mr_dereg(c->l->mr);
+	pd_mr_dereg(c->l->tok_mr);
+	pd_fabric_close(c->l->fab);
+	c->l->mr = c->l->tok_mr = NULL;
+	c->l->fab = NULL;
 }
 
 static int iters_for(const struct opts *o, size_t size)
@@ -369,81 +385,75 @@ static int parse(int argc, char **argv, struct opts *o)
 int main(int argc, char **argv)
 {
 	static const enum pd_path paths[2] = { PD_PATH_AUTO, PD_PATH_BOUNCE };
-	double ns[2][MAX_SIZES], mean[2][MAX_SIZES], *t;
-	char used[2][32];
+	double med[2][MAX_SIZES], mean[2][MAX_SIZES], *t[2];
 	struct ctx c = { 0 };
 	struct opts o;
-	int i, k, ret, status = 0;
+	int i, j, k, ret, status = 0;
 
 	if (parse(argc, argv, &o))
 		return 3;
 	c.o = &o;
-	t = calloc((size_t)iters_for(&o, 1), sizeof(*t));
-	if (!t)
-		return 3;
 	c.src.fd = -1;
+	t[0] = calloc(2 * (size_t)iters_for(&o, 1), sizeof(double));
+	if (!t[0])
+		return 3;
+	t[1] = t[0] + iters_for(&o, 1);
 	for (i = 0; i < o.nsizes; i++)
 		c.max = o.sizes[i] > c.max ? o.sizes[i] : c.max;
 	ret = source_open(&c.src, o.memory, 2 * c.max);
 	if (!ret)
 		ret = pd_rdv_open(o.host, o.port, o.rank, o.nranks, 300000, &c.rdv);
-	for (k = 0; k < 2 && !ret && !status; k++) {
-		ret = connect_fabric(&c, paths[k]);
-		if (ret)
-			break;
-		snprintf(used[k], sizeof(used[k]), "%s", pd_path_name(pd_mr_path(c.mr)));
-		if (o.rank == 0) {
-			if (k == 0)
-				printf("# %s\n# provider %s, %d ranks, memory %s, float32 sum, MB/s = 10^6 B/s\n",
-				       cmdline, pd_fabric_provider(c.fab), o.nranks, o.memory);
-			printf("# %s run: path %s: %s\n", k ? "bounce" : "direct", used[k],
-			       pd_mr_reason(c.mr));
-			fflush(stdout);
-		}
-		for (i = 0; i < o.nsizes && !status; i++) {
-			int j, it = iters_for(&o, o.sizes[i]);
-
-			ns[k][i] = run_size(&c, o.sizes[i], it, t);
-			for (mean[k][i] = 0, j = 0; j < it; j++)
-				mean[k][i] += t[j] / it;
-			if (ns[k][i] < 0) {
-				status = ns[k][i] == -2 ? 2 : ns[k][i] == -3 ? 3 : 1;
-				if (o.rank == 0)
-					printf("# %s size %zu: %s\n", used[k], o.sizes[i],
-					       status == 2 ? "WRONG RESULT" : "FAILED (see stderr)");
-			}
-		}
-		if (!status)
-			pd_rdv_barrier(c.rdv);
-		close_fabric(&c);
-	}
+	for (k = 0; k < 2 && !ret; k++)
+		ret = connect_fabric(&c, k, paths[k]);
 	if (ret) {
 		fprintf(stderr, "pd-collective rank %d: setup: %s (%s)\n", o.rank, pd_last_error(),
 			pd_strerror(ret));
 		status = 3;
-	}
-	if (!status && o.rank == 0) {
-		double bus = 2.0 * (o.nranks - 1) / o.nranks;
-
-		printf("# every iteration verified on every rank; time of an iteration = slowest rank;\n"
-		       "# us and MB/s from the median iteration, mean us alongside\n");
+	} else if (o.rank == 0) {
+		printf("# %s\n# provider %s, %d ranks, memory %s, float32 sum, MB/s = 10^6 B/s\n",
+		       cmdline, pd_fabric_provider(c.lanes[0].fab), o.nranks, o.memory);
+		for (k = 0; k < 2; k++)
+			printf("# %s: path %s: %s\n", k ? "bounce" : "direct",
+			       pd_path_name(pd_mr_path(c.lanes[k].mr)), pd_mr_reason(c.lanes[k].mr));
+		printf("# every iteration verified on every rank; the paths alternate per iteration;\n"
+		       "# time of an iteration = slowest rank; us and MB/s from the median\n"
+		       "# iteration, mean us alongside; algbw/busbw in MB/s\n");
 		printf("%10s %5s %8s %8s %8s %8s %8s %8s %8s %8s %6s\n", "size", "iters", "dir us",
 		       "bnc us", "dir mean", "bnc mean", "dir alg", "dir bus", "bnc alg",
 		       "bnc bus", "ratio");
-		for (i = 0; i < o.nsizes; i++) {
-			double a0 = (double)o.sizes[i] / ns[0][i] * 1e3;
-			double a1 = (double)o.sizes[i] / ns[1][i] * 1e3;
-
-			printf("%10zu %5d %8.0f %8.0f %8.0f %8.0f %8.1f %8.1f %8.1f %8.1f %5.2fx\n",
-			       o.sizes[i], iters_for(&o, o.sizes[i]), ns[0][i] / 1e3, ns[1][i] / 1e3,
-			       mean[0][i] / 1e3, mean[1][i] / 1e3, a0, a0 * bus, a1, a1 * bus, a0 / a1);
-		}
-		printf("# direct = path %s, bounce = path %s; algbw/busbw columns in MB/s\n",
-		       used[0], used[1]);
+		fflush(stdout);
 	}
-	fflush(stdout);
+	for (i = 0; i < o.nsizes && !status; i++) {
+		int it = iters_for(&o, o.sizes[i]);
+		double bus = 2.0 * (o.nranks - 1) / o.nranks, a[2];
+
+		ret = run_size(&c, o.sizes[i], it, t);
+		if (ret) {
+			status = ret == -2 ? 2 : ret == -3 ? 3 : 1;
+			if (o.rank == 0)
+				printf("# size %zu: %s\n", o.sizes[i],
+				       status == 2 ? "WRONG RESULT" : "FAILED (see stderr)");
+			break;
+		}
+		for (k = 0; k < 2; k++) {
+			med[k][i] = t[k][it / 2];
+			for (mean[k][i] = 0, j = 0; j < it; j++)
+				mean[k][i] += t[k][j] / it;
+			a[k] = (double)o.sizes[i] / med[k][i] * 1e3;
+		}
+		if (o.rank == 0)
+			printf("%10zu %5d %8.0f %8.0f %8.0f %8.0f %8.1f %8.1f %8.1f %8.1f %5.2fx\n",
+			       o.sizes[i], it, med[0][i] / 1e3, med[1][i] / 1e3, mean[0][i] / 1e3,
+			       mean[1][i] / 1e3, a[0], a[0] * bus, a[1], a[1] * bus, a[0] / a[1]);
+		fflush(stdout);
+	}
+	if (!status && pd_rdv_barrier(c.rdv))
+		status = 3;
+	for (k = 0; k < 2; k++)
+		if (c.lanes[k].fab)
+			close_fabric(&c, k);
 	pd_rdv_close(c.rdv);
 	source_close(&c.src);
-	free(t);
+	free(t[0]);
 	return status;
 }
