@@ -80,6 +80,14 @@ static int64_t now_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+/* Small request/reply messages: Nagle would add tens of ms to each. */
+static void no_delay(int fd)
+{
+	int one = 1;
+
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+}
+
 static int accept_peers(struct pd_rdv *r, const struct sockaddr_in *sa)
 {
 	int one = 1, lfd, i, ret = 0;
@@ -117,6 +125,7 @@ static int accept_peers(struct pd_rdv *r, const struct sockaddr_in *sa)
 			close(fd);
 			break;
 		}
+		no_delay(fd);
 		r->fds[rank] = fd;
 	}
 out:
@@ -143,6 +152,7 @@ static int connect_root(struct pd_rdv *r, const struct sockaddr_in *sa)
 					ntohs(sa->sin_port), r->timeout_ms);
 		usleep(20000);
 	}
+	no_delay(fd);
 	r->fds[0] = fd;
 	return io_all(fd, &rank, sizeof(rank), true, r->timeout_ms);
 }
