@@ -96,9 +96,19 @@ vm_log_clean() {	# vm_log_clean NAME RC
 	return 0
 }
 
+# vm_result NAME RC T0: the KTAP totals of a VM run plus its clean-log test.
+vm_result() {
+	local name=$1 rc=$2 t0=$3 p f s
+	read -r p f s <<< "$(totals "$out/$name.log")"
+	grep -aE '^not ok|#  FAIL' "$out/$name.log" | head -n 30
+	vm_log_clean "$name" "$rc" && p=$((p + 1)) || f=$((f + 1))
+	[ "$p$f" = 00 ] && f=1
+	add "$name" "$p" "$f" "$s" $((SECONDS - t0))
+}
+
 # vm_selftests NAME KERNEL MODDIR BACKEND: run selftests/run-in-vm.sh in a VM.
 vm_selftests() {
-	local name=$1 kernel=$2 moddir=$3 backend=$4 t0=$SECONDS payload rc res
+	local name=$1 kernel=$2 moddir=$3 backend=$4 t0=$SECONDS payload
 	local extra=()
 	[ "$backend" = bar ] && extra=(--ivshmem 32M --ivshmem 32M)
 	payload=$(mktemp -d)
@@ -110,13 +120,8 @@ vm_selftests() {
 		--ko "$moddir/selftests/importer/pd_test_importer.ko" \
 		--payload "$payload" --log "$out/$name.log" "${extra[@]}" \
 		-- run-in-vm.sh "$backend" > "$out/$name.out" 2>&1
-	rc=$?
+	vm_result "$name" $? "$t0"
 	rm -rf "$payload"
-	read -r p f s <<< "$(totals "$out/$name.log")"
-	grep -E '^not ok|#  FAIL' "$out/$name.log" | head -n 30
-	vm_log_clean "$name" "$rc" && p=$((p + 1)) || f=$((f + 1))
-	[ "$p$f" = 00 ] && f=1
-	add "$name" "$p" "$f" "$s" $((SECONDS - t0))
 }
 
 stage_stock() {
@@ -179,7 +184,7 @@ vm_unplug() {
 # vm_shim NAME KERNEL MODDIR: libpeerdirect moving real dma-buf memory
 # between two processes (selftests/shim-in-vm.sh).
 vm_shim() {
-	local name=$1 kernel=$2 moddir=$3 t0=$SECONDS payload rc p f s
+	local name=$1 kernel=$2 moddir=$3 t0=$SECONDS payload
 	payload=$(mktemp -d)
 	mkdir -p "$payload/bin"
 	cp user/build/pd-xfer "$payload/bin/"
@@ -187,13 +192,8 @@ vm_shim() {
 	scripts/vm-run.sh --kernel "$kernel" --timeout 900 \
 		--ko "$moddir/kmod/peerdirect.ko" --payload "$payload" \
 		--log "$out/$name.log" -- shim-in-vm.sh > "$out/$name.out" 2>&1
-	rc=$?
+	vm_result "$name" $? "$t0"
 	rm -rf "$payload"
-	read -r p f s <<< "$(totals "$out/$name.log")"
-	grep -aE '^not ok' "$out/$name.log" | head -n 20
-	vm_log_clean "$name" "$rc" && p=$((p + 1)) || f=$((f + 1))
-	[ "$p$f" = 00 ] && f=1
-	add "$name" "$p" "$f" "$s" $((SECONDS - t0))
 }
 
 stage_shim() {

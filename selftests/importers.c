@@ -3,32 +3,8 @@
  * Real importers: vgem (DRM PRIME, a static importer, third-party code) and
  * the test importer module (dynamic and pinned, as RDMA imports).
  */
-#include <libdrm/drm.h>
 #include "kselftest_harness.h"
 #include "pd_test.h"
-
-static int open_vgem(void)
-{
-	char path[32];
-	struct drm_version v;
-	char name[16];
-	int i, fd;
-
-	for (i = 0; i < 16; i++) {
-		snprintf(path, sizeof(path), "/dev/dri/card%d", i);
-		fd = open(path, O_RDWR | O_CLOEXEC);
-		if (fd < 0)
-			continue;
-		memset(&v, 0, sizeof(v));
-		memset(name, 0, sizeof(name));
-		v.name = name;
-		v.name_len = sizeof(name) - 1;
-		if (!ioctl(fd, DRM_IOCTL_VERSION, &v) && !strcmp(name, "vgem"))
-			return fd;
-		close(fd);
-	}
-	return -1;
-}
 
 FIXTURE(imp) {
 	int fd;
@@ -72,7 +48,7 @@ TEST_F(imp, vgem_prime_import_pins_and_maps_until_closed)
 	struct drm_prime_handle ph = { .fd = -1 };
 	struct drm_gem_close gc = { 0 };
 	struct peerdirect_revoke r;
-	int vgem = open_vgem(), a, p, m, d;
+	int vgem = pd_open_vgem(), a, p, m, d;
 	__u64 id = 0;
 	char st[32];
 

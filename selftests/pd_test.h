@@ -16,6 +16,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 #include <linux/dma-buf.h>
+#include <libdrm/drm.h>
 #include "../uapi/linux/peerdirect.h"
 #include "importer/pd_test_importer.h"
 
@@ -160,6 +161,29 @@ static inline long long pd_debugfs_value(const char *dev, const char *key)
 			v = atoll(line + klen + 1);
 	fclose(f);
 	return v;
+}
+
+/* The vgem DRM device (a third-party dma-buf importer), or -1. */
+static inline int pd_open_vgem(void)
+{
+	struct drm_version v;
+	char path[32], name[16];
+	int i, fd;
+
+	for (i = 0; i < 16; i++) {
+		snprintf(path, sizeof(path), "/dev/dri/card%d", i);
+		fd = open(path, O_RDWR | O_CLOEXEC);
+		if (fd < 0)
+			continue;
+		memset(&v, 0, sizeof(v));
+		memset(name, 0, sizeof(name));
+		v.name = name;
+		v.name_len = sizeof(name) - 1;
+		if (!ioctl(fd, DRM_IOCTL_VERSION, &v) && !strcmp(name, "vgem"))
+			return fd;
+		close(fd);
+	}
+	return -1;
 }
 
 /*

@@ -7,7 +7,6 @@
 #include <signal.h>
 #include <setjmp.h>
 #include <sys/wait.h>
-#include <libdrm/drm.h>
 #include "../../selftests/pd_test.h"
 
 #define MiB (1024 * 1024)
@@ -29,28 +28,6 @@ static void show(const char *path)
 	while (fgets(line, sizeof(line), f))
 		printf("    %s", line);
 	fclose(f);
-}
-
-static int open_vgem(void)
-{
-	struct drm_version v;
-	char path[32], name[16];
-	int i, fd;
-
-	for (i = 0; i < 8; i++) {
-		snprintf(path, sizeof(path), "/dev/dri/card%d", i);
-		fd = open(path, O_RDWR | O_CLOEXEC);
-		if (fd < 0)
-			continue;
-		memset(&v, 0, sizeof(v));
-		memset(name, 0, sizeof(name));
-		v.name = name;
-		v.name_len = sizeof(name) - 1;
-		if (!ioctl(fd, DRM_IOCTL_VERSION, &v) && !strcmp(name, "vgem"))
-			return fd;
-		close(fd);
-	}
-	return -1;
 }
 
 static int die(const char *what, int err)
@@ -121,7 +98,7 @@ int main(void)
 	printf("    the importer reads through its DMA addresses: \"%s\"\n", back);
 
 	step("a third-party importer, vgem, imports it through DRM %s", "PRIME");
-	vgem = open_vgem();
+	vgem = pd_open_vgem();
 	prime.fd = e.fd;
 	if (vgem >= 0 && !ioctl(vgem, DRM_IOCTL_PRIME_FD_TO_HANDLE, &prime))
 		printf("    vgem GEM handle %u: a static importer, pinned and mapped at attach\n",
