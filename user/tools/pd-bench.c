@@ -28,6 +28,7 @@
 #include <rdma/fi_errno.h>
 #include <rdma/fi_tagged.h>
 
+#include "bench_report.h"
 #include "dmabuf_source.h"
 #include "errors.h"
 #include "fabric.h"
@@ -43,15 +44,6 @@ struct opts {
 	uint16_t port;
 };
 
-static char cmdline[1024];
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-}
 
 static int cmp_u64(const void *a, const void *b)
 {
@@ -436,12 +428,9 @@ static int parse(int argc, char **argv, struct opts *o)
 		{ "memory", 1, 0, 'm' }, { "port", 1, 0, 'P' }, { "repeats", 1, 0, 'r' }, { 0 },
 	};
 	char *tok, *save;
-	size_t n = 0;
-	int c, i;
+	int c;
 
-	for (i = 0; i < argc; i++)
-		n += (size_t)snprintf(cmdline + n, n < sizeof(cmdline) ? sizeof(cmdline) - n : 0,
-				      "%s%s", i ? " " : "", argv[i]);
+	record_cmdline(argc, argv);
 	*o = (struct opts) { .entries = 10000, .memory = "memfd", .repeats = 5,
 			     .port = (uint16_t)(21000 + getpid() % 20000),
 			     .sizes = { 4096, 1 << 20, 64 << 20 }, .nsizes = 3 };

@@ -27,6 +27,7 @@
 #include <stdbool.h>
 #include <time.h>
 
+#include "bench_report.h"
 #include "dmabuf_source.h"
 #include "errors.h"
 
@@ -65,15 +66,6 @@ struct verdict {
 	uint64_t ns;
 };
 
-static char cmdline[1024];
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-}
 
 static float value(int rank, size_t i, int iter)
 {
@@ -333,12 +325,9 @@ static int parse(int argc, char **argv, struct opts *o)
 	};
 	static const size_t defsizes[] = { 4 << 10, 64 << 10, 1 << 20, 8 << 20, 32 << 20, 64 << 20 };
 	char *tok, *save, *colon;
-	size_t n = 0;
 	int c, i;
 
-	for (i = 0; i < argc; i++)
-		n += (size_t)snprintf(cmdline + n, n < sizeof(cmdline) ? sizeof(cmdline) - n : 0,
-				      "%s%s", i ? " " : "", argv[i]);
+	record_cmdline(argc, argv);
 	*o = (struct opts) { .rank = -1, .nranks = 0, .warmup = 2, .iters = 5,
 			     .timeout_ms = 120000, .memory = "device:0", .nsizes = 6 };
 	memcpy(o->sizes, defsizes, sizeof(defsizes));
