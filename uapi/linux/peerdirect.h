@@ -7,7 +7,9 @@
  * a struct up to PAGE_SIZE: bytes the kernel does not know must be zero
  * (E2BIG otherwise), bytes userspace did not pass read as zero.  Output is
  * written back up to min(argsz, kernel size).  Unknown flags, non-zero
- * reserved fields and non-zero padding give EINVAL.
+ * reserved fields, non-zero padding and non-zero output fields on input give
+ * EINVAL.  Commands match on type and number only, so the size encoded in
+ * the command may differ from this header's.
  *
  * See Documentation/peerdirect-uapi.rst.
  */
