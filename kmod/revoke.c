@@ -122,6 +122,39 @@ static void pd_revoke_set_run(struct pd_device *pdev, struct pd_revoke_set *set,
 	res->pending += pending;
 }
 
+/*
+ * Without memory for the whole set (a free, a reset or an unplug must not
+ * give up): one export at a time, each picked while it still looks
+ * unrevoked.  @alloc NULL: every export of the device.
+ */
+static void pd_revoke_slowly(struct pd_device *pdev, struct pd_alloc *alloc,
+			     u32 reason, struct pd_revoke_result *res)
+{
+	struct pd_export *one, *exp;
+	struct pd_revoke_set set = { .exps = &one, .cap = 1 };
+	struct pd_alloc *a;
+
+	do {
+		set.nr = 0;
+		mutex_lock(&pdev->lock);
+		list_for_each_entry(a, &pdev->allocs, node) {
+			if (alloc && a != alloc)
+				continue;
+			list_for_each_entry(exp, &a->exports, node) {
+				if (READ_ONCE(exp->revoked))
+					continue;
+				pd_set_add(&set, exp);
+				if (set.nr)
+					goto found;
+			}
+		}
+found:
+		mutex_unlock(&pdev->lock);
+		if (set.nr)
+			pd_revoke_set_run(pdev, &set, reason, res);
+	} while (set.nr);
+}
+
 int pd_revoke_alloc(struct pd_alloc *alloc, u32 reason,
 		    struct pd_revoke_result *res)
 {
@@ -132,7 +165,8 @@ int pd_revoke_alloc(struct pd_alloc *alloc, u32 reason,
 	mutex_lock(&pdev->lock);
 	if (pd_set_alloc(&set, alloc->nr_exports)) {
 		mutex_unlock(&pdev->lock);
-		return -ENOMEM;
+		pd_revoke_slowly(pdev, alloc, reason, res);
+		return 0;
 	}
 	list_for_each_entry(exp, &alloc->exports, node)
 		pd_set_add(&set, exp);
@@ -147,12 +181,9 @@ int pd_revoke_alloc(struct pd_alloc *alloc, u32 reason,
 int pd_revoke_export_id(struct pd_device *pdev, struct pd_file *owner,
 			u64 export_id, u32 reason, struct pd_revoke_result *res)
 {
-	struct pd_revoke_set set;
-	struct pd_export *exp;
+	struct pd_export *one, *exp;
+	struct pd_revoke_set set = { .exps = &one, .cap = 1 };
 	struct pd_alloc *alloc;
-
-	if (pd_set_alloc(&set, 1))
-		return -ENOMEM;
 
 	mutex_lock(&pdev->lock);
 	list_for_each_entry(alloc, &pdev->allocs, node) {
@@ -169,38 +200,7 @@ found:
 
 	if (set.nr)
 		pd_revoke_set_run(pdev, &set, reason, res);
-	kvfree(set.exps);
 	return set.nr ? 0 : -ENOENT;
-}
-
-/*
- * Without memory for the whole set (a reset or an unplug must not give up):
- * one export at a time, each picked while it still looks unrevoked.
- */
-static void pd_revoke_device_slowly(struct pd_device *pdev, u32 reason,
-				    struct pd_revoke_result *res)
-{
-	struct pd_export *one, *exp;
-	struct pd_revoke_set set = { .exps = &one, .cap = 1 };
-	struct pd_alloc *alloc;
-
-	do {
-		set.nr = 0;
-		mutex_lock(&pdev->lock);
-		list_for_each_entry(alloc, &pdev->allocs, node) {
-			list_for_each_entry(exp, &alloc->exports, node) {
-				if (READ_ONCE(exp->revoked))
-					continue;
-				pd_set_add(&set, exp);
-				if (set.nr)
-					goto found;
-			}
-		}
-found:
-		mutex_unlock(&pdev->lock);
-		if (set.nr)
-			pd_revoke_set_run(pdev, &set, reason, res);
-	} while (set.nr);
 }
 
 int pd_revoke_device(struct pd_device *pdev, u32 reason,
@@ -216,7 +216,7 @@ int pd_revoke_device(struct pd_device *pdev, u32 reason,
 		n += alloc->nr_exports;
 	if (pd_set_alloc(&set, n)) {
 		mutex_unlock(&pdev->lock);
-		pd_revoke_device_slowly(pdev, reason, res);
+		pd_revoke_slowly(pdev, NULL, reason, res);
 		return 0;
 	}
 	list_for_each_entry(alloc, &pdev->allocs, node)

@@ -1,7 +1,7 @@
 #!/bin/bash
 # rxe_loop (one rxe0, no policy routing needed) + verbs pingpong through
-# rxe's internal loopback, and netns_tcp + tcp pingpong.  Works on the debug
-# kernel too, which has no CONFIG_IP_MULTIPLE_TABLES for rxe_policy.
+# rxe's internal loopback, and netns_tcp + tcp pingpong: the simplest rxe
+# smoke test, needing no policy routing.
 set -euo pipefail
 . /pd/lib/vm-net-setup.sh
 rxe_loop
