@@ -260,5 +260,4 @@ const struct file_operations pd_fops = {
 	.poll = pd_poll,
 	.unlocked_ioctl = pd_ioctl,
 	.compat_ioctl = compat_ptr_ioctl,
-	.llseek = no_llseek,
 };

@@ -8,6 +8,10 @@
 #                         ($KVER or $VMLINUZ override) plus its modules for
 #                         veth, rxe, rdma_ucm, vgem; debug: the kernel of
 #                         scripts/debug-kernel.sh (all built in, KASAN etc.)
+#   --kver RELEASE        the stock kernel's release (same as $KVER)
+#   --sysroot DIR         take the stock kernel, its modules, and every
+#                         program and library from the Debian root DIR
+#                         (scripts/stack-root.sh) instead of the host
 #   --ko FILE             out-of-tree module, put at /pd/ko/ (not loaded)
 #   --payload DIR         copied to /pd/ (binaries, libraries, scripts)
 #   --ivshmem SIZE        add an ivshmem-plain device (ivshmem0, ivshmem1...)
@@ -53,6 +57,7 @@ die() {
 }
 
 kernel=stock
+sysroot=
 kos=()
 payload=
 ivshmem=()
@@ -73,6 +78,8 @@ keep=0
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--kernel) kernel=${2:?}; shift 2 ;;
+	--kver) KVER=${2:?}; shift 2 ;;
+	--sysroot) sysroot=$(cd "${2:?}" && pwd); shift 2 ;;
 	--ko) kos+=("${2:?}"); shift 2 ;;
 	--payload) payload=${2:?}; shift 2 ;;
 	--ivshmem) ivshmem+=("${2:?}"); shift 2 ;;
@@ -113,12 +120,12 @@ stock)
 			KVER=${VMLINUZ##*/vmlinuz-}
 		else
 			# shellcheck disable=SC2012  # names are kernel versions
-			KVER=$(ls /boot/vmlinuz-*-amd64 2>/dev/null | sed 's|.*/vmlinuz-||' | sort -V | tail -n 1)
+			KVER=$(ls "$sysroot"/boot/vmlinuz-*-amd64 2>/dev/null | sed 's|.*/vmlinuz-||' | sort -V | tail -n 1)
 		fi
 	fi
-	[ -n "$KVER" ] || die "no /boot/vmlinuz-*-amd64 (apt-get install linux-image-amd64)"
-	vmlinuz=${VMLINUZ:-/boot/vmlinuz-$KVER}
-	moddir=/lib/modules/$KVER
+	[ -n "$KVER" ] || die "no $sysroot/boot/vmlinuz-*-amd64 (apt-get install linux-image-amd64)"
+	vmlinuz=${VMLINUZ:-$sysroot/boot/vmlinuz-$KVER}
+	moddir=$sysroot/lib/modules/$KVER
 	[ -d "$moddir" ] || die "$moddir missing"
 	: "${mem:=1024}"
 	margin=60
@@ -133,6 +140,16 @@ debug)
 	;;
 *) die "--kernel stock|debug" ;;
 esac
+[ -z "$sysroot" ] || [ "$kernel" = stock ] || die "--sysroot goes with --kernel stock"
+# Host or root: where programs, libraries and the kernel's modules come from.
+# A root's absolute symlinks and its loader only make sense inside it.
+in_sys() {
+	if [ -n "$sysroot" ]; then
+		chroot "$sysroot" "$@"
+	else
+		"$@"
+	fi
+}
 [ -r "$vmlinuz" ] || die "cannot read $vmlinuz"
 
 # ---- temp space ---------------------------------------------------------
@@ -175,10 +192,15 @@ payload_abs=
 files=()  # host paths, copied to the same path in the image
 elfs=()   # ELF files whose libraries are needed
 
-# add_bin NAME [optional]: a host program.
+# add_bin NAME [optional]: a host (or root) program.
 add_bin() {
-	local p
-	p=$(PATH=/usr/sbin:/usr/bin:/sbin:/bin command -v "$1") || p=
+	local p=
+	for d in /usr/sbin /usr/bin /sbin /bin; do
+		if [ -x "$sysroot$d/$1" ]; then
+			p=$d/$1
+			break
+		fi
+	done
 	if [ -z "$p" ]; then
 		[ "${2:-}" = optional ] && return 0
 		die "$1 not found on the host (scripts/install-deps.sh)"
@@ -204,12 +226,16 @@ for b in ${extra_bins[@]+"${extra_bins[@]}"}; do
 	add_bin "$b"
 done
 
-# libibverbs loads its provider by name from its config directory.
-for f in /usr/lib/x86_64-linux-gnu/libibverbs/librxe-rdmav*.so; do
-	[ -e "$f" ] || die "librxe provider missing (apt-get install ibverbs-providers)"
-	files+=("$f")
-	elfs+=("$f")
+# libibverbs loads its provider by name from its config directory;
+# libfabric 2.x may load some providers as plugins from its own directory.
+for f in "$sysroot"/usr/lib/x86_64-linux-gnu/libibverbs/librxe-rdmav*.so \
+	"$sysroot"/usr/lib/x86_64-linux-gnu/libfabric/*.so; do
+	[ -e "$f" ] || continue
+	files+=("${f#"$sysroot"}")
+	elfs+=("${f#"$sysroot"}")
 done
+[ -e "$sysroot/etc/libibverbs.d/rxe.driver" ] ||
+	die "librxe provider missing (apt-get install ibverbs-providers)"
 files+=(/etc/libibverbs.d/rxe.driver)
 
 # Payload binaries and libraries: their libraries come from the host,
@@ -228,9 +254,32 @@ if [ -n "$payload" ]; then
 	done < <(find "$payload_abs" -type f \( -perm -u+x -o -name '*.so*' \) -print0)
 fi
 
-# ldd costs ~50 ms a file here; kmod's six tools are one binary.
-mapfile -t elfs < <(readlink -f "${elfs[@]}" | sort -u)
-ldd_out=$(LD_LIBRARY_PATH=$ldpath ldd "${elfs[@]}" 2>&1 || true)
+# ldd costs ~50 ms a file here; kmod's six tools are one binary.  A root's
+# ldd runs inside it, so payload files are staged there for the lookup.
+sys_elfs=()
+pay_elfs=()
+for f in "${elfs[@]}"; do
+	if [ -n "$payload_abs" ] && [[ "$f" == "$payload_abs"/* ]]; then
+		pay_elfs+=("$f")
+	else
+		sys_elfs+=("$f")
+	fi
+done
+mapfile -t sys_elfs < <(in_sys readlink -f "${sys_elfs[@]}" | sort -u)
+if [ -z "$sysroot" ]; then
+	ldd_out=$(LD_LIBRARY_PATH=$ldpath ldd "${sys_elfs[@]}" ${pay_elfs[@]+"${pay_elfs[@]}"} 2>&1 || true)
+else
+	stage=$(mktemp -d "$sysroot/tmp/pd-ldd.XXXXXX")
+	trap 'rm -rf "$stage"; cleanup' EXIT
+	[ -z "$payload_abs" ] || cp -a "$payload_abs/." "$stage/"
+	staged=()
+	for f in ${pay_elfs[@]+"${pay_elfs[@]}"}; do
+		staged+=("${stage#"$sysroot"}/${f#"$payload_abs"/}")
+	done
+	ldd_out=$(chroot "$sysroot" env LD_LIBRARY_PATH="${ldpath//$payload_abs/${stage#"$sysroot"}}" \
+		ldd "${sys_elfs[@]}" ${staged[@]+"${staged[@]}"} 2>&1 || true)
+	ldd_out=${ldd_out//${stage#"$sysroot"}/$payload_abs}
+fi
 if grep -q 'not found' <<<"$ldd_out"; then
 	echo "vm-run: warning: missing libraries:" >&2
 	grep 'not found' <<<"$ldd_out" | sort -u >&2
@@ -254,7 +303,16 @@ for i in "${!files[@]}"; do
 	done
 done
 mapfile -t files < <(printf '%s\n' "${files[@]}" | sort -u)
-cp -L --parents "${files[@]}" "$root/"
+if [ -z "$sysroot" ]; then
+	cp -L --parents "${files[@]}" "$root/"
+else
+	# Resolve links inside the root, then copy each file to the path asked for.
+	mapfile -t real < <(chroot "$sysroot" readlink -f "${files[@]}")
+	for i in "${!files[@]}"; do
+		mkdir -p "$root$(dirname "${files[$i]}")"
+		cp "$sysroot${real[$i]}" "$root${files[$i]}"
+	done
+fi
 
 # Busybox for the rest; an applet never shadows a real program.
 bb=$(command -v busybox) || die "busybox missing (apt-get install busybox-static)"
@@ -270,14 +328,20 @@ printf '127.0.0.1 localhost\n' > "$root/etc/hosts"
 
 # ---- kernel modules -------------------------------------------------------
 if [ "$kernel" = stock ]; then
-	mods=(veth rdma_rxe rdma_ucm ib_umad crc32_generic vgem drm drm_shmem_helper)
+	mods=(veth rdma_rxe rdma_ucm ib_umad vgem drm drm_shmem_helper)
 	mods+=(${extra_mods[@]+"${extra_mods[@]}"})
-	deps=$(modprobe -S "$KVER" --show-depends -a "${mods[@]}") ||
+	# rxe pulls crc32 in through the crypto API where it is a module (6.1);
+	# later kernels build it in.  Any other missing module is an error.
+	modprobe -d "$sysroot/" -S "$KVER" -n crc32_generic 2>/dev/null && mods+=(crc32_generic)
+	deps=$(modprobe -d "$sysroot/" -S "$KVER" --show-depends -a "${mods[@]}") ||
 		die "a module of ${mods[*]} is missing for $KVER"
-	mapfile -t kos_host < <(awk '$1 == "insmod" { print $2 }' <<<"$deps" | sort -u)
-	cp --parents "${kos_host[@]}" "$root/"
+	# Paths relative to the root the modules come from ("/" for the host).
+	mapfile -t kos_host < <(awk -v r="$sysroot" '$1 == "insmod" {
+		p = substr($2, length(r) + 1); sub(/^\/+/, "", p); print p }' <<<"$deps" | sort -u)
+	(cd "$sysroot/" && cp --parents "${kos_host[@]}" "$root/")
+	gmoddir=/lib/modules/$KVER
 	for f in modules.order modules.builtin modules.builtin.modinfo; do
-		[ ! -f "$moddir/$f" ] || cp "$moddir/$f" "$root$moddir/$f"
+		[ ! -f "$moddir/$f" ] || cp "$moddir/$f" "$root$gmoddir/$f"
 	done
 	depmod -b "$root" "$KVER"
 else
@@ -397,6 +461,7 @@ if ! reports=$("$here/vm-scan-log.sh" ${scan[@]+"${scan[@]}"} "$log"); then
 	printf '%s\n' "$reports" >&2
 	[ "$rc" != 0 ] || rc=3
 fi
-printf 'vm-run: rc=%s wall=%ss kernel=%s log=%s\n' "$rc" "$elapsed" "$KVER" \
+printf 'vm-run: rc=%s wall=%ss kernel=%s%s log=%s\n' "$rc" "$elapsed" "$KVER" \
+	"${sysroot:+ (root $sysroot)}" \
 	"$([ "$log" = "$tmp/console.log" ] && echo '(temp)' || echo "$log")" >&2
 exit "$rc"

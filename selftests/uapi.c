@@ -51,6 +51,13 @@ TEST_F(dev, query_reports_abi_and_limits)
 	EXPECT_EQ(0, q->reserved[0] | q->reserved[1] | q->reserved[2] | q->reserved[3]);
 }
 
+/* nonseekable_open(): no .llseek on any kernel (no_llseek left in 6.12). */
+TEST_F(dev, device_is_not_seekable)
+{
+	EXPECT_EQ(-1, lseek(self->fd, 0, SEEK_SET));
+	EXPECT_EQ(ESPIPE, errno);
+}
+
 TEST_F(dev, argsz_below_first_version_is_einval)
 {
 	struct peerdirect_query q = { .argsz = 8 };

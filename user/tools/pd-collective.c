@@ -37,7 +37,8 @@
 struct opts {
 	int rank, nranks, warmup, iters, timeout_ms, nsizes;
 	size_t sizes[MAX_SIZES];
-	const char *host, *provider, *memory;
+	char *host;	/* argv's "HOST:PORT", split in place */
+	const char *provider, *memory;
 	uint16_t port;
 };
 

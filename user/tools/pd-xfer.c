@@ -19,7 +19,8 @@
 struct opts {
 	int rank, iters, timeout_ms, revoke_after;
 	size_t size;
-	const char *host, *provider, *memory, *path;
+	char *host;	/* argv's "HOST:PORT", split in place */
+	const char *provider, *memory, *path;
 	uint16_t port;
 };
 

@@ -1,0 +1,126 @@
+#!/bin/bash
+# The kernel tiers `make check` runs on, resolved at run time: nothing here
+# names a kernel version.
+#
+#   scripts/tiers.sh list            tier names, in the order check runs them
+#   scripts/tiers.sh prepare TIER    make the tier available (install, build or
+#                                    cache), then print its settings as shell
+#                                    assignments:
+#     TIER_LABEL    short name for results (k6.1, k6.1-debug, k6.12, k7.2...)
+#     TIER_KVER     the kernel release (uname -r in the VM)
+#     TIER_VM       vm-run.sh arguments that boot it
+#     TIER_KDIR     kernel build directory for the module
+#     TIER_ROOT     Debian root to build in (chroot), empty for the host
+#     TIER_SOURCE   where it came from (suite and package version)
+#
+# Tiers:
+#   stable    Debian 12's 6.1, the newest installed from bookworm
+#   debug     our debug build of the same source (scripts/debug-kernel.sh)
+#   lts       the newest kernel in bookworm-backports (6.12 LTS today),
+#             installed on the host next to 6.1
+#   newest    the newest kernel in unstable, in a debootstrap'd root
+#             (scripts/stack-root.sh): its headers need that suite's libc
+#
+# prepare exits 4 when a tier's suite cannot be reached and nothing is
+# cached: check counts the tier as skipped and prints why.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+mirror=${PD_DEBIAN_MIRROR:-http://deb.debian.org/debian}
+
+die() {
+	echo "tiers: $*" >&2
+	exit 1
+}
+
+emit() {	# emit LABEL KVER KDIR ROOT SOURCE VM...
+	local label=$1 kver=$2 kdir=$3 root=$4 src=$5
+	shift 5
+	printf 'TIER_LABEL=%q\nTIER_KVER=%q\nTIER_KDIR=%q\nTIER_ROOT=%q\nTIER_SOURCE=%q\n' \
+		"$label" "$kver" "$kdir" "$root" "$src"
+	printf 'TIER_VM=(%s)\n' "$(printf '%q ' "$@")"
+}
+
+# k6.12 from 6.12.63+deb12-amd64: the upstream version, nothing Debian adds.
+label_of() {
+	local v=${1%%-*}
+	v=${v%%+*}
+	echo "k$(cut -d. -f1,2 <<<"$v")"
+}
+
+# The ABI release a linux-image-amd64 version depends on (linux-image-ABI).
+abi_of_meta() {	# abi_of_meta APT_CACHE_SHOW_OUTPUT
+	sed -n 's/^Depends:.*linux-image-\([^ ,]*-amd64\).*/\1/p' <<<"$1" | head -n 1
+}
+
+prepare_stable() {
+	local abi ver
+	# The metapackage of Debian 12 names the 6.1 ABI it installs.
+	abi=$(dpkg-query -W -f='${Depends}\n' linux-image-amd64 2>/dev/null |
+		sed -n 's/.*linux-image-\([^ ,]*-amd64\).*/\1/p' | head -n 1)
+	[ -n "$abi" ] && [ -f "/boot/vmlinuz-$abi" ] || die "no Debian 12 kernel (scripts/install-deps.sh)"
+	[ -d "/lib/modules/$abi/build" ] || die "linux-headers-$abi missing (scripts/install-deps.sh)"
+	ver=$(dpkg-query -W -f='${Version}' "linux-image-$abi")
+	emit "$(label_of "$abi")" "$abi" "/lib/modules/$abi/build" "" \
+		"bookworm linux-image-$abi $ver" --kernel stock --kver "$abi"
+}
+
+prepare_debug() {
+	local kdir kver
+	kdir=$("$here/debug-kernel.sh") || die "debug kernel build failed"
+	kver=$(cat "$kdir/include/config/kernel.release")
+	emit "$(label_of "$kver")-debug" "$kver" "$kdir" "" \
+		"linux-source-6.1 $(dpkg-query -W -f='${Version}' linux-source-6.1) + scripts/debug-kernel.config" \
+		--kernel debug
+}
+
+# Debian 12's backports suite installs directly on the host.
+prepare_lts() {
+	local list=/etc/apt/sources.list.d/peerdirect-backports.list show abi ver reachable=1
+	if [ ! -f "$list" ]; then
+		echo "deb $mirror bookworm-backports main" > "$list"
+	fi
+	if ! apt-get update -qq -o Dir::Etc::sourcelist="$list" -o Dir::Etc::sourceparts=- \
+		-o APT::Get::List-Cleanup=0 > /dev/null 2>&1; then
+		reachable=0
+	fi
+	show=$(apt-cache show -a 'linux-image-amd64' 2>/dev/null |
+		awk -v RS= '/Version: [^\n]*bpo12/' | head -n 40)
+	abi=$(abi_of_meta "$show")
+	if [ -z "$abi" ]; then
+		# Unreachable now: use what an earlier run installed, if anything.
+		abi=$(ls /boot/vmlinuz-*+deb12-amd64 2>/dev/null | sed 's|.*/vmlinuz-||' | sort -V | tail -n 1)
+		[ -n "$abi" ] || { echo "tiers: bookworm-backports unreachable and no backports kernel installed" >&2; exit 4; }
+		echo "tiers: bookworm-backports unreachable (reachable=$reachable); using installed $abi" >&2
+	fi
+	if [ ! -f "/boot/vmlinuz-$abi" ] || [ ! -d "/lib/modules/$abi/build" ]; then
+		echo "tiers: installing linux-image-$abi and linux-headers-$abi from bookworm-backports" >&2
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq -t bookworm-backports \
+			"linux-image-$abi" "linux-headers-$abi" > /dev/null ||
+			die "installing linux-image-$abi failed"
+	fi
+	ver=$(dpkg-query -W -f='${Version}' "linux-image-$abi")
+	emit "$(label_of "$abi")" "$abi" "/lib/modules/$abi/build" "" \
+		"bookworm-backports linux-image-$abi $ver" --kernel stock --kver "$abi"
+}
+
+prepare_newest() {
+	local root rc=0 kver ver
+	root=$("$here/stack-root.sh" --suite sid) || rc=$?
+	[ "$rc" = 0 ] || exit "$rc"
+	kver=$(ls "$root"/boot/vmlinuz-*-amd64 2>/dev/null | sed 's|.*/vmlinuz-||' | sort -V | tail -n 1)
+	[ -n "$kver" ] && [ -d "$root/lib/modules/$kver/build" ] || die "no kernel with headers in $root"
+	ver=$(chroot "$root" dpkg-query -W -f='${Version}' "linux-image-$kver")
+	emit "$(label_of "$kver")" "$kver" "/lib/modules/$kver/build" "$root" \
+		"sid linux-image-$kver $ver" --kernel stock --kver "$kver" --sysroot "$root"
+}
+
+case "${1:-}" in
+list) echo "stable debug lts newest" ;;
+prepare)
+	case "${2:-}" in
+	stable|debug|lts|newest) "prepare_$2" ;;
+	*) die "prepare stable|debug|lts|newest" ;;
+	esac
+	;;
+*) echo "usage: $0 list | prepare TIER" >&2; exit 2 ;;
+esac
