@@ -9,7 +9,8 @@ SELFTEST_BINS := $(addprefix $(BUILD)/selftests/,$(SELFTESTS))
 KSFT := $(BUILD)/kselftest/kselftest_harness.h
 KSRC = $(filter-out %.mod.c,$(wildcard kmod/*.[ch] selftests/importer/*.[ch] uapi/linux/*.h))
 
-.PHONY: all deps modules selftests user check demo bench checkpatch sparse install clean
+.PHONY: all deps modules selftests user check demo bench checkpatch sparse install clean \
+	support-matrix
 
 all: modules selftests user
 
@@ -41,6 +42,10 @@ demo: deps
 
 bench: deps
 	scripts/bench.sh
+
+# From the last `make check`, never by hand.
+support-matrix:
+	scripts/support-matrix.sh build/check > Documentation/support-matrix.md
 
 checkpatch: $(KSFT)
 	perl $(BUILD)/kselftest/scripts/checkpatch.pl --strict --no-tree --quiet \

@@ -3,39 +3,56 @@
 #
 # Stages (each timed):
 #   static    checkpatch --strict and sparse on the kernel code
-#   user      libpeerdirect host tests (no VM), plain and under ASan/UBSan
-#   stock     selftests in a VM on Debian's installed kernel
-#   shim      libpeerdirect in a VM: two processes exchange dma-buf memory
-#             over tcp (netns) and verbs (rxe), revocation mid-stream
-#   unplug    PCI device loss driven through QEMU's monitor, checked from
-#             both sides (the guest's holders, the host's backing file)
-#   debug     the same selftests and unplug on the debug kernel (KASAN, lockdep,
-#             kmemleak, UBSAN, DMABUF_DEBUG, MOVE_NOTIFY, P2PDMA), which is
-#             built once from linux-source-6.1 and cached outside the tree
+#   user      libpeerdirect host tests (no VM), plain and under ASan/UBSan,
+#             against Debian 12's gcc and libfabric
+#   stack     the same host tests inside a Debian unstable root (newer gcc,
+#             glibc and libfabric 2.x with FI_MR_DMABUF), scripts/user-stack.sh
+#   tiers     per kernel tier (scripts/tiers.sh: Debian 12's 6.1, our debug
+#             6.1, the backports LTS, unstable's newest), resolved at run time:
+#               build   the module and test importer, W=1, no warnings
+#               sim     all selftests, simulated HBM
+#               bar     all selftests, ivshmem PCI BARs
+#               unplug  PCI device loss driven through QEMU's monitor
+#               shim    libpeerdirect moving module dma-bufs between two
+#                       processes over tcp (netns) and verbs (rxe)
+#             A tier whose suite cannot be reached is counted as skipped,
+#             with the reason, never as passed.
 #
-# PD_CHECK_STAGES="static user stock debug" selects stages.  Each VM run
+# PD_CHECK_STAGES="static user stack tiers", PD_CHECK_TIERS="stable debug lts
+# newest" and PD_CHECK_PARTS="build sim bar unplug shim" select.  Each VM run
 # also fails if the kernel logged a BUG, WARNING, KASAN, lockdep, UBSAN or
-# kmemleak report (scripts/vm-scan-log.sh).
+# kmemleak report (scripts/vm-scan-log.sh).  build/check/results.tsv keeps
+# one row per result for scripts/support-matrix.sh.
 set -uo pipefail
 
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top" || exit 1
-stages=${PD_CHECK_STAGES:-static user stock unplug shim debug}
+stages=${PD_CHECK_STAGES:-static user stack tiers}
+tiers=${PD_CHECK_TIERS:-$(scripts/tiers.sh list)}
+parts=${PD_CHECK_PARTS:-build sim bar unplug shim}
 out=$top/build/check
+rm -rf "$out"
 mkdir -p "$out"
+results=$out/results.tsv
+printf 'name\ttier\tkernel\tsource\tpassed\tfailed\tskipped\tseconds\n' > "$results"
 
 total_pass=0
 total_fail=0
 total_skip=0
 summary=()
+# The tier being run (scripts/tiers.sh prepare sets the TIER_* variables).
+TIER_LABEL=host
+TIER_KVER=-
+TIER_SOURCE="Debian 12 host"
 
-add() {		# add STAGE PASS FAIL SKIP SECONDS
+add() {		# add NAME PASS FAIL SKIP SECONDS
 	total_pass=$((total_pass + $2))
 	total_fail=$((total_fail + $3))
 	total_skip=$((total_skip + $4))
-	summary+=("$(printf '%-8s %4d passed %3d failed %3d skipped %5ds' "$1" "$2" "$3" "$4" "$5")")
+	summary+=("$(printf '%-16s %4d passed %3d failed %3d skipped %5ds' "$1" "$2" "$3" "$4" "$5")")
+	printf '%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\n' "$1" "$TIER_LABEL" "$TIER_KVER" \
+		"$TIER_SOURCE" "$2" "$3" "$4" "$5" >> "$results"
 }
-
 # Sums the kselftest "# Totals:" lines of a log (error counts as failure).
 totals() {
 	awk '/# Totals: pass:/ {
@@ -85,6 +102,35 @@ stage_user() {
 	user_tests user-asan check-asan
 }
 
+# The library built and tested in the unstable root (scripts/user-stack.sh),
+# which also leaves the root's pd-xfer for the newest tier's shim part.
+stage_stack() {
+	local t0=$SECONDS rc=0 root line p f
+	root=$(scripts/stack-root.sh --suite sid 2> "$out/stack-root.log") || rc=$?
+	if [ "$rc" = 4 ]; then
+		echo "ok stack # SKIP $(tail -n 1 "$out/stack-root.log")"
+		add stack 0 0 1 $((SECONDS - t0))
+		return
+	elif [ "$rc" != 0 ]; then
+		echo "not ok stack: no unstable root"; tail -n 20 "$out/stack-root.log"
+		add stack 0 1 0 $((SECONDS - t0))
+		return
+	fi
+	TIER_LABEL=sid TIER_SOURCE="sid: $(scripts/stack-root.sh --versions | tr '\n' ' ')"
+	scripts/user-stack.sh "$root" > "$out/stack.log" 2>&1
+	line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$out/stack.log" | tail -n 1)
+	grep -E '^not ok' "$out/stack.log" | head -n 20
+	if [ -z "$line" ]; then
+		tail -n 30 "$out/stack.log"
+		add stack 0 1 0 $((SECONDS - t0))
+	else
+		p=$(awk '{print $1}' <<<"$line")
+		f=$(awk '{print $3}' <<<"$line")
+		add stack "$p" "$f" 0 $((SECONDS - t0))
+	fi
+	TIER_LABEL=host TIER_SOURCE="Debian 12 host"
+}
+
 # A clean kernel log is a test of its own (WARN, KASAN, lockdep, kmemleak...):
 # vm-run.sh exits 3 for a kernel report, 124/125 for a timeout or crash.
 vm_log_clean() {	# vm_log_clean NAME RC
@@ -106,16 +152,17 @@ vm_result() {
 	add "$name" "$p" "$f" "$s" $((SECONDS - t0))
 }
 
-# vm_selftests NAME KERNEL MODDIR BACKEND: run selftests/run-in-vm.sh in a VM.
+# vm_selftests NAME MODDIR BACKEND: run selftests/run-in-vm.sh in a VM of
+# the current tier.
 vm_selftests() {
-	local name=$1 kernel=$2 moddir=$3 backend=$4 t0=$SECONDS payload
+	local name=$1 moddir=$2 backend=$3 t0=$SECONDS payload
 	local extra=()
 	[ "$backend" = bar ] && extra=(--ivshmem 32M --ivshmem 32M)
 	payload=$(mktemp -d)
 	mkdir -p "$payload/selftests"
 	cp build/selftests/* "$payload/selftests/"
 	cp selftests/run-in-vm.sh "$payload/"
-	scripts/vm-run.sh --kernel "$kernel" --timeout 1500 \
+	scripts/vm-run.sh "${TIER_VM[@]}" --timeout 1500 \
 		--ko "$moddir/kmod/peerdirect.ko" \
 		--ko "$moddir/selftests/importer/pd_test_importer.ko" \
 		--payload "$payload" --log "$out/$name.log" "${extra[@]}" \
@@ -124,22 +171,17 @@ vm_selftests() {
 	rm -rf "$payload"
 }
 
-stage_stock() {
-	vm_selftests stock-sim stock "$top" sim
-	vm_selftests stock-bar stock "$top" bar
-}
-
-# vm_unplug NAME KERNEL MODDIR: device loss through QEMU's monitor while a
-# process holds an export, a mapping and a pinned importer; afterwards the
-# host checks the BAR's backing file holds exactly what the guest wrote.
+# vm_unplug NAME MODDIR: device loss through QEMU's monitor while a process
+# holds an export, a mapping and a pinned importer; afterwards the host
+# checks the BAR's backing file holds exactly what the guest wrote.
 vm_unplug() {
-	local name=$1 kernel=$2 moddir=$3 t0=$SECONDS work rc p f s ready off i
+	local name=$1 moddir=$2 t0=$SECONDS work rc p f s ready off i
 	work=$(mktemp -d)
 	mkdir -p "$work/payload/selftests"
 	cp build/selftests/unplug "$work/payload/selftests/"
 	cp selftests/unplug-in-vm.sh "$work/payload/"
 	: > "$out/$name.log"
-	scripts/vm-run.sh --kernel "$kernel" --timeout 300 \
+	scripts/vm-run.sh "${TIER_VM[@]}" --timeout 300 \
 		--ko "$moddir/kmod/peerdirect.ko" \
 		--ko "$moddir/selftests/importer/pd_test_importer.ko" \
 		--ivshmem 32M --ivshmem 32M --ivshmem-dir "$work/hbm" --qmp "$work/qmp.sock" \
@@ -181,63 +223,100 @@ vm_unplug() {
 	add "$name" "$p" "$f" "$s" $((SECONDS - t0))
 }
 
-# vm_shim NAME KERNEL MODDIR: libpeerdirect moving real dma-buf memory
-# between two processes (selftests/shim-in-vm.sh).
+# vm_shim NAME MODDIR XFER: libpeerdirect moving real dma-buf memory between
+# two processes (selftests/shim-in-vm.sh), with the pd-xfer built for the
+# tier's userspace (the host's, or the root's for a root tier).
 vm_shim() {
-	local name=$1 kernel=$2 moddir=$3 t0=$SECONDS payload
+	local name=$1 moddir=$2 xfer=$3 t0=$SECONDS payload
+	if [ ! -x "$xfer" ]; then
+		echo "not ok $name: $xfer was not built"
+		add "$name" 0 1 0 0
+		return
+	fi
 	payload=$(mktemp -d)
 	mkdir -p "$payload/bin"
-	cp user/build/pd-xfer "$payload/bin/"
+	cp "$xfer" "$payload/bin/"
 	cp selftests/shim-in-vm.sh "$payload/"
-	scripts/vm-run.sh --kernel "$kernel" --timeout 900 \
+	scripts/vm-run.sh "${TIER_VM[@]}" --timeout 900 \
 		--ko "$moddir/kmod/peerdirect.ko" --payload "$payload" \
 		--log "$out/$name.log" -- shim-in-vm.sh > "$out/$name.out" 2>&1
 	vm_result "$name" $? "$t0"
 	rm -rf "$payload"
 }
 
-stage_shim() {
-	make -s -C user all > "$out/shim-build.log" 2>&1
-	if [ ! -x user/build/pd-xfer ]; then
-		echo "not ok shim: user/build/pd-xfer was not built"
-		add shim 0 1 0 0
-		return
+# tier_modules DIR: build the module and test importer for the current tier
+# in DIR (out-of-tree objects are per kernel), W=1; any warning fails.
+tier_modules() {
+	local dir=$1 name=$TIER_LABEL-build t0=$SECONDS log=$out/$TIER_LABEL-build.log rc=0
+	rm -rf "$dir"
+	mkdir -p "$dir/selftests"
+	cp -r Kbuild kmod uapi "$dir/"
+	cp -r selftests/importer "$dir/selftests/"
+	find "$dir" \( -name '*.o' -o -name '*.ko' -o -name '*.mod*' -o -name '.*.cmd' \) -delete
+	if [ -n "$TIER_ROOT" ]; then
+		scripts/in-root.sh "$TIER_ROOT" make -C "$TIER_KDIR" M="${dir#"$TIER_ROOT"}" W=1 modules \
+			> "$log" 2>&1 || rc=$?
+	else
+		make -C "$TIER_KDIR" M="$dir" W=1 modules > "$log" 2>&1 || rc=$?
 	fi
-	vm_shim stock-shim stock "$top"
+	if [ "$rc" = 0 ] && ! grep -qE 'warning:|error:' "$log"; then
+		echo "ok $name: W=1 build against $TIER_KVER is clean"
+		add "$name" 1 0 0 $((SECONDS - t0))
+		return 0
+	fi
+	echo "not ok $name: W=1 build against $TIER_KVER"
+	grep -E 'warning:|error:' "$log" | head -n 20
+	add "$name" 0 1 0 $((SECONDS - t0))
+	return 1
 }
 
-stage_unplug() {
-	vm_unplug stock-unplug stock "$top"
+# One kernel tier: prepare it (or skip it, saying why), then every part.
+run_tier() {
+	local tier=$1 t0=$SECONDS env rc=0 mod xfer
+	env=$(scripts/tiers.sh prepare "$tier" 2> "$out/tier-$tier.log") || rc=$?
+	TIER_LABEL=$tier TIER_KVER=- TIER_SOURCE=-
+	if [ "$rc" = 4 ]; then
+		echo "ok tier $tier # SKIP $(tail -n 1 "$out/tier-$tier.log")"
+		add "$tier" 0 0 1 $((SECONDS - t0))
+		return
+	elif [ "$rc" != 0 ]; then
+		echo "not ok tier $tier: cannot prepare it"; tail -n 20 "$out/tier-$tier.log"
+		add "$tier" 0 1 0 $((SECONDS - t0))
+		return
+	fi
+	eval "$env"
+	echo "== tier $TIER_LABEL: $TIER_KVER ($TIER_SOURCE)"
+	if [ -n "$TIER_ROOT" ]; then
+		mod=$TIER_ROOT/var/tmp/peerdirect-$TIER_LABEL
+		xfer=$TIER_ROOT/var/tmp/pd-user/user/build/pd-xfer
+	else
+		mod=$top/build/tiers/$TIER_LABEL
+		xfer=$top/user/build/pd-xfer
+		[ -x "$xfer" ] || make -s -C user all > "$out/shim-build.log" 2>&1
+	fi
+	tier_modules "$mod" || return
+	for part in $parts; do
+		case "$part" in
+		build) ;;
+		sim|bar) vm_selftests "$TIER_LABEL-$part" "$mod" "$part" ;;
+		unplug) vm_unplug "$TIER_LABEL-unplug" "$mod" ;;
+		shim) vm_shim "$TIER_LABEL-shim" "$mod" "$xfer" ;;
+		*) echo "not ok unknown part $part"; add "$part" 0 1 0 0 ;;
+		esac
+	done
+	TIER_LABEL=host TIER_KVER=- TIER_SOURCE="Debian 12 host"
 }
 
-stage_debug() {
-	local t0=$SECONDS kdir mod
-	if ! kdir=$(scripts/debug-kernel.sh); then
-		add debug 0 1 0 $((SECONDS - t0))
-		return
-	fi
-	echo "debug kernel: $kdir ($(cat "$kdir/.build-seconds" 2>/dev/null || echo cached) s to build)"
-	# Out-of-tree objects are per kernel: build a copy of the sources.
-	mod=$top/build/debug-modules
-	rm -rf "$mod"
-	mkdir -p "$mod/selftests"
-	cp -r Kbuild kmod uapi "$mod/"
-	cp -r selftests/importer "$mod/selftests/"
-	find "$mod" -name '*.o' -o -name '*.ko' -o -name '*.mod*' -o -name '.*.cmd' | xargs rm -f
-	if ! make -s -C "$kdir" M="$mod" modules > "$out/debug-build.log" 2>&1; then
-		tail -n 20 "$out/debug-build.log"
-		add debug 0 1 0 $((SECONDS - t0))
-		return
-	fi
-	vm_selftests debug-sim debug "$mod" sim
-	vm_selftests debug-bar debug "$mod" bar
-	vm_unplug debug-unplug debug "$mod"
-	[ -x user/build/pd-xfer ] && vm_shim debug-shim debug "$mod"
+stage_tiers() {
+	local tier
+	for tier in $tiers; do
+		run_tier "$tier"
+	done
 }
 
 t_all=$SECONDS
 echo "peerdirect check: building"
-if ! make -s modules selftests > "$out/build.log" 2>&1; then
+if ! make -s selftests > "$out/build.log" 2>&1; then
 	tail -n 40 "$out/build.log"
 	echo "build failed"
 	echo "0 passed, 1 failed"
@@ -249,8 +328,16 @@ for s in $stages; do
 done
 
 echo
-echo "stage      results                              time"
+echo "result           results                              time"
 printf '%s\n' "${summary[@]}"
+echo
+echo "per tier (kernel / userspace stack):"
+awk -F'\t' 'NR > 1 { p[$2] += $5; f[$2] += $6; s[$2] += $7; t[$2] += $8
+	if (!($2 in k)) { k[$2] = $3; order[++n] = $2 } }
+	END { for (i = 1; i <= n; i++) { x = order[i]
+		printf "  %-12s %-28s %4d passed %3d failed %3d skipped %5ds\n", x, k[x], p[x], f[x], s[x], t[x] } }' "$results"
 echo "total time $((SECONDS - t_all)) s; logs in build/check/"
+scripts/support-matrix.sh "$out" > "$out/support-matrix.md" 2> "$out/support-matrix.err" ||
+	echo "support-matrix: $(cat "$out/support-matrix.err")"
 echo "$total_pass passed, $total_fail failed, $total_skip skipped"
 [ "$total_fail" = 0 ]

@@ -14,6 +14,8 @@ pkgs=(
 	rdma-core ibverbs-utils ibverbs-providers libibverbs-dev librdmacm-dev
 	libfabric-dev libfabric-bin perftest
 	valgrind libdrm-dev
+	# the newer-stack tiers: a Debian unstable root (scripts/stack-root.sh)
+	debootstrap curl
 )
 
 missing=()

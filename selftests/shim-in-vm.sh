@@ -10,10 +10,25 @@ cd /pd || exit 1
 xfer=/pd/bin/pd-xfer
 insmod /pd/ko/peerdirect.ko sim_devices=2 sim_mem_mb=64 revoke_timeout_ms=300 || exit 1
 source /pd/lib/vm-net-setup.sh
+# libfabric's version decides whether the dmabuf path (FI_MR_DMABUF, 1.20+)
+# exists; the support matrix records it with every result.
+lfver=$(fi_info --version 2>/dev/null | sed -n 's/^libfabric: *//p')
+echo "# libfabric ${lfver:-unknown}, kernel $(uname -r)"
+lf_has_dmabuf() {
+	[ -n "$lfver" ] && [ "$(printf '%s\n1.20.0\n' "$lfver" | sort -V | head -n 1)" = 1.20.0 ]
+}
 
 n=0
 pass=0
 fail=0
+# A row for scripts/support-matrix.sh: provider, path asked for, path the
+# library took (from pd-xfer's report), and the verdict.
+matrix() {	# matrix PROVIDER ASKED LOG RESULT
+	local took
+	took=$(grep -oE 'path [a-z]+' "$3" | head -n 1 | cut -d' ' -f2)
+	echo "# matrix: provider=$1 asked=$2 took=${took:-none} libfabric=${lfver:-unknown} result=$4"
+}
+
 check() {	# check DESCRIPTION EXPECTED-RC RC LOG [REGEX...]
 	local desc=$1 want=$2 got=$3 log=$4 re ok=1
 	shift 4
@@ -24,9 +39,11 @@ check() {	# check DESCRIPTION EXPECTED-RC RC LOG [REGEX...]
 	n=$((n + 1))
 	if [ $ok = 1 ]; then
 		pass=$((pass + 1)); echo "ok $n $desc"
+		last=ok
 	else
 		fail=$((fail + 1)); echo "not ok $n $desc (rc $got, want $want)"
 		sed 's/^/# /' "$log" | tail -n 25
+		last=fail
 	fi
 }
 
@@ -47,21 +64,40 @@ pair() {
 	return $((r0 > r1 ? r0 : r1))
 }
 
+planned=9
 echo "TAP version 13"
-echo "1..7"
+echo "1..$planned"
 netns_tcp > /dev/null
 
 pair ns1 ns2 10.0.0.1 /tmp/tcp-mapped --provider tcp --path mapped --size 4M --iters 4
 check "tcp across netns, mapped path, checksums match" 0 $? /tmp/tcp-mapped \
 	'path mapped' 'summary: ok 4 error 0 mismatch 0'
+matrix tcp mapped /tmp/tcp-mapped $last
 
 pair ns1 ns2 10.0.0.1 /tmp/tcp-bounce --provider tcp --path bounce --size 4M --iters 4
 check "tcp across netns, bounce path, checksums match" 0 $? /tmp/tcp-bounce \
 	'path bounce' 'summary: ok 4 error 0 mismatch 0'
+matrix tcp bounce /tmp/tcp-bounce $last
+
+# FI_MR_DMABUF with module dma-bufs: small (inject/eager) and large messages.
+# Before libfabric 1.20 forcing it must fail clearly instead.
+for size in 64 4M; do
+	pair ns1 ns2 10.0.0.1 /tmp/tcp-dmabuf-$size --provider tcp --path dmabuf --size $size --iters 3
+	rc=$?
+	if lf_has_dmabuf; then
+		check "tcp across netns, dmabuf path (FI_MR_DMABUF), $size B, checksums match" 0 $rc \
+			/tmp/tcp-dmabuf-$size 'path dmabuf' 'summary: ok 3 error 0 mismatch 0'
+	else
+		check "tcp, forced dmabuf path before libfabric 1.20 fails clearly ($size B)" 3 $rc \
+			/tmp/tcp-dmabuf-$size 'forced path dmabuf is impossible: .*without FI_MR_DMABUF'
+	fi
+	matrix tcp dmabuf /tmp/tcp-dmabuf-$size $last
+done
 
 pair ns1 ns2 10.0.0.1 /tmp/tcp-auto --provider tcp --size 1M --iters 2
-check "tcp, path chosen automatically and reported" 0 $? /tmp/tcp-auto \
-	'path (mapped|dmabuf)'
+if lf_has_dmabuf; then want='path dmabuf'; else want='path mapped'; fi
+check "tcp, path chosen automatically and reported" 0 $? /tmp/tcp-auto "$want"
+matrix tcp auto /tmp/tcp-auto $last
 
 pair ns1 ns2 10.0.0.1 /tmp/tcp-revoke --provider tcp --path mapped --size 1M --iters 8 --revoke-after 3
 check "revocation mid-stream (mapped): clear errors, no wrong data, cache invalidated" 1 $? /tmp/tcp-revoke \
@@ -76,16 +112,23 @@ if rxe_policy > /tmp/rxe.log 2>&1; then
 	# library must size rxm's queues for rxe by itself.
 	unset FI_UNIVERSE_SIZE
 	pair - - 127.0.0.1 /tmp/verbs-auto --provider 'verbs;ofi_rxm' --size 1M --iters 3
-	check "verbs over rxe: falls back to bounce and says why" 0 $? /tmp/verbs-auto \
-		'path bounce: .*cannot pin the VM_PFNMAP mapping' 'summary: ok 3 error 0 mismatch 0'
+	rc=$?
+	# With FI_MR_DMABUF the reason must also say why rxe refused it.
+	why=()
+	lf_has_dmabuf && why=('path bounce: .*dmabuf: ')
+	check "verbs over rxe: falls back to bounce and says why" 0 $rc /tmp/verbs-auto \
+		'path bounce: .*cannot pin the VM_PFNMAP mapping' 'summary: ok 3 error 0 mismatch 0' \
+		${why[@]+"${why[@]}"}
+	matrix 'verbs;ofi_rxm' auto /tmp/verbs-auto $last
 	pair - - 127.0.0.1 /tmp/verbs-mapped --provider 'verbs;ofi_rxm' --path mapped --size 1M --iters 1
 	check "verbs over rxe: forcing the mapped path fails clearly" 3 $? /tmp/verbs-mapped \
 		'forced path mapped is impossible: .*Bad address .*cannot be pinned'
+	matrix 'verbs;ofi_rxm' mapped /tmp/verbs-mapped $last
 else
 	sed 's/^/# /' /tmp/rxe.log
-	echo "ok 6 verbs over rxe # SKIP no rxe layout on this kernel"
-	echo "ok 7 verbs forced mapped # SKIP no rxe layout on this kernel"
+	echo "ok $((n + 1)) verbs over rxe # SKIP no rxe layout on this kernel"
+	echo "ok $((n + 2)) verbs forced mapped # SKIP no rxe layout on this kernel"
 fi
 
-echo "# Totals: pass:$pass fail:$fail xfail:0 xpass:0 skip:$((7 - n)) error:0"
+echo "# Totals: pass:$pass fail:$fail xfail:0 xpass:0 skip:$((planned - n)) error:0"
 [ "$fail" = 0 ]
