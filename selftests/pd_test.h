@@ -132,6 +132,19 @@ static inline int pdti_import(int imp, int dbuf, uint32_t flags, uint32_t max_se
 	return ioctl(imp, PDTI_IOCTL_IMPORT, &a) ? -errno : 0;
 }
 
+/* PDTI_K_* facts of the running kernel, from the test importer; or -errno. */
+static inline int pdti_kernel_facts(void)
+{
+	struct pdti_kernel k = { 0 };
+	int t = open(PD_IMPORTER, O_RDWR | O_CLOEXEC), ret;
+
+	if (t < 0)
+		return -errno;
+	ret = ioctl(t, PDTI_IOCTL_KERNEL, &k) ? -errno : (int)k.facts;
+	close(t);
+	return ret;
+}
+
 static inline int pdti_status(int imp, struct pdti_status *st)
 {
 	return ioctl(imp, PDTI_IOCTL_STATUS, st) ? -errno : 0;

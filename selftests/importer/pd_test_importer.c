@@ -264,6 +264,17 @@ unlock:
 	return ret;
 }
 
+static int pdti_kernel_facts(struct pdti_kernel __user *uarg)
+{
+	struct pdti_kernel k = { 0 };
+
+	/* From the probes in Kbuild. */
+#ifdef PDTI_GEM_IMPORT_NO_MAP
+	k.facts |= PDTI_K_GEM_IMPORT_NO_MAP;
+#endif
+	return copy_to_user(uarg, &k, sizeof(k)) ? -EFAULT : 0;
+}
+
 static long pdti_ioctl(struct file *filp, unsigned int cmd, unsigned long arg)
 {
 	struct pdti *t = filp->private_data;
@@ -296,6 +307,9 @@ static long pdti_ioctl(struct file *filp, unsigned int cmd, unsigned long arg)
 		ret = t->sgt ? 0 : pdti_map_locked(t);
 		t->st.remap_error = ret;
 		dma_resv_unlock(t->dmabuf->resv);
+		break;
+	case PDTI_IOCTL_KERNEL:
+		ret = pdti_kernel_facts(uarg);
 		break;
 	case PDTI_IOCTL_RELEASE:
 		ret = t->dmabuf ? 0 : -ENOENT;

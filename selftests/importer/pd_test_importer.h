@@ -46,10 +46,22 @@ struct pdti_read {
 	__u64 buf;		/* user pointer */
 };
 
+/*
+ * What the kernel the importer was built for promises (PDTI_IOCTL_KERNEL),
+ * from probes of its headers, so the selftests assert each kernel's contract.
+ */
+#define PDTI_K_GEM_IMPORT_NO_MAP	0x1U	/* DRM shmem PRIME import only attaches */
+
+struct pdti_kernel {
+	__u32 facts;		/* PDTI_K_* */
+	__u32 pad;
+};
+
 #define PDTI_IOCTL_IMPORT	_IOW('T', 1, struct pdti_import)
 #define PDTI_IOCTL_STATUS	_IOR('T', 2, struct pdti_status)
 #define PDTI_IOCTL_READ		_IOW('T', 3, struct pdti_read)
 #define PDTI_IOCTL_REMAP	_IO('T', 4)
 #define PDTI_IOCTL_RELEASE	_IO('T', 5)
+#define PDTI_IOCTL_KERNEL	_IOR('T', 6, struct pdti_kernel)
 
 #endif
