@@ -47,18 +47,35 @@ label_of() {
 	echo "k$(cut -d. -f1,2 <<<"$v")"
 }
 
-# The ABI release a linux-image-amd64 version depends on (linux-image-ABI).
-abi_of_meta() {	# abi_of_meta APT_CACHE_SHOW_OUTPUT
-	sed -n 's/^Depends:.*linux-image-\([^ ,]*-amd64\).*/\1/p' <<<"$1" | head -n 1
+# The newest version of linux-image-amd64 that apt knows, in the suites
+# that match (or not) REGEX, and the ABI release it depends on.
+meta_abi() {	# meta_abi match|skip REGEX
+	local v
+	v=$(apt-cache madison linux-image-amd64 2>/dev/null |
+		awk -F' [|] ' -v m="$1" -v re="$2" '(m == "match") == ($3 ~ re) { print $2 }' |
+		tr -d ' ' | sort -V | tail -n 1)
+	[ -n "$v" ] || return 0
+	apt-cache show "linux-image-amd64=$v" 2>/dev/null |
+		sed -n 's/^Depends:.*linux-image-\([^ ,]*-amd64\).*/\1/p' | head -n 1
 }
 
+# Installs the image and headers of ABI from the named suite only: never
+# `-t SUITE`, which would also move linux-image-amd64 to that suite.
+install_abi() {	# install_abi ABI SUITE
+	[ -f "/boot/vmlinuz-$1" ] && [ -d "/lib/modules/$1/build" ] && return 0
+	echo "tiers: installing linux-image-$1 and linux-headers-$1 from $2" >&2
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+		"linux-image-$1/$2" "linux-headers-$1/$2" > /dev/null ||
+		die "installing linux-image-$1 from $2 failed"
+}
+
+# Debian 12's own kernel: the newest 6.1 ABI bookworm (with its security
+# and point-release updates) serves, not whatever the metapackage says.
 prepare_stable() {
 	local abi ver
-	# The metapackage of Debian 12 names the 6.1 ABI it installs.
-	abi=$(dpkg-query -W -f='${Depends}\n' linux-image-amd64 2>/dev/null |
-		sed -n 's/.*linux-image-\([^ ,]*-amd64\).*/\1/p' | head -n 1)
-	[ -n "$abi" ] && [ -f "/boot/vmlinuz-$abi" ] || die "no Debian 12 kernel (scripts/install-deps.sh)"
-	[ -d "/lib/modules/$abi/build" ] || die "linux-headers-$abi missing (scripts/install-deps.sh)"
+	abi=$(meta_abi skip 'backports')
+	[ -n "$abi" ] || die "apt knows no Debian 12 kernel (scripts/install-deps.sh)"
+	install_abi "$abi" "$(apt-cache madison "linux-image-$abi" | awk -F' [|] ' 'NR == 1 { split($3, a, " "); print a[2] }' | cut -d/ -f1)"
 	ver=$(dpkg-query -W -f='${Version}' "linux-image-$abi")
 	emit "$(label_of "$abi")" "$abi" "/lib/modules/$abi/build" "" \
 		"bookworm linux-image-$abi $ver" --kernel stock --kver "$abi"
@@ -75,29 +92,19 @@ prepare_debug() {
 
 # Debian 12's backports suite installs directly on the host.
 prepare_lts() {
-	local list=/etc/apt/sources.list.d/peerdirect-backports.list show abi ver reachable=1
-	if [ ! -f "$list" ]; then
-		echo "deb $mirror bookworm-backports main" > "$list"
-	fi
-	if ! apt-get update -qq -o Dir::Etc::sourcelist="$list" -o Dir::Etc::sourceparts=- \
-		-o APT::Get::List-Cleanup=0 > /dev/null 2>&1; then
-		reachable=0
-	fi
-	show=$(apt-cache show -a 'linux-image-amd64' 2>/dev/null |
-		awk -v RS= '/Version: [^\n]*bpo12/' | head -n 40)
-	abi=$(abi_of_meta "$show")
+	local list=/etc/apt/sources.list.d/peerdirect-backports.list abi ver
+	[ -f "$list" ] || echo "deb $mirror bookworm-backports main" > "$list"
+	apt-get update -qq -o Dir::Etc::sourcelist="$list" -o Dir::Etc::sourceparts=- \
+		-o APT::Get::List-Cleanup=0 > /dev/null 2>&1 ||
+		echo "tiers: apt-get update of bookworm-backports failed" >&2
+	abi=$(meta_abi match 'backports')
 	if [ -z "$abi" ]; then
 		# Unreachable now: use what an earlier run installed, if anything.
 		abi=$(ls /boot/vmlinuz-*+deb12-amd64 2>/dev/null | sed 's|.*/vmlinuz-||' | sort -V | tail -n 1)
 		[ -n "$abi" ] || { echo "tiers: bookworm-backports unreachable and no backports kernel installed" >&2; exit 4; }
-		echo "tiers: bookworm-backports unreachable (reachable=$reachable); using installed $abi" >&2
+		echo "tiers: bookworm-backports unreachable; using the installed $abi" >&2
 	fi
-	if [ ! -f "/boot/vmlinuz-$abi" ] || [ ! -d "/lib/modules/$abi/build" ]; then
-		echo "tiers: installing linux-image-$abi and linux-headers-$abi from bookworm-backports" >&2
-		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq -t bookworm-backports \
-			"linux-image-$abi" "linux-headers-$abi" > /dev/null ||
-			die "installing linux-image-$abi failed"
-	fi
+	install_abi "$abi" bookworm-backports
 	ver=$(dpkg-query -W -f='${Version}' "linux-image-$abi")
 	emit "$(label_of "$abi")" "$abi" "/lib/modules/$abi/build" "" \
 		"bookworm-backports linux-image-$abi $ver" --kernel stock --kver "$abi"
@@ -115,7 +122,8 @@ prepare_newest() {
 }
 
 case "${1:-}" in
-list) echo "stable debug lts newest" ;;
+# debug last: check starts its (cached) build in the background first.
+list) echo "stable lts newest debug" ;;
 prepare)
 	case "${2:-}" in
 	stable|debug|lts|newest) "prepare_$2" ;;
