@@ -74,6 +74,20 @@ bool pd_provider_copies_with_cpu(const char *provider)
 	return false;
 }
 
+/*
+ * Providers that move some messages by pinning the pages of a CPU mapping:
+ * shm sends above its inject size with process_vm_readv/writev (CMA).  A
+ * dma-buf's mmap is VM_PFNMAP, so that fails (EIO, measured in the VM)
+ * whether the mapping was registered as host memory or as the base_addr of
+ * an FI_MR_DMABUF registration.
+ */
+bool pd_provider_pins_cpu_maps(const char *provider)
+{
+	size_t core = strcspn(provider, ";");
+
+	return core == 3 && !strncmp(provider, "shm", 3);
+}
+
 void pd_fabric_attr_init(struct pd_fabric_attr *attr)
 {
 	if (attr)
@@ -135,12 +149,6 @@ static int read_settings(const struct pd_fabric_attr *a, struct settings *s)
 	return 0;
 }
 
-#ifdef FI_MR_DMABUF
-#define HAVE_FI_MR_DMABUF true
-#else
-#define HAVE_FI_MR_DMABUF false
-#endif
-
 static struct fi_info *make_hints(const struct settings *s, bool directed, bool hmem)
 {
 	struct fi_info *h = fi_allocinfo();
@@ -180,7 +188,7 @@ static int get_info(struct pd_fabric *fab, const struct settings *s)
 	snprintf(universe, sizeof(universe), "%zu", s->universe);
 	setenv("FI_UNIVERSE_SIZE", universe, 0);
 	for (i = 0; i < sizeof(tries) / sizeof(tries[0]) && ret; i++) {
-		if (tries[i].hmem && !HAVE_FI_MR_DMABUF)
+		if (tries[i].hmem && !PD_HAVE_FI_MR_DMABUF)
 			continue;
 		hints = make_hints(s, tries[i].directed, tries[i].hmem);
 		if (!hints)
@@ -257,6 +265,7 @@ int pd_fabric_open(const struct pd_fabric_attr *attr, struct pd_fabric **out)
 		goto fail;
 	snprintf(fab->provider, sizeof(fab->provider), "%s", fab->info->fabric_attr->prov_name);
 	fab->cpu_mover = pd_provider_copies_with_cpu(fab->provider);
+	fab->pins_cpu_maps = pd_provider_pins_cpu_maps(fab->provider);
 	fab->hmem = fab->info->caps & FI_HMEM;
 	fab->virt_addr = fab->info->domain_attr->mr_mode & FI_MR_VIRT_ADDR;
 	fab->chunk = s.chunk < fab->info->ep_attr->max_msg_size ? s.chunk :

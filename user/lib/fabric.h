@@ -7,9 +7,21 @@
 #include <stdbool.h>
 
 #include <rdma/fabric.h>
+#include <rdma/fi_domain.h>
 
 #include "peerdirect.h"
 #include "mr_cache.h"
+
+/*
+ * FI_MR_DMABUF arrived in libfabric 1.20 in fabric.h and moved to
+ * fi_domain.h in 2.0: test it here, after both, so that every file (the
+ * tests too) agrees on whether the dmabuf path is compiled in.
+ */
+#ifdef FI_MR_DMABUF
+#define PD_HAVE_FI_MR_DMABUF 1
+#else
+#define PD_HAVE_FI_MR_DMABUF 0
+#endif
 
 #define PD_MAX_DEVICES 8
 
@@ -24,7 +36,8 @@ struct pd_fabric {
 	struct fid_cq *cq;
 	struct fid_ep *ep;
 	char provider[64];
-	bool cpu_mover;		/* provider copies with the CPU (tcp, shm, ...) */
+	bool cpu_mover;		/* sender copies with its own CPU (tcp, sockets, ...) */
+	bool pins_cpu_maps;	/* provider pins the pages of CPU mappings (shm's CMA) */
 	bool hmem;		/* provider announced FI_HMEM */
 	bool virt_addr;		/* FI_MR_VIRT_ADDR: RMA addresses are VAs */
 	bool directed_recv;
@@ -53,8 +66,9 @@ struct pd_mr_reg {
 	void *desc;
 	uint64_t rkey;
 	int fd;			/* dup of the dma-buf, keeps the inode alive */
-	void *map;
+	void *map;		/* mmap of the page-aligned range, or NULL */
 	size_t map_len;
+	int map_err;		/* why there is no mapping (negative errno) */
 	char *cpu;		/* CPU address of the first registered byte */
 	char *iobase;		/* address libfabric expects for that byte */
 	uint64_t rma_base;	/* remote address of the first byte */
@@ -82,6 +96,7 @@ int pd_fabric_bounce_pool(struct pd_fabric *fab, struct pd_bounce_pool **out);
 
 /* fabric.c */
 bool pd_provider_copies_with_cpu(const char *provider);
+bool pd_provider_pins_cpu_maps(const char *provider);
 
 /* xfer.c */
 void pd_xfer_cleanup(struct pd_fabric *fab);

@@ -3,7 +3,9 @@
  * The three ways dma-buf memory reaches the provider, tried in order when
  * the path is auto:
  *  1. dmabuf: FI_MR_DMABUF (libfabric >= 1.20, provider with FI_HMEM), zero
- *     copy.  Compiled out against older libfabric headers.
+ *     copy for the NIC; base_addr comes from an mmap of the dma-buf because
+ *     providers copy small messages with the CPU.  Compiled out against
+ *     older libfabric headers.
  *  2. mapped: mmap the dma-buf once and register the mapping as host memory.
  *     Only for providers that copy with the CPU: the exporter's mmap is
  *     VM_PFNMAP, so a provider that pins pages (verbs) gets EFAULT.
@@ -95,12 +97,45 @@ static int reg_host(struct pd_fabric *fab, const struct pd_mr_key *k,
 	return 0;
 }
 
-static int try_dmabuf_mr(struct pd_fabric *fab, const struct pd_mr_key *k,
-			 struct pd_mr_reg *r)
+/*
+ * mmap the page-aligned range around [start, start + len) once; every path
+ * needs it: dmabuf for base_addr, mapped for the registration, bounce for
+ * the CPU copies.  A failure is kept in r->map_err, not returned: the
+ * dmabuf path could do without a mapping if a provider never touched the
+ * bytes with the CPU.
+ */
+static void map_dmabuf(const struct pd_mr_key *k, struct pd_mr_reg *r)
 {
-#ifdef FI_MR_DMABUF
+	size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+	uint64_t aligned = k->start & ~(uint64_t)(pg - 1);
+	size_t delta = (size_t)(k->start - aligned);
+
+	r->map_len = (delta + k->len + pg - 1) & ~(pg - 1);
+	r->map = mmap(NULL, r->map_len, PROT_READ | PROT_WRITE, MAP_SHARED, r->fd,
+		      (off_t)aligned);
+	if (r->map == MAP_FAILED) {
+		r->map = NULL;
+		r->map_err = -errno;
+		return;
+	}
+	r->cpu = r->iobase = (char *)r->map + delta;
+}
+
+static int try_dmabuf_mr(struct pd_fabric *fab, const struct pd_mr_key *k,
+			 struct pd_mr_reg *r, bool forced)
+{
+#if PD_HAVE_FI_MR_DMABUF
+	/*
+	 * libfabric's base_addr is the virtual address of the dma-buf's byte 0,
+	 * so base_addr + offset is the first registered byte.  Util-based
+	 * providers (tcp, shm, rxm, rxd) turn the registration into the iov
+	 * {base_addr + offset, len} (ofi_mr_get_iov_from_dmabuf): RMA targets
+	 * are checked against it and written through it, and eager, inject and
+	 * SAR copies read it with the CPU.  Only the range is mapped, so byte 0
+	 * may lie outside the mapping; only the sum is ever dereferenced.
+	 */
 	struct fi_mr_dmabuf dmabuf = {
-		.fd = r->fd, .offset = k->start, .len = k->len, .base_addr = NULL,
+		.fd = r->fd, .offset = k->start, .len = k->len,
 	};
 	struct fi_mr_attr attr = {
 		.dmabuf = &dmabuf, .iov_count = 1, .access = fi_access(k->access),
@@ -112,41 +147,40 @@ static int try_dmabuf_mr(struct pd_fabric *fab, const struct pd_mr_key *k,
 		note(r, "dmabuf: provider %s lacks FI_HMEM; ", fab->provider);
 		return -EOPNOTSUPP;
 	}
+	/* No provider here is known to leave every byte to the NIC: a NULL
+	 * base_addr would have them copy from the address 'offset'. */
+	if (r->map_err) {
+		note(r, "dmabuf: the dma-buf cannot be mmapped (%s), and %s copies some messages with the CPU from base_addr + offset; ",
+		     strerror(-r->map_err), fab->provider);
+		return -EOPNOTSUPP;
+	}
+	if (fab->pins_cpu_maps && !forced) {
+		note(r, "dmabuf: skipped, %s moves messages above its inject size with process_vm_readv/writev, which cannot pin the VM_PFNMAP mapping at base_addr; ",
+		     fab->provider);
+		return -EOPNOTSUPP;
+	}
+	dmabuf.base_addr = (void *)((uintptr_t)r->cpu - (uintptr_t)k->start);
 	ret = fi_mr_regattr(fab->domain, &attr, FI_MR_DMABUF, &r->mr);
 	if (ret) {
-		note(r, "dmabuf: fi_mr_regattr(FI_MR_DMABUF): %s; ", fi_strerror(-ret));
+		r->mr = NULL;
+		note(r, "dmabuf: fi_mr_regattr(FI_MR_DMABUF) on %s: %s; ", fab->provider,
+		     fi_strerror(-ret));
 		return ret;
 	}
 	r->desc = fi_mr_desc(r->mr);
 	r->rkey = fi_mr_key(r->mr);
-	/* base_addr NULL: the provider addresses the buffer by its offset. */
-	r->iobase = (char *)(uintptr_t)k->start;
-	r->rma_base = fab->virt_addr ? k->start : 0;
+	/* Buffers are posted at their CPU address (r->iobase from the mapping),
+	 * and with FI_MR_VIRT_ADDR the peer targets that same address. */
+	r->rma_base = fab->virt_addr ? (uintptr_t)r->cpu : 0;
 	return 0;
 #else
 	(void)fab;
 	(void)k;
+	(void)forced;
 	note(r, "dmabuf: built against libfabric %d.%d without FI_MR_DMABUF (needs 1.20); ",
 	     FI_MAJOR_VERSION, FI_MINOR_VERSION);
 	return -EOPNOTSUPP;
 #endif
-}
-
-static int map_dmabuf(const struct pd_mr_key *k, struct pd_mr_reg *r)
-{
-	size_t pg = (size_t)sysconf(_SC_PAGESIZE);
-	uint64_t aligned = k->start & ~(uint64_t)(pg - 1);
-	size_t delta = (size_t)(k->start - aligned);
-
-	r->map_len = (delta + k->len + pg - 1) & ~(pg - 1);
-	r->map = mmap(NULL, r->map_len, PROT_READ | PROT_WRITE, MAP_SHARED, r->fd,
-		      (off_t)aligned);
-	if (r->map == MAP_FAILED) {
-		r->map = NULL;
-		return -errno;
-	}
-	r->cpu = r->iobase = (char *)r->map + delta;
-	return 0;
 }
 
 static int reg_dmabuf(struct pd_fabric *fab, const struct pd_mr_key *k, int fd,
@@ -161,23 +195,24 @@ static int reg_dmabuf(struct pd_fabric *fab, const struct pd_mr_key *k, int fd,
 		return pd_error(-errno, "dma-buf fd %d: %s", fd, strerror(errno));
 	if (want != PD_PATH_AUTO)
 		note(r, "forced (PEERDIRECT_PATH or pd_fabric_set_path); ");
+	map_dmabuf(k, r);
 
 	if (want == PD_PATH_AUTO || want == PD_PATH_DMABUF) {
-		ret = try_dmabuf_mr(fab, k, r);
+		ret = try_dmabuf_mr(fab, k, r, want == PD_PATH_DMABUF);
 		if (!ret) {
 			r->path = PD_PATH_DMABUF;
-			note(r, "FI_MR_DMABUF on %s", fab->provider);
+			note(r, "FI_MR_DMABUF on %s, base_addr from an mmap of the dma-buf",
+			     fab->provider);
 			return 0;
 		}
 		if (want == PD_PATH_DMABUF)
 			return pd_error(ret, "forced path dmabuf is impossible: %s", r->reason);
 	}
 
-	ret = map_dmabuf(k, r);
-	if (ret)
-		return pd_error(ret, "mmap of dma-buf fd %d [%llu, +%llu): %s (the mapped and bounce paths need CPU access)",
+	if (r->map_err)
+		return pd_error(r->map_err, "mmap of dma-buf fd %d [%llu, +%llu): %s (the mapped and bounce paths need CPU access; %s)",
 				fd, (unsigned long long)k->start, (unsigned long long)k->len,
-				strerror(-ret));
+				strerror(-r->map_err), r->reason);
 
 	if (want == PD_PATH_MAPPED || (want == PD_PATH_AUTO && fab->cpu_mover)) {
 		ret = reg_virtual(fab, r, r->cpu, k->len, k->access);

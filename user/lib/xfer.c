@@ -46,6 +46,10 @@ struct pd_req {
 	size_t off, len;
 	uint64_t peer, tag, raddr, rkey;
 	uint32_t nchunks, next, done, inflight;
+	/* -FI_EAGAIN answers to posting a chunk: libfabric returns it both for
+	 * a full queue and, forever, for a peer it cannot reach (tcp retries
+	 * the connection on every post), and leaves giving up to the caller. */
+	uint64_t eagain;
 	int status;
 	bool freed, pending;
 	size_t bytes;
@@ -178,8 +182,10 @@ static int post_chunk(struct pd_req *r, uint32_t i)
 		break;
 	}
 	if (ret) {
-		if (ret == -FI_EAGAIN)
+		if (ret == -FI_EAGAIN) {
+			r->eagain++;
 			return -EAGAIN;
+		}
 		put_slot(r, op);
 		return pd_error((int)ret, "fi_%s on %s: %s", r->kind == REQ_WRITE ? "write" :
 				r->kind == REQ_SEND ? "tsend" : "trecv", fab->provider,
@@ -436,6 +442,27 @@ static int64_t now_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+/* Says how far the request got: unposted chunks are what a peer that is
+ * gone looks like, posted ones a peer that does not answer. */
+static int timed_out(struct pd_req *r, int timeout_ms)
+{
+	uint32_t posted, done, nchunks = r->nchunks;
+	uint64_t eagain;
+	char why[256] = "";
+
+	pthread_mutex_lock(&r->fab->lock);
+	posted = r->next;
+	done = r->done;
+	eagain = r->eagain;
+	pthread_mutex_unlock(&r->fab->lock);
+	if (posted < nchunks && eagain)
+		snprintf(why, sizeof(why), "; %s answered -FI_EAGAIN %llu times (a full queue, or a peer that cannot be reached)",
+			 r->fab->provider, (unsigned long long)eagain);
+	return pd_error(-ETIMEDOUT, "%s of %zu bytes (tag 0x%llx): no completion after %d ms (%u of %u chunks posted, %u done%s)",
+			kind_names[r->kind], r->len, (unsigned long long)r->tag, timeout_ms,
+			posted, nchunks, done, why);
+}
+
 int pd_wait(struct pd_req *r, int timeout_ms, size_t *bytes)
 {
 	int64_t deadline = timeout_ms < 0 ? INT64_MAX : now_ms() + timeout_ms;
@@ -446,9 +473,7 @@ int pd_wait(struct pd_req *r, int timeout_ms, size_t *bytes)
 	 * bandwidth fell to a sixth). */
 	while ((ret = pd_test(r, bytes)) == 0) {
 		if (now_ms() >= deadline)
-			return pd_error(-ETIMEDOUT, "%s of %zu bytes (tag 0x%llx): no completion after %d ms (%u of %u chunks done)",
-					kind_names[r->kind], r->len, (unsigned long long)r->tag,
-					timeout_ms, r->done, r->nchunks);
+			return timed_out(r, timeout_ms);
 	}
 	return ret < 0 ? ret : 0;
 }

@@ -107,9 +107,10 @@ TEST_F(paths, auto_on_cpu_provider_maps_the_dmabuf)
 
 	ASSERT_EQ(0, pd_mr_reg_dmabuf(self->fab, self->fd, 4096, 8192, 0, &mr));
 	EXPECT_EQ(PD_PATH_MAPPED, pd_mr_path(mr));
-#ifndef FI_MR_DMABUF
-	EXPECT_NE(NULL, strstr(pd_mr_reason(mr), "without FI_MR_DMABUF"));
-#endif
+	/* Why not dmabuf: no FI_MR_DMABUF before libfabric 1.20; from 1.20 on
+	 * (measured on 2.1) tcp does not offer FI_HMEM. */
+	EXPECT_NE(NULL, strstr(pd_mr_reason(mr), PD_HAVE_FI_MR_DMABUF ? "lacks FI_HMEM" :
+			       "without FI_MR_DMABUF")) TH_LOG("%s", pd_mr_reason(mr));
 	EXPECT_NE(NULL, strstr(pd_mr_reason(mr), "copies with the CPU"));
 	ASSERT_NE(NULL, pd_mr_cpu_ptr(mr));
 	/* The view starts at the registered offset of the "dma-buf". */
@@ -123,11 +124,10 @@ TEST_F(paths, forced_dmabuf_is_refused_clearly)
 	struct pd_mr *mr;
 
 	ASSERT_EQ(0, pd_fabric_set_path(self->fab, PD_PATH_DMABUF));
-#ifdef FI_MR_DMABUF
-	SKIP(return, "built with FI_MR_DMABUF: the refusal depends on the provider");
-#endif
 	EXPECT_EQ(-EOPNOTSUPP, pd_mr_reg_dmabuf(self->fab, self->fd, 0, 4096, 0, &mr));
 	EXPECT_NE(NULL, strstr(pd_last_error(), "forced path dmabuf is impossible"));
+	EXPECT_NE(NULL, strstr(pd_last_error(), PD_HAVE_FI_MR_DMABUF ? "lacks FI_HMEM" :
+			       "without FI_MR_DMABUF")) TH_LOG("%s", pd_last_error());
 	EXPECT_EQ(-EINVAL, pd_fabric_set_path(self->fab, PD_PATH_HOST));
 	EXPECT_EQ(-EINVAL, pd_fabric_set_path(self->fab, (enum pd_path)42));
 }

@@ -1,0 +1,325 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The dmabuf path (FI_MR_DMABUF) on every host provider, with a memfd
+ * standing in for the dma-buf.  Where libfabric (>= 1.20) and the provider
+ * accept it, bytes move through it at sizes a provider copies with the CPU
+ * (inline, inject: 1 B, 64 B, 4 KiB) and a large multi-chunk one, in both
+ * directions and by RMA write, from a registration at an unaligned offset:
+ * a wrong base_addr shows as wrong bytes, a fault, or a write outside the
+ * range.  Where it is refused, the fallback path and its reason are what is
+ * asserted, and the bytes move through the fallback instead.  Built against
+ * libfabric without FI_MR_DMABUF (1.17), every variant asserts that refusal.
+ * Transfers loop back to the fabric's own address.
+ */
+#include <sys/mman.h>
+
+#include "kselftest_harness.h"
+#include "peer_pair.h"
+#include "bounce_pool.h"
+#include "fabric.h"
+
+#define BUF_LEN		(8u << 20)
+#define REG_OFF		(3 * 4096 + 100)	/* not page-aligned on purpose */
+#define REG_LEN		((4u << 20) + 3 + 4096)
+#define CHUNK		(1u << 20)
+
+static const size_t sizes[] = { 1, 64, 4096, 65536, (4u << 20) + 3 };
+
+/* The memfd has no DMA_BUF_IOCTL_SYNC: the bounce fallback needs a stand-in. */
+static int no_sync(int fd, uint64_t flags)
+{
+	(void)fd;
+	(void)flags;
+	return 0;
+}
+
+FIXTURE(dmabuf) {
+	struct pd_fabric *fab;
+	uint64_t me;
+	int fd[2];
+	unsigned char *view[2];		/* the test's own view of each memfd */
+	unsigned char *host;
+	struct pd_mr *host_mr;
+};
+
+/*
+ * What libfabric 2.1.0 was measured to do with FI_HMEM requested: only shm
+ * offers it (tcp, tcp;ofi_rxm, udp;ofi_rxd and sockets answer ENODATA), and
+ * shm accepts FI_MR_DMABUF.  In auto mode shm still skips the dmabuf path:
+ * its large messages go through process_vm_readv/writev on the mapping.
+ */
+FIXTURE_VARIANT(dmabuf) {
+	const char *provider;
+	bool hmem;			/* FI_HMEM offered, FI_MR_DMABUF accepted */
+	enum pd_path auto_path;		/* where auto lands with FI_MR_DMABUF built in */
+	const char *auto_dmabuf_step;	/* the dmabuf step auto records then */
+	enum pd_path auto_path_without;	/* ... and without it (libfabric < 1.20) */
+};
+
+FIXTURE_VARIANT_ADD(dmabuf, shm) {
+	.provider = "shm", .hmem = true,
+	.auto_path = PD_PATH_BOUNCE,
+	.auto_dmabuf_step = "dmabuf: skipped, shm moves messages above its inject size with process_vm_readv/writev",
+	.auto_path_without = PD_PATH_BOUNCE,
+};
+FIXTURE_VARIANT_ADD(dmabuf, tcp) {
+	.provider = "tcp", .hmem = false,
+	.auto_path = PD_PATH_MAPPED, .auto_dmabuf_step = "lacks FI_HMEM",
+	.auto_path_without = PD_PATH_MAPPED,
+};
+FIXTURE_VARIANT_ADD(dmabuf, tcp_rxm) {
+	.provider = "tcp;ofi_rxm", .hmem = false,
+	.auto_path = PD_PATH_MAPPED, .auto_dmabuf_step = "lacks FI_HMEM",
+	.auto_path_without = PD_PATH_MAPPED,
+};
+
+static int memfd_view(size_t len, uint64_t seed, unsigned char **view)
+{
+	int fd = memfd_create("pd-test-dmabuf", MFD_CLOEXEC);
+	void *p;
+
+	if (fd < 0 || ftruncate(fd, (off_t)len))
+		return -1;
+	p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (p == MAP_FAILED)
+		return -1;
+	*view = p;
+	fill(*view, len, seed);
+	return fd;
+}
+
+FIXTURE_SETUP(dmabuf)
+{
+	struct pd_fabric_attr attr;
+	char addr[256];
+	size_t alen = sizeof(addr);
+	int i;
+
+	pd_set_dmabuf_sync(no_sync);
+	pd_fabric_attr_init(&attr);
+	attr.provider = variant->provider;
+	attr.chunk_size = CHUNK;
+	ASSERT_EQ(0, pd_fabric_open(&attr, &self->fab)) TH_LOG("%s", pd_last_error());
+	ASSERT_EQ(0, pd_fabric_addr(self->fab, addr, &alen));
+	ASSERT_EQ(0, pd_fabric_insert(self->fab, addr, alen, &self->me));
+	for (i = 0; i < 2; i++) {
+		self->fd[i] = memfd_view(BUF_LEN, 20 + (uint64_t)i, &self->view[i]);
+		ASSERT_LE(0, self->fd[i]);
+	}
+	self->host = mmap(NULL, BUF_LEN, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	ASSERT_NE(MAP_FAILED, self->host);
+	ASSERT_EQ(0, pd_mr_reg_host(self->fab, self->host, BUF_LEN, 0, &self->host_mr));
+}
+
+FIXTURE_TEARDOWN(dmabuf)
+{
+	int i;
+
+	pd_mr_dereg(self->host_mr);
+	pd_fabric_close(self->fab);
+	pd_set_dmabuf_sync(NULL);
+	munmap(self->host, BUF_LEN);
+	for (i = 0; i < 2; i++) {
+		munmap(self->view[i], BUF_LEN);
+		close(self->fd[i]);
+	}
+}
+
+static bool dmabuf_accepted(const FIXTURE_VARIANT(dmabuf) *variant)
+{
+	return PD_HAVE_FI_MR_DMABUF && variant->hmem;
+}
+
+/* The refusal the reason must name when the dmabuf path is not taken. */
+static const char *refusal(const FIXTURE_VARIANT(dmabuf) *variant, bool forced)
+{
+	if (!PD_HAVE_FI_MR_DMABUF)
+		return "without FI_MR_DMABUF (needs 1.20)";
+	return forced ? "lacks FI_HMEM" : variant->auto_dmabuf_step;
+}
+
+/* Tagged send of len bytes from src to dst over loopback. */
+static int loop_xfer(struct pd_fabric *fab, uint64_t me, struct pd_mr *src,
+		     struct pd_mr *dst, size_t len, uint64_t tag)
+{
+	struct pd_req *s = NULL, *r = NULL;
+	int ret = pd_trecv(fab, dst, 0, len, me, tag, &r), ret2;
+
+	if (ret)
+		return ret;
+	ret = pd_tsend(fab, src, 0, len, me, tag, &s);
+	if (!ret)
+		ret = pd_wait(s, WAIT_MS, NULL);
+	ret2 = ret ? 0 : pd_wait(r, WAIT_MS, NULL);
+	pd_req_free(s);
+	pd_req_free(r);
+	return ret ?: ret2;
+}
+
+/* Guard bytes on both sides of [REG_OFF, REG_OFF + len) still hold seed's. */
+static bool guards_intact(const unsigned char *view, size_t len, uint64_t seed)
+{
+	return view[REG_OFF - 1] == pattern(REG_OFF - 1, seed) &&
+	       view[REG_OFF + len] == pattern(REG_OFF + len, seed);
+}
+
+/*
+ * Both directions at every size, through whatever path mr ended on:
+ * "device" -> host, host -> "device", "device" -> "device".
+ */
+static void move_bytes(struct __test_metadata *_metadata, FIXTURE_DATA(dmabuf) *self,
+		       struct pd_mr *a, struct pd_mr *b)
+{
+	unsigned int i;
+
+	for (i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+		size_t len = sizes[i];
+		uint64_t seed = 100 + i;
+
+		/* a -> host */
+		fill(self->view[0] + REG_OFF, len, seed);
+		memset(self->host, 0, len + 1);
+		ASSERT_EQ(0, loop_xfer(self->fab, self->me, a, self->host_mr, len, 2 * i))
+			TH_LOG("%zu bytes a->host: %s", len, pd_last_error());
+		EXPECT_EQ(-1, check(self->host, len, seed)) TH_LOG("%zu bytes a->host", len);
+		EXPECT_EQ(0, self->host[len]);
+
+		/* host -> b, whose neighbours must stay as they were */
+		fill(self->host, len, seed + 50);
+		fill(self->view[1], BUF_LEN, 21);
+		ASSERT_EQ(0, loop_xfer(self->fab, self->me, self->host_mr, b, len, 2 * i + 1))
+			TH_LOG("%zu bytes host->b: %s", len, pd_last_error());
+		EXPECT_EQ(-1, check(self->view[1] + REG_OFF, len, seed + 50)) TH_LOG("%zu bytes host->b", len);
+		EXPECT_TRUE(guards_intact(self->view[1], len, 21));
+
+		/* a -> b */
+		ASSERT_EQ(0, loop_xfer(self->fab, self->me, a, b, len, 1000 + i))
+			TH_LOG("%zu bytes a->b: %s", len, pd_last_error());
+		EXPECT_EQ(-1, check(self->view[1] + REG_OFF, len, seed)) TH_LOG("%zu bytes a->b", len);
+	}
+}
+
+static void reg_pair(struct __test_metadata *_metadata, FIXTURE_DATA(dmabuf) *self,
+		     struct pd_mr **a, struct pd_mr **b)
+{
+	ASSERT_EQ(0, pd_mr_reg_dmabuf(self->fab, self->fd[0], REG_OFF, REG_LEN, 0, a))
+		TH_LOG("%s", pd_last_error());
+	ASSERT_EQ(0, pd_mr_reg_dmabuf(self->fab, self->fd[1], REG_OFF, REG_LEN, 0, b))
+		TH_LOG("%s", pd_last_error());
+	/* The CPU view is the registered offset of the "dma-buf". */
+	ASSERT_EQ(self->view[0][REG_OFF], *(unsigned char *)pd_mr_cpu_ptr(*a));
+	ASSERT_EQ(self->view[1][REG_OFF + REG_LEN - 1],
+		  ((unsigned char *)pd_mr_cpu_ptr(*b))[REG_LEN - 1]);
+}
+
+TEST_F_TIMEOUT(dmabuf, forced_dmabuf_moves_bytes_or_names_the_refusal, 120)
+{
+	struct pd_mr *a, *b;
+
+	ASSERT_EQ(0, pd_fabric_set_path(self->fab, PD_PATH_DMABUF));
+	if (!dmabuf_accepted(variant)) {
+		EXPECT_EQ(-EOPNOTSUPP, pd_mr_reg_dmabuf(self->fab, self->fd[0], REG_OFF, REG_LEN, 0, &a));
+		EXPECT_NE(NULL, strstr(pd_last_error(), "forced path dmabuf is impossible"));
+		EXPECT_NE(NULL, strstr(pd_last_error(), refusal(variant, true)))
+			TH_LOG("%s", pd_last_error());
+		return;
+	}
+	reg_pair(_metadata, self, &a, &b);
+	EXPECT_EQ(PD_PATH_DMABUF, pd_mr_path(a));
+	EXPECT_EQ(PD_PATH_DMABUF, pd_mr_path(b));
+	EXPECT_NE(NULL, strstr(pd_mr_reason(a), "FI_MR_DMABUF on ")) TH_LOG("%s", pd_mr_reason(a));
+	move_bytes(_metadata, self, a, b);
+	pd_mr_dereg(a);
+	pd_mr_dereg(b);
+}
+
+TEST_F_TIMEOUT(dmabuf, auto_path_and_reason_then_bytes, 120)
+{
+	enum pd_path want = PD_HAVE_FI_MR_DMABUF ? variant->auto_path : variant->auto_path_without;
+	struct pd_mr *a, *b;
+
+	reg_pair(_metadata, self, &a, &b);
+	EXPECT_EQ(want, pd_mr_path(a)) TH_LOG("%s", pd_mr_reason(a));
+	EXPECT_NE(NULL, strstr(pd_mr_reason(a), refusal(variant, false))) TH_LOG("%s", pd_mr_reason(a));
+	move_bytes(_metadata, self, a, b);
+	pd_mr_dereg(a);
+	pd_mr_dereg(b);
+}
+
+/*
+ * RMA write into a dmabuf registration and out of one.  The peer addresses
+ * the target by the rkey's addr: with FI_MR_VIRT_ADDR that is base_addr +
+ * offset, and the provider writes through it with the CPU.  Where the
+ * dmabuf path is refused, the auto fallback is held to its own rule: mapped
+ * registrations are RMA targets, bounce ones are not.
+ */
+TEST_F(dmabuf, rma_write_into_and_out_of_dmabuf)
+{
+	const size_t len = 65536 + 5, roff = 4096 + 7;
+	struct pd_mr *dev;
+	struct pd_req *req;
+	struct pd_rkey rk;
+
+	if (dmabuf_accepted(variant))
+		ASSERT_EQ(0, pd_fabric_set_path(self->fab, PD_PATH_DMABUF));
+	ASSERT_EQ(0, pd_mr_reg_dmabuf(self->fab, self->fd[1], REG_OFF, REG_LEN, 0, &dev))
+		TH_LOG("%s", pd_last_error());
+	if (pd_mr_path(dev) == PD_PATH_BOUNCE) {
+		EXPECT_FALSE(dmabuf_accepted(variant));
+		EXPECT_EQ(-EOPNOTSUPP, pd_mr_rkey(dev, &rk));
+		pd_mr_dereg(dev);
+		return;
+	}
+	EXPECT_EQ(dmabuf_accepted(variant) ? PD_PATH_DMABUF : PD_PATH_MAPPED, pd_mr_path(dev));
+	ASSERT_EQ(0, pd_mr_rkey(dev, &rk));
+	EXPECT_EQ(REG_LEN, rk.len);
+	if (self->fab->virt_addr)
+		EXPECT_EQ((uintptr_t)pd_mr_cpu_ptr(dev), rk.addr);
+
+	/* host -> dma-buf at roff inside the registration */
+	fill(self->host, len, 77);
+	ASSERT_EQ(0, pd_write(self->fab, self->host_mr, 0, len, self->me, &rk, roff, &req));
+	ASSERT_EQ(0, pd_wait(req, WAIT_MS, NULL)) TH_LOG("%s", pd_last_error());
+	pd_req_free(req);
+	EXPECT_EQ(-1, check(self->view[1] + REG_OFF + roff, len, 77));
+	EXPECT_EQ(pattern(REG_OFF + roff - 1, 21), self->view[1][REG_OFF + roff - 1]);
+	EXPECT_EQ(pattern(REG_OFF + roff + len, 21), self->view[1][REG_OFF + roff + len]);
+
+	/* dma-buf -> host, the source read at base_addr + offset */
+	memset(self->host, 0, BUF_LEN);
+	ASSERT_EQ(0, pd_mr_rkey(self->host_mr, &rk));
+	ASSERT_EQ(0, pd_write(self->fab, dev, roff, len, self->me, &rk, 4096, &req));
+	ASSERT_EQ(0, pd_wait(req, WAIT_MS, NULL)) TH_LOG("%s", pd_last_error());
+	pd_req_free(req);
+	EXPECT_EQ(-1, check(self->host + 4096, len, 77));
+	EXPECT_EQ(0, self->host[4095]);
+	EXPECT_EQ(0, self->host[4096 + len]);
+	pd_mr_dereg(dev);
+}
+
+/* Without a CPU mapping base_addr would be NULL and providers would copy
+ * from the address 'offset': the dmabuf path is refused, never tried. */
+TEST_F(dmabuf, unmappable_fd_is_refused_for_dmabuf)
+{
+	struct pd_mr *mr;
+	int p[2];
+
+	ASSERT_EQ(0, pipe(p));
+	ASSERT_EQ(0, pd_fabric_set_path(self->fab, PD_PATH_DMABUF));
+	EXPECT_EQ(-EOPNOTSUPP, pd_mr_reg_dmabuf(self->fab, p[0], 0, 4096, 0, &mr));
+	EXPECT_NE(NULL, strstr(pd_last_error(), "forced path dmabuf is impossible"));
+	EXPECT_NE(NULL, strstr(pd_last_error(), dmabuf_accepted(variant) ?
+			       "the dma-buf cannot be mmapped" : refusal(variant, true)))
+		TH_LOG("%s", pd_last_error());
+	/* auto: no path is left, and the error keeps every step's reason */
+	ASSERT_EQ(0, pd_fabric_set_path(self->fab, PD_PATH_AUTO));
+	EXPECT_GT(0, pd_mr_reg_dmabuf(self->fab, p[0], 0, 4096, 0, &mr));
+	EXPECT_NE(NULL, strstr(pd_last_error(), "mmap of dma-buf")) TH_LOG("%s", pd_last_error());
+	EXPECT_NE(NULL, strstr(pd_last_error(), dmabuf_accepted(variant) ?
+			       "the dma-buf cannot be mmapped" : refusal(variant, true)))
+		TH_LOG("%s", pd_last_error());
+	close(p[0]);
+	close(p[1]);
+}
+
+TEST_HARNESS_MAIN
