@@ -288,7 +288,7 @@ run_tier() {
 	echo "== tier $TIER_LABEL: $TIER_KVER ($TIER_SOURCE)"
 	if [ -n "$TIER_ROOT" ]; then
 		mod=$TIER_ROOT/var/tmp/peerdirect-$TIER_LABEL
-		xfer=$TIER_ROOT/var/tmp/pd-user/user/build/pd-xfer
+		xfer=$TIER_ROOT/var/tmp/pd-user/user/build-gcc/pd-xfer
 	else
 		mod=$top/build/tiers/$TIER_LABEL
 		xfer=$top/user/build/pd-xfer

@@ -61,15 +61,16 @@ echo "From the shim part (simulated backend; the exporter is the module, the"
 echo "two processes are in one VM).  \"asked\" is the path requested (auto lets"
 echo "the library choose), \"took\" is what the library reported."
 echo
-echo "| kernel | backend | libfabric | provider | asked | took | result |"
-echo "|---|---|---|---|---|---|---|"
+echo "| kernel | backend | libfabric | provider | asked | took | result | the library's reason |"
+echo "|---|---|---|---|---|---|---|---|"
 for log in "$dir"/k*-shim.log; do
 	[ -f "$log" ] || continue
 	kernel=$(awk -F'\t' -v n="$(basename "$log" .log)" '$1 == n { print $3 }' "$res")
 	grep -a '^# matrix: ' "$log" | sed 's/^# matrix: //' |
 		awk -v k="${kernel:-?}" '{
+			why = $0; sub(/^.* why=/, "", why); gsub(/\|/, "\\|", why)
 			for (i = 1; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
-			printf "| %s | sim | %s | %s | %s | %s | %s |\n", k, v["libfabric"], v["provider"], v["asked"], v["took"], v["result"]
+			printf "| %s | sim | %s | %s | %s | %s | %s | %s |\n", k, v["libfabric"], v["provider"], v["asked"], v["took"], v["result"], why
 		}'
 done
 
