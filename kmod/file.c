@@ -140,7 +140,12 @@ static bool pd_events_ready(struct pd_file *file)
 	       READ_ONCE(file->pdev->dead);
 }
 
-#define PD_READ_BATCH	16
+/*
+ * Records staged on the stack per copy_to_user(): small, so pd_read()'s
+ * frame stays far below 1 KiB with KASAN and on 32-bit kernels; read()
+ * loops for more.
+ */
+#define PD_READ_BATCH	4
 
 /*
  * Copies up to @max records from the head of the queue, without consuming
