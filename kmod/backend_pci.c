@@ -1,12 +1,29 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * The PCI BAR backend: device memory is a BAR with no struct pages, as an
- * accelerator's HBM BAR is.  Importers get peer-to-peer DMA addresses from
- * dma_map_resource(), in page-less sg entries; the CPU gets write-combined
- * PFN mappings.  Bound only on request (bind_ivshmem=1, new_id or
- * driver_override), since QEMU's ivshmem 1af4:1110 stand-in is a generic
- * device.
+ * accelerator's HBM BAR is.  Importers get peer-to-peer DMA addresses in
+ * page-less sg entries; the CPU gets write-combined PFN mappings.  Bound only
+ * on request (bind_ivshmem=1, new_id or driver_override), since QEMU's
+ * ivshmem 1af4:1110 stand-in is a generic device.
+ *
+ * How an importer's mapping is made depends on what the kernel offers:
+ *  - CONFIG_PCI_P2PDMA and the dma-buf phys-vec helper (7.x): the kernel's
+ *    P2PDMA map type decides, through dma_buf_phys_vec_to_sgt(): PCI bus
+ *    addresses when the importer reaches the BAR below the host bridge, an
+ *    IOVA or a direct MMIO mapping through a host bridge the kernel allows,
+ *    refusal otherwise.
+ *  - CONFIG_PCI_P2PDMA without it (6.x): the only exporter-facing verdict is
+ *    pci_p2pdma_distance(); no path means refusal, the BAR's own function
+ *    (distance 0) gets bus addresses, any other accepted importer
+ *    dma_map_resource(), the host-bridge route (6.x computes the map type
+ *    only for P2PDMA pages, which a page-less BAR does not have).
+ *  - no P2PDMA (Debian's 6.1 and 6.12 configurations): the kernel cannot
+ *    tell a path from none, so dma_map_resource() for every importer that
+ *    asked for peer-to-peer, unless p2p_policy=1.
  */
+#ifdef PD_HAVE_DMA_BUF_PHYS_VEC_TO_SGT
+#include <linux/dma-buf-mapping.h>
+#endif
 #include <linux/dma-mapping.h>
 #include <linux/io.h>
 #include <linux/iosys-map.h>
@@ -15,6 +32,7 @@
 #include <linux/pci-p2pdma.h>
 #include <linux/scatterlist.h>
 #include <linux/slab.h>
+#include "compat.h"
 #include "peerdirect.h"
 
 static bool bind_ivshmem;
@@ -28,7 +46,7 @@ MODULE_PARM_DESC(bar_page_kb, "Device page size of BAR devices in KiB (default 6
 static unsigned int p2p_policy;
 module_param(p2p_policy, uint, 0644);
 MODULE_PARM_DESC(p2p_policy,
-		 "0: importers must ask for peer2peer (default); 1: also require pci_p2pdma_distance() >= 0 (needs CONFIG_PCI_P2PDMA)");
+		 "0: importers must ask for peer2peer, and where the kernel has P2PDMA have a path (default); 1: a P2PDMA path is required even without P2PDMA (then every importer is refused)");
 
 #define PD_BAR_INDEX	2
 
@@ -38,6 +56,7 @@ struct pd_bar {
 	u64 len;
 	void __iomem *va;
 	struct pd_device *pdev;
+	struct p2pdma_provider *provider;	/* P2PDMA routing (7.x), else NULL */
 	/* Hardware access (zero, map) against removal. */
 	struct rw_semaphore hw_lock;
 	bool gone;
@@ -54,6 +73,17 @@ static LIST_HEAD(pd_bar_zombies);
 static DEFINE_MUTEX(pd_bar_zombie_lock);
 
 /*
+ * Only a PCI function has a P2PDMA path (the 7.x map type refuses anything
+ * else), and pci_p2pdma_distance() is the verdict every kernel exports: the
+ * same walk that gives the map type, negative when there is no path or the
+ * host bridge is not one the kernel allows.
+ */
+static bool pd_bar_has_path(struct pd_bar *bar, struct device *dev)
+{
+	return dev_is_pci(dev) && pci_p2pdma_distance(bar->pci, dev, false) >= 0;
+}
+
+/*
  * Static importers (plain dma_buf_attach, e.g. a DRM PRIME import) never ask
  * for peer2peer: they expect struct pages, which a BAR does not have.
  */
@@ -67,37 +97,92 @@ static int pd_bar_attach(struct pd_device *pdev, struct dma_buf_attachment *atta
 				     dev_name(attach->dev));
 		return -EOPNOTSUPP;
 	}
-	if (READ_ONCE(p2p_policy) &&
-	    pci_p2pdma_distance(bar->pci, attach->dev, false) < 0) {
+	if ((IS_ENABLED(CONFIG_PCI_P2PDMA) || READ_ONCE(p2p_policy)) &&
+	    !pd_bar_has_path(bar, attach->dev)) {
 		dev_warn_ratelimited(&bar->pci->dev,
-				     "refusing importer %s: no peer-to-peer path (p2p_policy=1)\n",
-				     dev_name(attach->dev));
+				     "refusing importer %s: no peer-to-peer path to it%s\n",
+				     dev_name(attach->dev),
+				     IS_ENABLED(CONFIG_PCI_P2PDMA) ? "" :
+				     " (p2p_policy=1, and this kernel has no P2PDMA)");
 		return -EOPNOTSUPP;
 	}
 	return 0;
 }
 
+/* The importer's segment limit, page aligned so no entry reaches 4 GiB. */
+static unsigned int pd_bar_max_seg(struct dma_buf_attachment *attach)
+{
+	return ALIGN_DOWN(dma_get_max_seg_size(attach->dev), PAGE_SIZE);
+}
+
+#if IS_ENABLED(CONFIG_PCI_P2PDMA) && defined(PD_HAVE_DMA_BUF_PHYS_VEC_TO_SGT)
+/*
+ * One physical range per importer segment: on the bus-address and direct
+ * routes each becomes its own entry, so entries respect the importer's
+ * limit.  (Through an IOMMU the helper links one IOVA range and splits it
+ * only at 4 GiB.)
+ */
+static struct sg_table *pd_bar_map_ranges(struct pd_bar *bar,
+					  struct dma_buf_attachment *attach,
+					  u64 offset, u64 length,
+					  enum dma_data_direction dir)
+{
+	unsigned int max_seg = pd_bar_max_seg(attach);
+	struct sg_table *sgt;
+	struct phys_vec *vec;
+	size_t i, nr;
+	u64 done = 0;
+
+	if (!max_seg)
+		return ERR_PTR(-EINVAL);
+	nr = DIV_ROUND_UP_ULL(length, max_seg);
+	vec = kvmalloc_array(nr, sizeof(*vec), GFP_KERNEL);
+	if (!vec)
+		return ERR_PTR(-ENOMEM);
+	for (i = 0; i < nr; i++) {
+		vec[i].paddr = bar->phys + offset + done;
+		vec[i].len = min_t(u64, max_seg, length - done);
+		done += vec[i].len;
+	}
+	sgt = dma_buf_phys_vec_to_sgt(attach, bar->provider, vec, nr, length, dir);
+	kvfree(vec);
+	return sgt;
+}
+
+static void pd_bar_unmap_ranges(struct dma_buf_attachment *attach,
+				struct sg_table *sgt, enum dma_data_direction dir)
+{
+	dma_buf_free_sgt(attach, sgt, dir);
+}
+#else
+/* A table of our own, and whether its entries are bus addresses. */
+struct pd_bar_sgt {
+	struct sg_table sgt;
+	bool bus_addr;
+};
+
 static void pd_bar_unmap_entries(struct dma_buf_attachment *attach,
-				 struct sg_table *sgt, unsigned int n,
+				 struct pd_bar_sgt *bt, unsigned int n,
 				 enum dma_data_direction dir)
 {
 	struct scatterlist *sg;
 	unsigned int i;
 
-	for_each_sg(sgt->sgl, sg, n, i)
+	if (bt->bus_addr)
+		return;
+	for_each_sg(bt->sgt.sgl, sg, n, i)
 		dma_unmap_resource(attach->dev, sg_dma_address(sg), sg_dma_len(sg),
 				   dir, DMA_ATTR_SKIP_CPU_SYNC);
 }
 
-static struct sg_table *pd_bar_map(struct pd_device *pdev,
-				   struct dma_buf_attachment *attach,
-				   u64 offset, u64 length,
-				   enum dma_data_direction dir)
+static struct sg_table *pd_bar_map_ranges(struct pd_bar *bar,
+					  struct dma_buf_attachment *attach,
+					  u64 offset, u64 length,
+					  enum dma_data_direction dir)
 {
-	unsigned int max_seg = ALIGN_DOWN(dma_get_max_seg_size(attach->dev), PAGE_SIZE);
-	struct pd_bar *bar = pdev->backend;
+	unsigned int max_seg = pd_bar_max_seg(attach);
+	struct pd_bar_sgt *bt;
 	struct scatterlist *sg;
-	struct sg_table *sgt;
 	unsigned int nents, i;
 	u64 done = 0;
 	int ret;
@@ -105,29 +190,30 @@ static struct sg_table *pd_bar_map(struct pd_device *pdev,
 	if (!max_seg)
 		return ERR_PTR(-EINVAL);
 	nents = DIV_ROUND_UP_ULL(length, max_seg);
-	sgt = kzalloc(sizeof(*sgt), GFP_KERNEL);
-	if (!sgt)
+	bt = kzalloc(sizeof(*bt), GFP_KERNEL);
+	if (!bt)
 		return ERR_PTR(-ENOMEM);
-	ret = sg_alloc_table(sgt, nents, GFP_KERNEL);
+	ret = sg_alloc_table(&bt->sgt, nents, GFP_KERNEL);
 	if (ret)
 		goto err_free;
+	/* The importer is the BAR's own function: never leaves the device. */
+	bt->bus_addr = IS_ENABLED(CONFIG_PCI_P2PDMA) &&
+		       pci_p2pdma_distance(bar->pci, attach->dev, false) == 0;
 
-	down_read(&bar->hw_lock);
-	if (bar->gone) {
-		ret = -ENODEV;
-		goto err_unlock;
-	}
-
-	for_each_sgtable_sg(sgt, sg, i) {
+	for_each_sgtable_sg(&bt->sgt, sg, i) {
 		unsigned int len = min_t(u64, max_seg, length - done);
 		dma_addr_t addr;
 
-		addr = dma_map_resource(attach->dev, bar->phys + offset + done, len,
-					dir, DMA_ATTR_SKIP_CPU_SYNC);
-		if (dma_mapping_error(attach->dev, addr)) {
-			pd_bar_unmap_entries(attach, sgt, i, dir);
-			ret = -EIO;
-			goto err_unlock;
+		if (bt->bus_addr) {
+			addr = pci_bus_address(bar->pci, PD_BAR_INDEX) + offset + done;
+		} else {
+			addr = dma_map_resource(attach->dev, bar->phys + offset + done,
+						len, dir, DMA_ATTR_SKIP_CPU_SYNC);
+			if (dma_mapping_error(attach->dev, addr)) {
+				pd_bar_unmap_entries(attach, bt, i, dir);
+				ret = -EIO;
+				goto err_table;
+			}
 		}
 		sg_set_page(sg, NULL, len, 0);
 		sg_dma_address(sg) = addr;
@@ -139,26 +225,50 @@ static struct sg_table *pd_bar_map(struct pd_device *pdev,
 	 * No CPU pages behind these entries: hide them from anyone walking the
 	 * CPU list (orig_nents), as the in-tree page-less exporters do.
 	 */
-	up_read(&bar->hw_lock);
-	sgt->nents = nents;
-	sgt->orig_nents = 0;
-	return sgt;
+	bt->sgt.nents = nents;
+	bt->sgt.orig_nents = 0;
+	return &bt->sgt;
 
-err_unlock:
-	up_read(&bar->hw_lock);
-	sg_free_table(sgt);
+err_table:
+	sg_free_table(&bt->sgt);
 err_free:
-	kfree(sgt);
+	kfree(bt);
 	return ERR_PTR(ret);
+}
+
+static void pd_bar_unmap_ranges(struct dma_buf_attachment *attach,
+				struct sg_table *sgt, enum dma_data_direction dir)
+{
+	struct pd_bar_sgt *bt = container_of(sgt, struct pd_bar_sgt, sgt);
+
+	pd_bar_unmap_entries(attach, bt, sgt->nents, dir);
+	sgt->orig_nents = sgt->nents;
+	sg_free_table(sgt);
+	kfree(bt);
+}
+#endif
+
+static struct sg_table *pd_bar_map(struct pd_device *pdev,
+				   struct dma_buf_attachment *attach,
+				   u64 offset, u64 length,
+				   enum dma_data_direction dir)
+{
+	struct pd_bar *bar = pdev->backend;
+	struct sg_table *sgt;
+
+	down_read(&bar->hw_lock);
+	if (bar->gone)
+		sgt = ERR_PTR(-ENODEV);
+	else
+		sgt = pd_bar_map_ranges(bar, attach, offset, length, dir);
+	up_read(&bar->hw_lock);
+	return sgt;
 }
 
 static void pd_bar_unmap(struct pd_device *pdev, struct dma_buf_attachment *attach,
 			 struct sg_table *sgt, enum dma_data_direction dir)
 {
-	pd_bar_unmap_entries(attach, sgt, sgt->nents, dir);
-	sgt->orig_nents = sgt->nents;
-	sg_free_table(sgt);
-	kfree(sgt);
+	pd_bar_unmap_ranges(attach, sgt, dir);
 }
 
 static unsigned long pd_bar_pfn(struct pd_device *pdev, u64 offset)
@@ -245,7 +355,8 @@ static bool pd_bar_in_use(phys_addr_t phys, u64 len)
 static const struct pd_backend_ops pd_bar_ops = {
 	.name = "pci-bar",
 	.kind = PEERDIRECT_BACKEND_PCI_BAR,
-	.features = PEERDIRECT_FEAT_PAGELESS | PEERDIRECT_FEAT_P2P_REQUIRED,
+	.features = PEERDIRECT_FEAT_PAGELESS | PEERDIRECT_FEAT_P2P_REQUIRED |
+		    (IS_ENABLED(CONFIG_PCI_P2PDMA) ? PEERDIRECT_FEAT_P2PDMA : 0),
 	.attach = pd_bar_attach,
 	.map = pd_bar_map,
 	.unmap = pd_bar_unmap,
@@ -257,6 +368,25 @@ static const struct pd_backend_ops pd_bar_ops = {
 	.unplug = pd_bar_unplug,
 	.release = pd_bar_release,
 };
+
+/*
+ * The P2PDMA provider of the BAR (7.x).  Device-managed: it lives until
+ * remove() returns, and remove() revokes every mapping first; after that no
+ * map reaches the provider (the gone flag).
+ */
+static int pd_bar_p2pdma_init(struct pd_bar *bar)
+{
+#if IS_ENABLED(CONFIG_PCI_P2PDMA) && defined(PD_HAVE_DMA_BUF_PHYS_VEC_TO_SGT)
+	int ret = pcim_p2pdma_init(bar->pci);
+
+	if (ret)
+		return ret;
+	bar->provider = pcim_p2pdma_provider(bar->pci, PD_BAR_INDEX);
+	if (IS_ERR_OR_NULL(bar->provider))
+		return bar->provider ? PTR_ERR(bar->provider) : -ENODEV;
+#endif
+	return 0;
+}
 
 static int pd_bar_probe(struct pci_dev *pci, const struct pci_device_id *id)
 {
@@ -304,6 +434,9 @@ static int pd_bar_probe(struct pci_dev *pci, const struct pci_device_id *id)
 		ret = -ENOMEM;
 		goto err_bar;
 	}
+	ret = pd_bar_p2pdma_init(bar);
+	if (ret)
+		goto err_unmap;
 
 	pdev = pd_device_create(&pd_bar_ops, bar, &pci->dev, len, page_size);
 	if (IS_ERR(pdev)) {

@@ -57,6 +57,7 @@ static int clean_errno(int e)
 
 struct state {
 	int fd, d, imp;
+	const struct pdti_device *pci;	/* the importer's device, or NULL */
 	int64_t h;
 	uint64_t page;
 };
@@ -77,9 +78,9 @@ static int run_step(struct state *st, enum step s)
 		st->d = pd_export(st->fd, st->h, 0, 2 * st->page);
 		return st->d < 0 ? -st->d : 0;
 	case S_IMPORT:
-		st->imp = open(PD_IMPORTER, O_RDWR);
+		st->imp = pdti_open_as(st->pci);
 		if (st->imp < 0)
-			return errno;
+			return -st->imp;
 		ret = pdti_import(st->imp, st->d, PDTI_PINNED | PDTI_NO_VERIFY, 0);
 		return -ret;
 	case S_REVOKE:
@@ -103,6 +104,8 @@ static void teardown_state(struct state *st)
 
 FIXTURE(faults) {
 	struct peerdirect_query q;
+	struct pdti_device pci;
+	bool has_pci;
 	bool supported;
 };
 
@@ -122,6 +125,8 @@ FIXTURE_SETUP(faults)
 	ASSERT_LE(0, fd);
 	ASSERT_EQ(0, pd_query(fd, &self->q));
 	close(fd);
+	/* resolved here: sysfs lookups would allocate inside the steps */
+	self->has_pci = !pd_pci_function("peerdirect0", &self->pci);
 }
 
 FIXTURE_TEARDOWN(faults)
@@ -137,7 +142,8 @@ TEST_F(faults, every_allocation_failure_is_clean)
 	for (s = 0; s < S_NR; s++) {
 		for (nth = 1; nth < 200; nth++) {
 			struct state st = { .fd = -1, .d = -1, .imp = -1, .h = -1,
-					    .page = self->q.page_size };
+					    .page = self->q.page_size,
+					    .pci = self->has_pci ? &self->pci : NULL };
 			struct peerdirect_query q;
 			int i, err = 0, left, check;
 

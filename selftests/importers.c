@@ -104,7 +104,7 @@ TEST_F(imp, vgem_prime_import_holds_what_the_kernel_promises)
 
 TEST_F(imp, pinned_import_matches_exporter_pages)
 {
-	int t = open(PD_IMPORTER, O_RDWR);
+	int t = pdti_open("peerdirect0");
 	struct pdti_status st;
 	unsigned char *buf = malloc(self->len);
 
@@ -127,7 +127,7 @@ TEST_F(imp, pinned_import_matches_exporter_pages)
 
 TEST_F(imp, entries_respect_importer_max_segment)
 {
-	int t = open(PD_IMPORTER, O_RDWR);
+	int t = pdti_open("peerdirect0");
 	struct pdti_status st;
 
 	ASSERT_LE(0, t);
@@ -138,7 +138,7 @@ TEST_F(imp, entries_respect_importer_max_segment)
 	EXPECT_LE(self->len / 8192, st.nents);
 	close(t);
 
-	t = open(PD_IMPORTER, O_RDWR);
+	t = pdti_open("peerdirect0");
 	ASSERT_LE(0, t);
 	ASSERT_EQ(0, pdti_import(t, self->d, PDTI_DYNAMIC, 1 << 30));
 	ASSERT_EQ(0, pdti_status(t, &st));
@@ -151,7 +151,7 @@ TEST_F(imp, sub_range_import_reads_the_right_bytes)
 {
 	size_t ps = self->q.page_size;
 	int sub = pd_export(self->fd, self->h, 3 * ps, 2 * ps);
-	int t = open(PD_IMPORTER, O_RDWR);
+	int t = pdti_open("peerdirect0");
 	struct pdti_status st;
 	unsigned char *buf = malloc(2 * ps);
 
@@ -172,7 +172,7 @@ TEST_F(imp, sub_range_import_reads_the_right_bytes)
 /* Host RAM needs no peer-to-peer; a BAR serves only importers that ask. */
 TEST_F(imp, peer2peer_policy_follows_the_backend)
 {
-	int t = open(PD_IMPORTER, O_RDWR);
+	int t = pdti_open("peerdirect0");
 
 	ASSERT_LE(0, t);
 	if (self->q.backend == PEERDIRECT_BACKEND_SIM) {
@@ -184,10 +184,10 @@ TEST_F(imp, peer2peer_policy_follows_the_backend)
 	close(t);
 }
 
-static int set_p2p_policy(const char *v)
+static int set_p2p_policy(int v)
 {
 	int f = open("/sys/module/peerdirect/parameters/p2p_policy", O_WRONLY);
-	int ok = f >= 0 && write(f, v, 1) == 1;
+	int ok = f >= 0 && dprintf(f, "%d", v) > 0;
 
 	if (f >= 0)
 		close(f);
@@ -195,26 +195,138 @@ static int set_p2p_policy(const char *v)
 }
 
 /*
- * p2p_policy=1 also demands a PCI peer-to-peer path; the test importer is
- * not a PCI device, so pci_p2pdma_distance() refuses it on any kernel.
+ * Imports the fixture's export attaching as @dev (NULL: the importer's misc
+ * device, no PCI function) and returns the import's result; when accepted,
+ * the importer must read the exporter's bytes through its DMA addresses.
  */
-TEST_F(imp, strict_p2p_policy_refuses_non_pci_importers)
+static int import_as(struct __test_metadata *_metadata, FIXTURE_DATA(imp) *self,
+		     const struct pdti_device *dev)
 {
-	int t = open(PD_IMPORTER, O_RDWR);
+	struct pdti_status st;
+	unsigned char *buf = malloc(self->len);
+	int t = pdti_open_as(dev), ret;
+
+	if (t < 0 || !buf) {
+		free(buf);
+		return t < 0 ? t : -ENOMEM;
+	}
+	ret = pdti_import(t, self->d, PDTI_DYNAMIC, 0);
+	if (!ret) {
+		EXPECT_EQ(0, pdti_status(t, &st));
+		EXPECT_EQ(0, st.sg_error);
+		EXPECT_EQ(0, pdti_read(t, 0, buf, self->len));
+		EXPECT_EQ(0, pd_check(buf, self->len, 0xbeef));
+	}
+	free(buf);
+	close(t);
+	return ret;
+}
+
+/*
+ * Peer-to-peer policy on a BAR.  Where the kernel has P2PDMA (QUERY says
+ * P2PDMA) its routing decides under either policy: the BAR's own PCI
+ * function always has a path (bus addresses), the importer's misc device,
+ * being no PCI function, never.  Without P2PDMA the kernel cannot tell:
+ * p2p_policy=0 trusts every importer that asked for peer-to-peer,
+ * p2p_policy=1 refuses them all.
+ */
+TEST_F(imp, p2p_policy_own_function_and_non_pci_importer)
+{
+	int routed = !!(self->q.features & PEERDIRECT_FEAT_P2PDMA), policy;
+	struct pdti_device own;
 
 	if (self->q.backend != PEERDIRECT_BACKEND_PCI_BAR)
-		SKIP(close(t); return, "the simulated backend has no peer-to-peer policy");
-	ASSERT_LE(0, t);
-	ASSERT_EQ(0, set_p2p_policy("1"));
-	EXPECT_EQ(-EOPNOTSUPP, pdti_import(t, self->d, PDTI_PINNED, 0));
-	ASSERT_EQ(0, set_p2p_policy("0"));
-	EXPECT_EQ(0, pdti_import(t, self->d, PDTI_PINNED, 0));
-	close(t);
+		SKIP(return, "the simulated backend has no peer-to-peer policy");
+	EXPECT_EQ(routed, !!(pdti_kernel_facts() & PDTI_K_P2PDMA));
+	ASSERT_EQ(0, pd_pci_function("peerdirect0", &own));
+	for (policy = 0; policy <= 1; policy++) {
+		ASSERT_EQ(0, set_p2p_policy(policy));
+		EXPECT_EQ(routed || !policy ? 0 : -EOPNOTSUPP, import_as(_metadata, self, &own))
+			TH_LOG("own function, p2p_policy=%d", policy);
+		EXPECT_EQ(!routed && !policy ? 0 : -EOPNOTSUPP, import_as(_metadata, self, NULL))
+			TH_LOG("misc device, p2p_policy=%d", policy);
+	}
+	ASSERT_EQ(0, set_p2p_policy(0));
+}
+
+/*
+ * What the kernel's p2pdma walk says of two functions on the root bus: the
+ * path crosses the host bridge, allowed on AMD Zen or later CPUs and on a
+ * few listed Intel root complexes, not on QEMU's i440FX or Q35.
+ * 1 allowed, 0 refused, -1 unknown here.
+ */
+static int host_bridge_allows_p2p(void)
+{
+	char line[256], vendor[32] = "";
+	unsigned int family = 0, ven = 0, dev = 0;
+	FILE *f = fopen("/proc/cpuinfo", "r");
+
+	while (f && fgets(line, sizeof(line), f)) {
+		sscanf(line, "vendor_id : %31s", vendor);
+		if (!family)
+			sscanf(line, "cpu family : %u", &family);
+	}
+	if (f)
+		fclose(f);
+	if (!strcmp(vendor, "AuthenticAMD") && family >= 0x17)
+		return 1;
+	f = fopen("/sys/bus/pci/devices/0000:00:00.0/vendor", "r");
+	if (f) {
+		if (fscanf(f, "%x", &ven) != 1)
+			ven = 0;
+		fclose(f);
+	}
+	f = fopen("/sys/bus/pci/devices/0000:00:00.0/device", "r");
+	if (f) {
+		if (fscanf(f, "%x", &dev) != 1)
+			dev = 0;
+		fclose(f);
+	}
+	if (ven == 0x8086 && (dev == 0x1237 || dev == 0x29c0))
+		return 0;
+	return -1;
+}
+
+/*
+ * A real PCI peer: the other BAR device's function imports through the
+ * host bridge.  With P2PDMA the kernel's verdict on that bridge is the
+ * outcome (refused in QEMU unless the CPU model is AMD Zen); without it,
+ * the policy alone.
+ */
+TEST_F(imp, p2p_policy_peer_function_across_the_host_bridge)
+{
+	int routed = !!(self->q.features & PEERDIRECT_FEAT_P2PDMA), allowed, ret;
+	struct pdti_device peer;
+
+	if (self->q.backend != PEERDIRECT_BACKEND_PCI_BAR)
+		SKIP(return, "the simulated backend has no peer-to-peer policy");
+	if (pd_pci_function("peerdirect1", &peer))
+		SKIP(return, "no second BAR device to import with");
+	allowed = peer.bus == 0 ? host_bridge_allows_p2p() : -1;
+	ASSERT_EQ(0, set_p2p_policy(0));
+	ret = import_as(_metadata, self, &peer);
+	if (!routed) {
+		EXPECT_EQ(0, ret);
+	} else if (allowed >= 0) {
+		EXPECT_EQ(allowed ? 0 : -EOPNOTSUPP, ret);
+	} else {
+		EXPECT_TRUE(ret == 0 || ret == -EOPNOTSUPP) TH_LOG("%s", strerror(-ret));
+	}
+	TH_LOG("P2PDMA %s, peer %02x:%02x.%x: %s", routed ? "routes" : "absent", peer.bus,
+	       peer.devfn >> 3, peer.devfn & 7, ret ? strerror(-ret) : "mapped");
+	ASSERT_EQ(0, set_p2p_policy(1));
+	ret = import_as(_metadata, self, &peer);
+	if (!routed) {
+		EXPECT_EQ(-EOPNOTSUPP, ret);
+	} else if (allowed >= 0) {
+		EXPECT_EQ(allowed ? 0 : -EOPNOTSUPP, ret);
+	}
+	ASSERT_EQ(0, set_p2p_policy(0));
 }
 
 TEST_F(imp, importer_writes_are_seen_by_cpu_after_sync)
 {
-	int t = open(PD_IMPORTER, O_RDWR);
+	int t = pdti_open("peerdirect0");
 	unsigned char *buf = malloc(4096);
 
 	ASSERT_LE(0, t);

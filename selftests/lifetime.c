@@ -73,7 +73,7 @@ TEST_F(lt, importer_outlives_owner)
 	int fd = pd_open(PD_DEV0);
 	int64_t h = pd_alloc(fd, self->q.page_size);
 	int d = pd_export(fd, h, 0, self->q.page_size);
-	int imp = open(PD_IMPORTER, O_RDWR);
+	int imp = pdti_open("peerdirect0");
 
 	ASSERT_LE(0, d);
 	ASSERT_LE(0, imp);

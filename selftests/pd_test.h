@@ -145,6 +145,62 @@ static inline int pdti_kernel_facts(void)
 	return ret;
 }
 
+/*
+ * The PCI function a device node sits on (a BAR device), for the test
+ * importer to attach with: 0, or -1 for a device with no PCI parent.
+ */
+static inline int pd_pci_function(const char *pdname, struct pdti_device *d)
+{
+	char path[96], link[256];
+	unsigned int dom, bus, slot, fn;
+	const char *base;
+	ssize_t n;
+
+	snprintf(path, sizeof(path), "/sys/class/misc/%s/device", pdname);
+	n = readlink(path, link, sizeof(link) - 1);
+	if (n < 0)
+		return -1;
+	link[n] = 0;
+	base = strrchr(link, '/');
+	base = base ? base + 1 : link;
+	if (sscanf(base, "%x:%x:%x.%x", &dom, &bus, &slot, &fn) != 4)
+		return -1;
+	memset(d, 0, sizeof(*d));
+	d->domain = (int)dom;
+	d->bus = bus;
+	d->devfn = (slot << 3) | fn;
+	return 0;
+}
+
+/* The test importer, attaching as @d (NULL: its own misc device); or -errno. */
+static inline int pdti_open_as(const struct pdti_device *d)
+{
+	int t = open(PD_IMPORTER, O_RDWR | O_CLOEXEC);
+
+	if (t < 0)
+		return -errno;
+	if (d && ioctl(t, PDTI_IOCTL_DEVICE, d)) {
+		int err = errno;
+
+		close(t);
+		return -err;
+	}
+	return t;
+}
+
+/*
+ * The test importer for exports of @pdname: a BAR device's exports are
+ * imported by the BAR's own PCI function, the one client every P2PDMA
+ * kernel gives a path (bus addresses, not leaving the device); other
+ * devices' by the importer's misc device.
+ */
+static inline int pdti_open(const char *pdname)
+{
+	struct pdti_device d;
+
+	return pdti_open_as(pd_pci_function(pdname, &d) ? NULL : &d);
+}
+
 static inline int pdti_status(int imp, struct pdti_status *st)
 {
 	return ioctl(imp, PDTI_IOCTL_STATUS, st) ? -errno : 0;

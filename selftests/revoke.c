@@ -28,7 +28,7 @@ FIXTURE_TEARDOWN(rv)
 
 static int fixture_import(int dbuf, uint32_t flags)
 {
-	int imp = open(PD_IMPORTER, O_RDWR);
+	int imp = pdti_open("peerdirect0");
 
 	if (imp < 0 || pdti_import(imp, dbuf, flags, 0)) {
 		if (imp >= 0)
@@ -181,7 +181,7 @@ TEST_F(rv, dynamic_importer_unmaps_on_move_notify)
 TEST_F(rv, new_importers_are_refused_after_revoke)
 {
 	int d = pd_export(self->fd, self->h, 0, 4096);
-	int imp = open(PD_IMPORTER, O_RDWR);
+	int imp = pdti_open("peerdirect0");
 
 	ASSERT_LE(0, d);
 	ASSERT_LE(0, imp);

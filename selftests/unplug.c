@@ -79,7 +79,7 @@ int main(int argc, char **argv)
 	pd_sync(d, DMA_BUF_SYNC_START | DMA_BUF_SYNC_WRITE);
 	fill_lines(p);
 	pd_sync(d, DMA_BUF_SYNC_END | DMA_BUF_SYNC_WRITE);
-	imp = open(PD_IMPORTER, O_RDWR);
+	imp = pdti_open(strrchr(devpath, '/') + 1);
 	if (imp < 0 || pdti_import(imp, d, PDTI_PINNED, 0))
 		ksft_exit_fail_msg("test importer: %s\n", strerror(errno));
 

@@ -15,6 +15,7 @@
 #include <linux/iosys-map.h>
 #include <linux/miscdevice.h>
 #include <linux/module.h>
+#include <linux/pci.h>
 #include <linux/scatterlist.h>
 #include <linux/slab.h>
 #include <linux/uaccess.h>
@@ -26,6 +27,8 @@
 
 struct pdti {
 	struct mutex lock;	/* import/release; never taken in move_notify */
+	struct device *dev;	/* attaches with: the misc device or pci's */
+	struct pci_dev *pci;
 	struct dma_buf *dmabuf;
 	struct dma_buf_attachment *attach;
 	u32 flags;
@@ -81,7 +84,7 @@ static void pdti_vunmap(struct dma_buf *dmabuf, struct iosys_map *map)
 /* Every DMA page must be the page the exporter's vmap shows at that offset. */
 static void pdti_check_sgt(struct pdti *t, const struct iosys_map *map)
 {
-	struct device *dev = pdti_misc.this_device;
+	struct device *dev = t->dev;
 	const void *base = map->is_iomem ? (const void __force *)map->vaddr_iomem : map->vaddr;
 	struct scatterlist *sg;
 	u64 off = 0;
@@ -152,7 +155,7 @@ static void pdti_release_import(struct pdti *t)
 
 static int pdti_import(struct pdti *t, struct pdti_import __user *uarg)
 {
-	struct device *dev = pdti_misc.this_device;
+	struct device *dev = t->dev;
 	struct pdti_import imp;
 	struct iosys_map map;
 	int ret;
@@ -210,7 +213,7 @@ err:
 /* Reads through the importer's DMA addresses, not through the exporter. */
 static int pdti_read(struct pdti *t, struct pdti_read __user *uarg)
 {
-	struct device *dev = pdti_misc.this_device;
+	struct device *dev = t->dev;
 	struct scatterlist *sg;
 	struct pdti_read rd;
 	u64 pos = 0, done = 0;
@@ -268,11 +271,39 @@ static int pdti_kernel_facts(struct pdti_kernel __user *uarg)
 {
 	struct pdti_kernel k = { 0 };
 
+	if (IS_ENABLED(CONFIG_PCI_P2PDMA))
+		k.facts |= PDTI_K_P2PDMA;
 	/* From the probes in Kbuild. */
 #ifdef PDTI_GEM_IMPORT_NO_MAP
 	k.facts |= PDTI_K_GEM_IMPORT_NO_MAP;
 #endif
 	return copy_to_user(uarg, &k, sizeof(k)) ? -EFAULT : 0;
+}
+
+/*
+ * Borrow a PCI function's struct device for DMA.  Test-only: its driver (if
+ * any) does not know; the import only maps and reads through it.
+ */
+static int pdti_set_device(struct pdti *t, struct pdti_device __user *uarg)
+{
+	struct pci_dev *pci = NULL;
+	struct pdti_device d;
+
+	if (copy_from_user(&d, uarg, sizeof(d)))
+		return -EFAULT;
+	if (d.pad || (d.domain >= 0 && (d.bus > 0xff || d.devfn > 0xff)))
+		return -EINVAL;
+	if (t->dmabuf)
+		return -EBUSY;
+	if (d.domain >= 0) {
+		pci = pci_get_domain_bus_and_slot(d.domain, d.bus, d.devfn);
+		if (!pci)
+			return -ENODEV;
+	}
+	pci_dev_put(t->pci);
+	t->pci = pci;
+	t->dev = pci ? &pci->dev : pdti_misc.this_device;
+	return 0;
 }
 
 static long pdti_ioctl(struct file *filp, unsigned int cmd, unsigned long arg)
@@ -308,6 +339,9 @@ static long pdti_ioctl(struct file *filp, unsigned int cmd, unsigned long arg)
 		t->st.remap_error = ret;
 		dma_resv_unlock(t->dmabuf->resv);
 		break;
+	case PDTI_IOCTL_DEVICE:
+		ret = pdti_set_device(t, uarg);
+		break;
 	case PDTI_IOCTL_KERNEL:
 		ret = pdti_kernel_facts(uarg);
 		break;
@@ -329,6 +363,7 @@ static int pdti_open(struct inode *inode, struct file *filp)
 	if (!t)
 		return -ENOMEM;
 	mutex_init(&t->lock);
+	t->dev = pdti_misc.this_device;
 	filp->private_data = t;
 	return 0;
 }
@@ -338,6 +373,7 @@ static int pdti_release(struct inode *inode, struct file *filp)
 	struct pdti *t = filp->private_data;
 
 	pdti_release_import(t);
+	pci_dev_put(t->pci);
 	mutex_destroy(&t->lock);
 	kfree(t);
 	return 0;

@@ -24,7 +24,7 @@
 struct pdti_import {
 	__s32 fd;
 	__u32 flags;
-	__u32 max_seg;		/* importer's max segment size; 0 = 64 KiB */
+	__u32 max_seg;		/* the device's max segment size; 0 = 64 KiB */
 	__u32 pad;
 };
 
@@ -51,9 +51,22 @@ struct pdti_read {
  * from probes of its headers, so the selftests assert each kernel's contract.
  */
 #define PDTI_K_GEM_IMPORT_NO_MAP	0x1U	/* DRM shmem PRIME import only attaches */
+#define PDTI_K_P2PDMA			0x2U	/* CONFIG_PCI_P2PDMA */
 
 struct pdti_kernel {
 	__u32 facts;		/* PDTI_K_* */
+	__u32 pad;
+};
+
+/*
+ * The device the next imports attach with: a PCI function (to give the
+ * kernel's P2PDMA routing a real client), or domain -1 for the importer's
+ * own misc device, which is no PCI device (the default).
+ */
+struct pdti_device {
+	__s32 domain;
+	__u32 bus;
+	__u32 devfn;
 	__u32 pad;
 };
 
@@ -63,5 +76,6 @@ struct pdti_kernel {
 #define PDTI_IOCTL_REMAP	_IO('T', 4)
 #define PDTI_IOCTL_RELEASE	_IO('T', 5)
 #define PDTI_IOCTL_KERNEL	_IOR('T', 6, struct pdti_kernel)
+#define PDTI_IOCTL_DEVICE	_IOW('T', 7, struct pdti_device)
 
 #endif

@@ -20,7 +20,7 @@
 #include <linux/types.h>
 
 #define PEERDIRECT_ABI_MAJOR	1
-#define PEERDIRECT_ABI_MINOR	0
+#define PEERDIRECT_ABI_MINOR	1
 
 /* Feature bits reported by PEERDIRECT_IOCTL_QUERY. */
 #define PEERDIRECT_FEAT_EXPORT		0x01ULL	/* dma-buf export */
@@ -30,6 +30,12 @@
 #define PEERDIRECT_FEAT_EVENTS		0x10ULL	/* revocation events */
 #define PEERDIRECT_FEAT_PAGELESS	0x20ULL	/* sg entries carry no pages */
 #define PEERDIRECT_FEAT_P2P_REQUIRED	0x40ULL	/* importers need peer2peer */
+/*
+ * Minor 1.  P2PDMA: importers are mapped by the kernel's PCI P2PDMA routing
+ * (bus address, host bridge, or refused at import); without it a PCI BAR is
+ * mapped with dma_map_resource() whatever the topology.
+ */
+#define PEERDIRECT_FEAT_P2PDMA		0x80ULL
 
 /* Backends (device kinds). */
 #define PEERDIRECT_BACKEND_SIM		1	/* RAM pages standing in for HBM */
