@@ -48,6 +48,46 @@ module_param(p2p_policy, uint, 0644);
 MODULE_PARM_DESC(p2p_policy,
 		 "0: importers must ask for peer2peer, and where the kernel has P2PDMA have a path (default); 1: a P2PDMA path is required even without P2PDMA (then every importer is refused)");
 
+/*
+ * The 7.1 revoke contract (dma_buf_attach_revocable()): an importer without
+ * invalidate_mappings, i.e. pinned for good (EFA's dma-buf MRs until they
+ * adopt the revocable registration), may keep DMA addresses of the BAR for
+ * an unbounded time after a revoke, a reset or device removal.  The BAR
+ * refuses such importers at attach unless the administrator accepts them,
+ * in which case revocation waits boundedly and quarantines, as on kernels
+ * that cannot tell.
+ */
+#ifdef PD_HAVE_DMA_BUF_ATTACH_REVOCABLE
+static bool require_revocable = true;
+#else
+static bool require_revocable;
+#endif
+
+static int pd_set_require_revocable(const char *val, const struct kernel_param *kp)
+{
+	bool on;
+	int ret = kstrtobool(val, &on);
+
+	if (ret)
+		return ret;
+#ifndef PD_HAVE_DMA_BUF_ATTACH_REVOCABLE
+	if (on) {
+		pr_err_ratelimited("peerdirect: require_revocable needs dma_buf_attach_revocable() (Linux 7.1)\n");
+		return -EINVAL;
+	}
+#endif
+	WRITE_ONCE(require_revocable, on);
+	return 0;
+}
+
+static const struct kernel_param_ops pd_require_revocable_ops = {
+	.set = pd_set_require_revocable,
+	.get = param_get_bool,
+};
+module_param_cb(require_revocable, &pd_require_revocable_ops, &require_revocable, 0644);
+MODULE_PARM_DESC(require_revocable,
+		 "Refuse importers of BAR memory that cannot be revoked (pinned without invalidate_mappings); default and only possible on kernels with dma_buf_attach_revocable() (7.1)");
+
 #define PD_BAR_INDEX	2
 
 struct pd_bar {
@@ -106,7 +146,20 @@ static int pd_bar_attach(struct pd_device *pdev, struct dma_buf_attachment *atta
 				     " (p2p_policy=1, and this kernel has no P2PDMA)");
 		return -EOPNOTSUPP;
 	}
+#ifdef PD_HAVE_DMA_BUF_ATTACH_REVOCABLE
+	if (READ_ONCE(require_revocable) && !dma_buf_attach_revocable(attach)) {
+		dev_warn_ratelimited(&bar->pci->dev,
+				     "refusing importer %s: it cannot be revoked (pinned without invalidate_mappings); require_revocable=0 accepts it\n",
+				     dev_name(attach->dev));
+		return -EOPNOTSUPP;
+	}
+#endif
 	return 0;
+}
+
+static u64 pd_bar_dyn_features(struct pd_device *pdev)
+{
+	return READ_ONCE(require_revocable) ? PEERDIRECT_FEAT_REVOCABLE_ONLY : 0;
 }
 
 /* The importer's segment limit, page aligned so no entry reaches 4 GiB. */
@@ -357,6 +410,7 @@ static const struct pd_backend_ops pd_bar_ops = {
 	.kind = PEERDIRECT_BACKEND_PCI_BAR,
 	.features = PEERDIRECT_FEAT_PAGELESS | PEERDIRECT_FEAT_P2P_REQUIRED |
 		    (IS_ENABLED(CONFIG_PCI_P2PDMA) ? PEERDIRECT_FEAT_P2PDMA : 0),
+	.dyn_features = pd_bar_dyn_features,
 	.attach = pd_bar_attach,
 	.map = pd_bar_map,
 	.unmap = pd_bar_unmap,

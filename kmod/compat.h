@@ -20,6 +20,18 @@
 #define PD_IMPORTER_INVALIDATE		move_notify
 #endif
 
+/*
+ * The 7.1 revoke contract: dma_buf_attach_revocable() tells importers that
+ * unmap within bounded time after invalidate_mappings() from those that
+ * may not (pinned without the op).  The same series dropped
+ * CONFIG_DMABUF_MOVE_NOTIFY: dynamic importers always get notified.
+ */
+#if IS_ENABLED(CONFIG_DMABUF_MOVE_NOTIFY) || defined(PD_HAVE_DMA_BUF_ATTACH_REVOCABLE)
+#define PD_MOVE_NOTIFY			1
+#else
+#define PD_MOVE_NOTIFY			0
+#endif
+
 /* vm_flags became read-only behind accessors in 6.3. */
 #ifdef PD_HAVE_VM_FLAGS_SET
 #define pd_vm_flags_set(vma, flags)	vm_flags_set(vma, flags)

@@ -9,6 +9,7 @@
 #include <linux/file.h>
 #include <linux/fs.h>
 #include <linux/uaccess.h>
+#include "compat.h"
 #include "peerdirect.h"
 
 /* The first published size of each argument struct: never changes. */
@@ -61,7 +62,9 @@ static int pd_ioctl_query(struct pd_file *file, void __user *uarg)
 	q.features = PEERDIRECT_FEAT_EXPORT | PEERDIRECT_FEAT_PIN |
 		     PEERDIRECT_FEAT_CPU_MMAP | PEERDIRECT_FEAT_EVENTS |
 		     pdev->ops->features;
-	if (IS_ENABLED(CONFIG_DMABUF_MOVE_NOTIFY))
+	if (pdev->ops->dyn_features)
+		q.features |= pdev->ops->dyn_features(pdev);
+	if (PD_MOVE_NOTIFY)
 		q.features |= PEERDIRECT_FEAT_MOVE_NOTIFY;
 	q.backend = pdev->ops->kind;
 	q.index = pdev->index;

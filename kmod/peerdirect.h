@@ -41,6 +41,8 @@ struct pd_backend_ops {
 	const char *name;
 	u32 kind;		/* PEERDIRECT_BACKEND_* */
 	u64 features;		/* extra PEERDIRECT_FEAT_* bits */
+	/* Bits that follow run-time settings; may be NULL. */
+	u64 (*dyn_features)(struct pd_device *pdev);
 	/* Refuse importers the backend cannot serve (peer-to-peer policy). */
 	int (*attach)(struct pd_device *pdev, struct dma_buf_attachment *attach);
 	struct sg_table *(*map)(struct pd_device *pdev,

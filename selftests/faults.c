@@ -58,6 +58,7 @@ static int clean_errno(int e)
 struct state {
 	int fd, d, imp;
 	const struct pdti_device *pci;	/* the importer's device, or NULL */
+	uint32_t pinned;		/* pd_pinned_flags() */
 	int64_t h;
 	uint64_t page;
 };
@@ -81,7 +82,7 @@ static int run_step(struct state *st, enum step s)
 		st->imp = pdti_open_as(st->pci);
 		if (st->imp < 0)
 			return -st->imp;
-		ret = pdti_import(st->imp, st->d, PDTI_PINNED | PDTI_NO_VERIFY, 0);
+		ret = pdti_import(st->imp, st->d, st->pinned | PDTI_NO_VERIFY, 0);
 		return -ret;
 	case S_REVOKE:
 		return -pd_revoke(st->fd, PEERDIRECT_REVOKE_ALLOC, st->h, 0, NULL);
@@ -143,7 +144,8 @@ TEST_F(faults, every_allocation_failure_is_clean)
 		for (nth = 1; nth < 200; nth++) {
 			struct state st = { .fd = -1, .d = -1, .imp = -1, .h = -1,
 					    .page = self->q.page_size,
-					    .pci = self->has_pci ? &self->pci : NULL };
+					    .pci = self->has_pci ? &self->pci : NULL,
+					    .pinned = pd_pinned_flags(&self->q) };
 			struct peerdirect_query q;
 			int i, err = 0, left, check;
 

@@ -109,7 +109,7 @@ TEST_F(imp, pinned_import_matches_exporter_pages)
 	unsigned char *buf = malloc(self->len);
 
 	ASSERT_LE(0, t);
-	ASSERT_EQ(0, pdti_import(t, self->d, PDTI_PINNED, 0));
+	ASSERT_EQ(0, pdti_import(t, self->d, pd_pinned_flags(&self->q), 0));
 	ASSERT_EQ(0, pdti_status(t, &st));
 	EXPECT_EQ(0, st.sg_error);
 	EXPECT_EQ(self->len / 4096, st.sg_checked);
@@ -157,7 +157,7 @@ TEST_F(imp, sub_range_import_reads_the_right_bytes)
 
 	ASSERT_LE(0, sub);
 	ASSERT_LE(0, t);
-	ASSERT_EQ(0, pdti_import(t, sub, PDTI_PINNED, 0));
+	ASSERT_EQ(0, pdti_import(t, sub, pd_pinned_flags(&self->q), 0));
 	ASSERT_EQ(0, pdti_status(t, &st));
 	EXPECT_EQ(0, st.sg_error);
 	EXPECT_EQ(2 * ps, st.size);
@@ -178,20 +178,16 @@ TEST_F(imp, peer2peer_policy_follows_the_backend)
 	if (self->q.backend == PEERDIRECT_BACKEND_SIM) {
 		EXPECT_EQ(0, pdti_import(t, self->d, PDTI_PINNED | PDTI_NO_P2P, 0));
 	} else {
-		EXPECT_EQ(-EOPNOTSUPP, pdti_import(t, self->d, PDTI_PINNED | PDTI_NO_P2P, 0));
-		EXPECT_EQ(0, pdti_import(t, self->d, PDTI_PINNED, 0));
+		EXPECT_EQ(-EOPNOTSUPP, pdti_import(t, self->d,
+						   pd_pinned_flags(&self->q) | PDTI_NO_P2P, 0));
+		EXPECT_EQ(0, pdti_import(t, self->d, pd_pinned_flags(&self->q), 0));
 	}
 	close(t);
 }
 
 static int set_p2p_policy(int v)
 {
-	int f = open("/sys/module/peerdirect/parameters/p2p_policy", O_WRONLY);
-	int ok = f >= 0 && dprintf(f, "%d", v) > 0;
-
-	if (f >= 0)
-		close(f);
-	return ok ? 0 : -1;
+	return pd_param_write("p2p_policy", v ? "1" : "0");
 }
 
 /*

@@ -132,6 +132,34 @@ static inline int pdti_import(int imp, int dbuf, uint32_t flags, uint32_t max_se
 	return ioctl(imp, PDTI_IOCTL_IMPORT, &a) ? -errno : 0;
 }
 
+/* Writes a peerdirect module parameter; 0 or -errno. */
+static inline int pd_param_write(const char *name, const char *val)
+{
+	char path[96];
+	int f, ret = 0;
+
+	snprintf(path, sizeof(path), "/sys/module/peerdirect/parameters/%s", name);
+	f = open(path, O_WRONLY | O_CLOEXEC);
+	if (f < 0)
+		return -errno;
+	if (write(f, val, strlen(val)) < 0)
+		ret = -errno;
+	close(f);
+	return ret;
+}
+
+/*
+ * The flags of "a pinned importer" that the device accepts: where it
+ * refuses importers that cannot be revoked (7.1 contract on a BAR), the
+ * revocable pinned kind, as RDMA's revocable registration imports.
+ */
+static inline uint32_t pd_pinned_flags(const struct peerdirect_query *q)
+{
+	if (q->features & PEERDIRECT_FEAT_REVOCABLE_ONLY)
+		return PDTI_PINNED | PDTI_REVOCABLE;
+	return PDTI_PINNED;
+}
+
 /* PDTI_K_* facts of the running kernel, from the test importer; or -errno. */
 static inline int pdti_kernel_facts(void)
 {

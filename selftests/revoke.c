@@ -9,6 +9,7 @@ FIXTURE(rv) {
 	struct peerdirect_query q;
 	int64_t h;
 	size_t len;
+	bool restore_require_revocable;
 };
 
 FIXTURE_SETUP(rv)
@@ -23,7 +24,27 @@ FIXTURE_SETUP(rv)
 
 FIXTURE_TEARDOWN(rv)
 {
+	if (self->restore_require_revocable)
+		pd_param_write("require_revocable", "1");
 	close(self->fd);
+}
+
+/*
+ * The administrator accepts importers that cannot be revoked (a BAR under
+ * the 7.1 contract refuses them by default); restored in teardown.
+ */
+static int accept_unrevocable(FIXTURE_DATA(rv) *self)
+{
+	if (!(self->q.features & PEERDIRECT_FEAT_REVOCABLE_ONLY))
+		return 0;
+	self->restore_require_revocable = true;
+	return pd_param_write("require_revocable", "0");
+}
+
+/* A legacy pinned importer hears of a revoke only where it has the op. */
+static int legacy_pinned_notified(void)
+{
+	return !(pdti_kernel_facts() & PDTI_K_REVOCABLE_CONTRACT);
 }
 
 static int fixture_import(int dbuf, uint32_t flags)
@@ -215,13 +236,14 @@ TEST_F(rv, pinned_importer_keeps_memory_quarantined)
 	ASSERT_NE(MAP_FAILED, p);
 	pd_fill(p, 4096, 77);
 	munmap(p, 4096);
+	ASSERT_EQ(0, accept_unrevocable(self));
 	imp = fixture_import(d, PDTI_PINNED);
 	ASSERT_LE(0, imp);
 	close(d);
 
 	ASSERT_EQ(0, pd_free(self->fd, h));	/* revokes, reason FREE */
 	ASSERT_EQ(0, pdti_status(imp, &st));
-	EXPECT_EQ(1, st.move_notify);
+	EXPECT_EQ(legacy_pinned_notified(), st.move_notify);
 	EXPECT_EQ(1, st.mapped);
 	EXPECT_EQ(1, st.pinned);
 	EXPECT_LE(len, pd_debugfs_value("peerdirect0", "quarantined"));
@@ -253,12 +275,110 @@ TEST_F(rv, revoke_reports_pinned_importers_pending)
 	int imp;
 
 	ASSERT_LE(0, d);
+	ASSERT_EQ(0, accept_unrevocable(self));
 	imp = fixture_import(d, PDTI_PINNED);
 	ASSERT_LE(0, imp);
 	ASSERT_EQ(0, pd_revoke(self->fd, PEERDIRECT_REVOKE_ALLOC, self->h, 0, &r));
 	EXPECT_EQ(1, r.revoked);
 	EXPECT_EQ(1, r.pending);
 	EXPECT_EQ(before + 1, pd_debugfs_value("peerdirect0", "revoke_timeouts"));
+	close(imp);
+	close(d);
+}
+
+/*
+ * A revocable pinned importer (RDMA's revocable registration) unmaps and
+ * unpins inside invalidate_mappings, so a revoke completes: nothing
+ * pending, nothing counted as a timeout, and the memory back in the pool
+ * at free even though the importer still holds the dma-buf.
+ */
+TEST_F(rv, revocable_pinned_importer_lets_go)
+{
+	long long before = pd_debugfs_value("peerdirect0", "revoke_timeouts");
+	struct peerdirect_revoke r;
+	struct peerdirect_query q;
+	struct pdti_status st;
+	int d, imp, a, p, m;
+	char state[32];
+	__u64 id = 0;
+
+	d = pd_export_id(self->fd, self->h, 0, self->len, PEERDIRECT_EXPORT_RDWR, &id);
+	ASSERT_LE(0, d);
+	imp = fixture_import(d, PDTI_PINNED | PDTI_REVOCABLE);
+	ASSERT_LE(0, imp);
+	ASSERT_EQ(0, pdti_status(imp, &st));
+	EXPECT_EQ(1, st.pinned);
+	EXPECT_EQ(1, st.mapped);
+
+	ASSERT_EQ(0, pd_revoke(self->fd, PEERDIRECT_REVOKE_ALLOC, self->h, 0, &r));
+	EXPECT_EQ(1, r.revoked);
+	EXPECT_EQ(0, r.pending);
+	EXPECT_EQ(before, pd_debugfs_value("peerdirect0", "revoke_timeouts"));
+	ASSERT_EQ(0, pdti_status(imp, &st));
+	EXPECT_EQ(1, st.move_notify);
+	EXPECT_EQ(0, st.mapped);
+	EXPECT_EQ(0, st.pinned);
+	EXPECT_EQ(1, st.revoked);
+	EXPECT_EQ(-1, ioctl(imp, PDTI_IOCTL_REMAP));
+	EXPECT_EQ(ENODEV, errno);
+	/* the exporter agrees: still attached, nothing pinned or mapped */
+	ASSERT_EQ(1, pd_debugfs_export("peerdirect0", id, &a, &p, &m, state, sizeof(state)));
+	EXPECT_EQ(1, a);
+	EXPECT_EQ(0, p);
+	EXPECT_EQ(0, m);
+	EXPECT_STREQ("revoke", state);
+
+	/* the memory returns once the importer drops the dma-buf */
+	close(d);
+	ASSERT_EQ(0, pd_free(self->fd, self->h));
+	ASSERT_EQ(0, pd_query(self->fd, &q));
+	EXPECT_EQ(self->q.mem_size - self->len, q.mem_free);
+	close(imp);
+	ASSERT_EQ(0, pd_query(self->fd, &q));
+	EXPECT_EQ(self->q.mem_size, q.mem_free);
+}
+
+/*
+ * Under the 7.1 contract a BAR refuses, at import, importers that cannot
+ * be revoked, unless the administrator accepts them; where the kernel
+ * cannot tell (before 7.1) the setting is refused.  Simulated memory is
+ * RAM that quarantine keeps safe: every importer is accepted there.
+ */
+TEST_F(rv, unrevocable_importers_follow_require_revocable)
+{
+	int contract = !!(pdti_kernel_facts() & PDTI_K_REVOCABLE_CONTRACT);
+	int bar = self->q.backend == PEERDIRECT_BACKEND_PCI_BAR;
+	int d = pd_export(self->fd, self->h, 0, self->len), imp;
+	struct peerdirect_query q;
+
+	ASSERT_LE(0, d);
+	EXPECT_EQ(contract && bar, !!(self->q.features & PEERDIRECT_FEAT_REVOCABLE_ONLY));
+	if (!contract) {
+		EXPECT_EQ(-EINVAL, pd_param_write("require_revocable", "1"));
+		EXPECT_EQ(0, pd_param_write("require_revocable", "0"));
+	}
+	imp = pdti_open("peerdirect0");
+	ASSERT_LE(0, imp);
+	EXPECT_EQ(contract && bar ? -EOPNOTSUPP : 0, pdti_import(imp, d, PDTI_PINNED, 0));
+	close(imp);
+	if (contract) {
+		self->restore_require_revocable = true;
+		ASSERT_EQ(0, pd_param_write("require_revocable", "0"));
+		ASSERT_EQ(0, pd_query(self->fd, &q));
+		EXPECT_EQ(0, q.features & PEERDIRECT_FEAT_REVOCABLE_ONLY);
+		imp = pdti_open("peerdirect0");
+		ASSERT_LE(0, imp);
+		EXPECT_EQ(0, pdti_import(imp, d, PDTI_PINNED, 0));
+		close(imp);
+	}
+	/* dynamic importers and revocable pinned ones are always welcome */
+	imp = pdti_open("peerdirect0");
+	ASSERT_LE(0, imp);
+	EXPECT_EQ(0, pdti_import(imp, d, PDTI_DYNAMIC, 0));
+	close(imp);
+	imp = pdti_open("peerdirect0");
+	ASSERT_LE(0, imp);
+	EXPECT_EQ(0, pdti_import(imp, d, PDTI_PINNED | PDTI_REVOCABLE, 0));
 	close(imp);
 	close(d);
 }

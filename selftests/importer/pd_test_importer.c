@@ -46,10 +46,16 @@ static void pdti_invalidate(struct dma_buf_attachment *attach)
 
 	dma_resv_assert_held(attach->dmabuf->resv);
 	t->st.move_notify++;
-	if ((t->flags & PDTI_DYNAMIC) && t->sgt) {
+	if ((t->flags & (PDTI_DYNAMIC | PDTI_REVOCABLE)) && t->sgt) {
 		dma_buf_unmap_attachment(attach, t->sgt, DMA_BIDIRECTIONAL);
 		t->sgt = NULL;
 		t->st.mapped = 0;
+	}
+	/* A revocable pinned importer stops for good: it never maps again. */
+	if ((t->flags & PDTI_REVOCABLE) && t->st.pinned) {
+		dma_buf_unpin(attach);
+		t->st.pinned = 0;
+		t->st.revoked = 1;
 	}
 }
 
@@ -62,6 +68,33 @@ static const struct dma_buf_attach_ops pdti_ops_nop2p = {
 	.allow_peer2peer = false,
 	.PD_IMPORTER_INVALIDATE = pdti_invalidate,
 };
+
+/*
+ * Pinned for good.  From 7.1 such an importer has no invalidate_mappings
+ * op; before, every dynamic importer needed one (dma_buf_dynamic_attach()
+ * refused importer ops without it), and RDMA's only recorded the call.
+ */
+#ifdef PD_HAVE_DMA_BUF_ATTACH_REVOCABLE
+static const struct dma_buf_attach_ops pdti_ops_pinned_p2p = {
+	.allow_peer2peer = true,
+};
+
+static const struct dma_buf_attach_ops pdti_ops_pinned_nop2p = {
+	.allow_peer2peer = false,
+};
+#else
+#define pdti_ops_pinned_p2p	pdti_ops_p2p
+#define pdti_ops_pinned_nop2p	pdti_ops_nop2p
+#endif
+
+static const struct dma_buf_attach_ops *pdti_attach_ops(u32 flags)
+{
+	bool p2p = !(flags & PDTI_NO_P2P);
+
+	if ((flags & PDTI_PINNED) && !(flags & PDTI_REVOCABLE))
+		return p2p ? &pdti_ops_pinned_p2p : &pdti_ops_pinned_nop2p;
+	return p2p ? &pdti_ops_p2p : &pdti_ops_nop2p;
+}
 
 static int pdti_vmap(struct dma_buf *dmabuf, struct iosys_map *map)
 {
@@ -121,6 +154,8 @@ static int pdti_map_locked(struct pdti *t)
 	int ret;
 
 	dma_resv_assert_held(t->dmabuf->resv);
+	if (t->st.revoked)
+		return -ENODEV;
 	if (t->flags & PDTI_PINNED && !t->st.pinned) {
 		ret = dma_buf_pin(t->attach);
 		if (ret)
@@ -163,8 +198,10 @@ static int pdti_import(struct pdti *t, struct pdti_import __user *uarg)
 	if (copy_from_user(&imp, uarg, sizeof(imp)))
 		return -EFAULT;
 	if (imp.pad ||
-	    imp.flags & ~(PDTI_PINNED | PDTI_DYNAMIC | PDTI_NO_P2P | PDTI_NO_VERIFY) ||
-	    !(imp.flags & (PDTI_PINNED | PDTI_DYNAMIC)))
+	    imp.flags & ~(PDTI_PINNED | PDTI_DYNAMIC | PDTI_NO_P2P | PDTI_NO_VERIFY |
+			  PDTI_REVOCABLE) ||
+	    !(imp.flags & (PDTI_PINNED | PDTI_DYNAMIC)) ||
+	    ((imp.flags & PDTI_REVOCABLE) && !(imp.flags & PDTI_PINNED)))
 		return -EINVAL;
 	if (t->dmabuf)
 		return -EBUSY;
@@ -179,8 +216,7 @@ static int pdti_import(struct pdti *t, struct pdti_import __user *uarg)
 	t->flags = imp.flags;
 	t->st.size = t->dmabuf->size;
 	t->attach = dma_buf_dynamic_attach(t->dmabuf, dev,
-					   imp.flags & PDTI_NO_P2P ?
-					   &pdti_ops_nop2p : &pdti_ops_p2p, t);
+					   pdti_attach_ops(imp.flags), t);
 	if (IS_ERR(t->attach)) {
 		ret = PTR_ERR(t->attach);
 		t->attach = NULL;
@@ -274,6 +310,9 @@ static int pdti_kernel_facts(struct pdti_kernel __user *uarg)
 	if (IS_ENABLED(CONFIG_PCI_P2PDMA))
 		k.facts |= PDTI_K_P2PDMA;
 	/* From the probes in Kbuild. */
+#ifdef PD_HAVE_DMA_BUF_ATTACH_REVOCABLE
+	k.facts |= PDTI_K_REVOCABLE_CONTRACT;
+#endif
 #ifdef PDTI_GEM_IMPORT_NO_MAP
 	k.facts |= PDTI_K_GEM_IMPORT_NO_MAP;
 #endif

@@ -12,6 +12,13 @@
 #include <linux/ioctl.h>
 #include <linux/types.h>
 
+/*
+ * PINNED alone is a pinned importer that cannot let go: from 7.1 it has no
+ * invalidate_mappings op (dma_buf_attach_revocable() is false), as
+ * ib_umem_dmabuf_get_pinned() imports; before, an op that only records, as
+ * RDMA's stub did.  PINNED | REVOCABLE unmaps and unpins inside the op, as
+ * RDMA's revocable pinned registration does.
+ */
 #define PDTI_PINNED	0x1U	/* pin + map, keep through move_notify */
 #define PDTI_DYNAMIC	0x2U	/* map; unmap inside move_notify */
 #define PDTI_NO_P2P	0x4U	/* do not set allow_peer2peer */
@@ -20,6 +27,7 @@
  * on any exporter failure, so fault-injection runs must not vmap.
  */
 #define PDTI_NO_VERIFY	0x8U
+#define PDTI_REVOCABLE	0x10U	/* with PINNED: unmap + unpin inside the op */
 
 struct pdti_import {
 	__s32 fd;
@@ -38,6 +46,8 @@ struct pdti_status {
 	__u32 sg_checked;	/* pages compared with the exporter's vmap */
 	__s32 sg_error;		/* 0, or -EIO on a mismatch / bad entry */
 	__s32 remap_error;	/* last PDTI_IOCTL_REMAP result */
+	__u32 revoked;		/* a REVOCABLE importer let go for good */
+	__u32 pad;
 };
 
 struct pdti_read {
@@ -52,6 +62,7 @@ struct pdti_read {
  */
 #define PDTI_K_GEM_IMPORT_NO_MAP	0x1U	/* DRM shmem PRIME import only attaches */
 #define PDTI_K_P2PDMA			0x2U	/* CONFIG_PCI_P2PDMA */
+#define PDTI_K_REVOCABLE_CONTRACT	0x4U	/* dma_buf_attach_revocable() (7.1) */
 
 struct pdti_kernel {
 	__u32 facts;		/* PDTI_K_* */

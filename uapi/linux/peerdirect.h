@@ -36,6 +36,12 @@
  * mapped with dma_map_resource() whatever the topology.
  */
 #define PEERDIRECT_FEAT_P2PDMA		0x80ULL
+/*
+ * Minor 1.  Importers that cannot be revoked within bounded time (pinned
+ * without invalidate_mappings: 7.1's dma_buf_attach_revocable() is false)
+ * are refused at import, as the kernel's revoke contract allows.
+ */
+#define PEERDIRECT_FEAT_REVOCABLE_ONLY	0x100ULL
 
 /* Backends (device kinds). */
 #define PEERDIRECT_BACKEND_SIM		1	/* RAM pages standing in for HBM */
