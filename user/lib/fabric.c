@@ -204,6 +204,8 @@ static int get_info(struct pd_fabric *fab, const struct settings *s)
 	return 0;
 }
 
+static void fabric_destroy(struct pd_fabric *fab);
+
 static int open_objects(struct pd_fabric *fab)
 {
 	struct fi_info *i = fab->info;
@@ -259,6 +261,7 @@ int pd_fabric_open(const struct pd_fabric_attr *attr, struct pd_fabric **out)
 	if (!fab)
 		return pd_error(-ENOMEM, "pd_fabric_open: out of memory");
 	pthread_mutex_init(&fab->lock, NULL);
+	fab->refs = 1;
 	ops.ctx = fab;
 	ret = get_info(fab, &s);
 	if (ret)
@@ -281,18 +284,48 @@ int pd_fabric_open(const struct pd_fabric_attr *attr, struct pd_fabric **out)
 	*out = fab;
 	return 0;
 fail:
-	pd_fabric_close(fab);
+	fabric_destroy(fab);
 	return ret;
 }
 
+/*
+ * The caller's handle goes; the endpoint closes now, so the provider
+ * touches no buffer afterwards and every unfinished request fails with
+ * -ECANCELED.  Registrations and requests the caller still holds stay
+ * valid for pd_mr_dereg, pd_test and pd_req_free; the last of them tears
+ * the rest down.
+ */
 void pd_fabric_close(struct pd_fabric *fab)
 {
 	if (!fab)
 		return;
-	/* The endpoint goes first so no completion can name a freed request. */
+	pthread_mutex_lock(&fab->lock);
+	if (!fab->closed) {
+		fab->closed = true;
+		if (fab->ep)
+			fi_close(&fab->ep->fid);
+		fab->ep = NULL;
+		pd_xfer_close_locked(fab);
+	}
+	pd_xfer_unlock_and_reap(fab);
+	pd_fabric_put(fab);
+}
+
+void pd_fabric_get(struct pd_fabric *fab)
+{
+	__atomic_add_fetch(&fab->refs, 1, __ATOMIC_RELAXED);
+}
+
+void pd_fabric_put(struct pd_fabric *fab)
+{
+	if (__atomic_sub_fetch(&fab->refs, 1, __ATOMIC_ACQ_REL) == 0)
+		fabric_destroy(fab);
+}
+
+static void fabric_destroy(struct pd_fabric *fab)
+{
 	if (fab->ep)
 		fi_close(&fab->ep->fid);
-	pd_xfer_cleanup(fab);
 	if (fab->cq)
 		fi_close(&fab->cq->fid);
 	if (fab->av)

@@ -55,8 +55,14 @@ struct pd_fabric {
 	size_t bounce_recv_used, bounce_send_used;
 	struct pd_req *pending;		/* requests with chunks left to post */
 	struct pd_req *live;		/* every request not yet freed */
+	struct pd_req *dead;		/* destroyed, to release outside the lock */
+	bool closed;			/* pd_fabric_close ran: no endpoint */
 	struct pd_device *devs[PD_MAX_DEVICES];
 	unsigned int ndevs;
+
+	/* One for the caller until pd_fabric_close, one per live pd_mr and
+	 * per live request: the last one tears the fabric down. */
+	unsigned int refs;
 };
 
 /* What the cache stores per registration (its opaque handle). */
@@ -98,7 +104,13 @@ int pd_fabric_bounce_pool(struct pd_fabric *fab, struct pd_bounce_pool **out);
 bool pd_provider_copies_with_cpu(const char *provider);
 bool pd_provider_pins_cpu_maps(const char *provider);
 
-/* xfer.c */
-void pd_xfer_cleanup(struct pd_fabric *fab);
+/* A reference for a pd_mr or a request; the last put destroys the fabric. */
+void pd_fabric_get(struct pd_fabric *fab);
+void pd_fabric_put(struct pd_fabric *fab);
+
+/* xfer.c: under fab->lock at close; fails every live request. */
+void pd_xfer_close_locked(struct pd_fabric *fab);
+/* Drops fab->lock, then releases what destroyed requests held. */
+void pd_xfer_unlock_and_reap(struct pd_fabric *fab);
 
 #endif

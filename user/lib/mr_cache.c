@@ -478,6 +478,13 @@ void pd_mr_cache_put(struct pd_mr_cache *c, struct pd_mr_cache_entry *e)
 	}
 }
 
+void pd_mr_cache_hold(struct pd_mr_cache *c, struct pd_mr_cache_entry *e)
+{
+	pthread_mutex_lock(&c->lock);
+	e->refs++;
+	pthread_mutex_unlock(&c->lock);
+}
+
 int pd_mr_cache_set_limits(struct pd_mr_cache *c, size_t max_entries,
 			   size_t max_bytes)
 {

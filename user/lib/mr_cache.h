@@ -47,6 +47,9 @@ void pd_mr_cache_destroy(struct pd_mr_cache *c);
 int pd_mr_cache_get(struct pd_mr_cache *c, const struct pd_mr_key *key, int fd,
 		    struct pd_mr_cache_entry **out);
 void pd_mr_cache_put(struct pd_mr_cache *c, struct pd_mr_cache_entry *e);
+/* Another reference on an entry the caller already holds (a request on a
+ * registration): the entry stays registered until every holder put it. */
+void pd_mr_cache_hold(struct pd_mr_cache *c, struct pd_mr_cache_entry *e);
 
 /* 0 keeps a limit as it is; idle entries are evicted to fit. */
 int pd_mr_cache_set_limits(struct pd_mr_cache *c, size_t max_entries,

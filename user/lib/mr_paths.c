@@ -305,6 +305,7 @@ static int wrap(struct pd_fabric *fab, struct pd_mr_cache_entry *e, size_t delta
 		.io = r->iobase ? r->iobase + delta : NULL,
 		.rma_addr = r->rma_base + delta,
 	};
+	pd_fabric_get(fab);
 	*out = mr;
 	return 0;
 }
@@ -373,12 +374,18 @@ int pd_mr_reg_dmabuf(struct pd_fabric *fab, int fd, uint64_t offset,
 	return wrap(fab, e, 0, len, out);
 }
 
+/* Requests on mr hold the entry themselves: releasing the handle first is
+ * safe, the registration goes when the last of them is done. */
 void pd_mr_dereg(struct pd_mr *mr)
 {
+	struct pd_fabric *fab;
+
 	if (!mr)
 		return;
-	pd_mr_cache_put(mr->fab->cache, mr->entry);
+	fab = mr->fab;
+	pd_mr_cache_put(fab->cache, mr->entry);
 	free(mr);
+	pd_fabric_put(fab);
 }
 
 enum pd_path pd_mr_path(const struct pd_mr *mr)

@@ -39,10 +39,19 @@ struct pd_op {
 	bool inflight;
 };
 
+/*
+ * A request holds a reference on its fabric and on the cache entry of its
+ * registration (not on the caller's pd_mr handle), so the registration, its
+ * mapping and the staging pool stay alive until the provider has reported
+ * every posted operation, whatever the caller frees first.
+ */
 struct pd_req {
 	struct pd_fabric *fab;
 	enum req_kind kind;
-	struct pd_mr *mr;
+	struct pd_mr_cache_entry *entry;
+	struct pd_mr_reg *reg;
+	char *cpu, *io;			/* the caller's range start, CPU and I/O views */
+	enum pd_path path;
 	size_t off, len;
 	uint64_t peer, tag, raddr, rkey;
 	uint32_t nchunks, next, done, inflight;
@@ -53,7 +62,7 @@ struct pd_req {
 	int status;
 	bool freed, pending;
 	size_t bytes;
-	struct pd_req *pend_next, *live_prev, *live_next;
+	struct pd_req *pend_next, *live_prev, *live_next, *dead_next;
 	char msg[320];
 	struct pd_op ops[];
 };
@@ -72,7 +81,7 @@ static void fail_req(struct pd_req *r, int err, const char *msg)
 	r->status = err;
 	snprintf(r->msg, sizeof(r->msg), "%s of %zu bytes (tag 0x%llx, %s path): %s",
 		 kind_names[r->kind], r->len, (unsigned long long)r->tag,
-		 pd_path_name(r->mr->reg->path), msg);
+		 pd_path_name(r->path), msg);
 }
 
 static bool finished(const struct pd_req *r)
@@ -94,6 +103,8 @@ static void unlink_pending(struct pd_req *r)
 
 static void put_slot(struct pd_req *r, struct pd_op *op);
 
+/* The request leaves every list; its references are dropped by
+ * pd_xfer_unlock_and_reap, outside the lock (a last put deregisters). */
 static void destroy_locked(struct pd_req *r)
 {
 	struct pd_fabric *fab = r->fab;
@@ -108,7 +119,22 @@ static void destroy_locked(struct pd_req *r)
 		fab->live = r->live_next;
 	if (r->live_next)
 		r->live_next->live_prev = r->live_prev;
-	free(r);
+	r->dead_next = fab->dead;
+	fab->dead = r;
+}
+
+void pd_xfer_unlock_and_reap(struct pd_fabric *fab)
+{
+	struct pd_req *dead = fab->dead, *next;
+
+	fab->dead = NULL;
+	pthread_mutex_unlock(&fab->lock);
+	for (; dead; dead = next) {
+		next = dead->dead_next;
+		pd_mr_cache_put(fab->cache, dead->entry);
+		free(dead);
+		pd_fabric_put(fab);	/* may be the last reference: fab goes */
+	}
 }
 
 static size_t *slot_budget(struct pd_fabric *fab, enum req_kind kind, size_t *cap)
@@ -134,7 +160,7 @@ static void put_slot(struct pd_req *r, struct pd_op *op)
 static int post_chunk(struct pd_req *r, uint32_t i)
 {
 	struct pd_fabric *fab = r->fab;
-	struct pd_mr_reg *reg = r->mr->reg;
+	struct pd_mr_reg *reg = r->reg;
 	struct pd_op *op = &r->ops[i];
 	size_t coff = (size_t)i * fab->chunk, clen = chunk_len(r, i), cap, *used;
 	uint64_t wtag = r->tag | ((uint64_t)i << PD_TAG_BITS);
@@ -154,7 +180,7 @@ static int post_chunk(struct pd_req *r, uint32_t i)
 			(*used)++;
 			if (r->kind != REQ_RECV) {
 				ret = pd_dmabuf_copy_from(reg->fd, pd_bounce_slot_ptr(fab->bounce, op->slot),
-							  r->mr->cpu + r->off + coff, clen);
+							  r->cpu + coff, clen);
 				if (ret) {
 					put_slot(r, op);
 					return (int)ret;
@@ -164,7 +190,7 @@ static int post_chunk(struct pd_req *r, uint32_t i)
 		buf = pd_bounce_slot_ptr(fab->bounce, op->slot);
 		desc = pd_bounce_desc(fab->bounce);
 	} else {
-		buf = r->mr->io + r->off + coff;
+		buf = r->io + coff;
 		desc = reg->desc;
 	}
 	switch (r->kind) {
@@ -213,7 +239,7 @@ static void post_more(struct pd_req *r)
 {
 	int ret = 0;
 
-	while (!r->status && !r->freed && r->next < r->nchunks) {
+	while (!r->status && !r->freed && !r->fab->closed && r->next < r->nchunks) {
 		ret = post_chunk(r, r->next);
 		if (ret == -EAGAIN)
 			break;
@@ -239,9 +265,11 @@ static void complete_op(struct pd_op *op, size_t len, int err, const char *msg)
 	if (err) {
 		fail_req(r, err, msg);
 	} else {
-		if (r->kind == REQ_RECV && op->slot >= 0 && !r->status) {
-			ret = pd_dmabuf_copy_to(r->mr->reg->fd,
-						r->mr->cpu + r->off + (size_t)op->chunk * r->fab->chunk,
+		/* A freed request's buffer is the caller's again: a late
+		 * completion copies nothing into it. */
+		if (r->kind == REQ_RECV && op->slot >= 0 && !r->status && !r->freed) {
+			ret = pd_dmabuf_copy_to(r->reg->fd,
+						r->cpu + (size_t)op->chunk * r->fab->chunk,
 						pd_bounce_slot_ptr(r->fab->bounce, op->slot), len);
 			if (ret)
 				fail_req(r, ret, pd_last_error());
@@ -261,6 +289,8 @@ static int progress_locked(struct pd_fabric *fab)
 	ssize_t n;
 	int i, events = 0;
 
+	if (fab->closed)
+		return 0;
 	for (;;) {
 		n = fi_cq_read(fab->cq, ent, CQ_BURST);
 		if (n > 0) {
@@ -308,7 +338,7 @@ int pd_progress(struct pd_fabric *fab)
 		return pd_error(-EINVAL, "pd_progress: fabric is NULL");
 	pthread_mutex_lock(&fab->lock);
 	ret = progress_locked(fab);
-	pthread_mutex_unlock(&fab->lock);
+	pd_xfer_unlock_and_reap(fab);
 	return ret;
 }
 
@@ -353,19 +383,27 @@ static int start(struct pd_fabric *fab, enum req_kind kind, struct pd_mr *mr,
 	if (!r)
 		return pd_error(-ENOMEM, "%s: out of memory", fn);
 	*r = (struct pd_req) {
-		.fab = fab, .kind = kind, .mr = mr, .off = off, .len = len, .peer = peer,
+		.fab = fab, .kind = kind, .entry = mr->entry, .reg = mr->reg,
+		.cpu = mr->cpu ? mr->cpu + off : NULL, .io = mr->io ? mr->io + off : NULL,
+		.path = mr->reg->path, .off = off, .len = len, .peer = peer,
 		.tag = tag, .nchunks = (uint32_t)nchunks,
 		.raddr = rk ? rk->addr + roff : 0, .rkey = rk ? rk->key : 0,
 	};
 	for (i = 0; i < nchunks; i++)
 		r->ops[i].slot = -1;
+	pd_mr_cache_hold(fab->cache, mr->entry);
+	pd_fabric_get(fab);
 	pthread_mutex_lock(&fab->lock);
+	if (fab->closed)
+		fail_req(r, -ESHUTDOWN, "the fabric was closed");
 	r->live_next = fab->live;
 	if (fab->live)
 		fab->live->live_prev = r;
 	fab->live = r;
 	/* Behind older waiting requests, to keep their order. */
-	if (fab->pending) {
+	if (r->status) {
+		/* refused above */
+	} else if (fab->pending) {
 		enqueue_pending(r);
 		progress_locked(fab);
 	} else {
@@ -374,7 +412,7 @@ static int start(struct pd_fabric *fab, enum req_kind kind, struct pd_mr *mr,
 	if (r->status && r->inflight == 0) {
 		ret = pd_error(r->status, "%s", r->msg);
 		destroy_locked(r);
-		pthread_mutex_unlock(&fab->lock);
+		pd_xfer_unlock_and_reap(fab);
 		return ret;
 	}
 	pthread_mutex_unlock(&fab->lock);
@@ -425,9 +463,10 @@ int pd_test(struct pd_req *r, size_t *bytes)
 	if (ret < 0)
 		return ret;
 	/* Data that crossed a revoked dma-buf is not trusted. */
-	if (state && r->mr->reg->path != PD_PATH_HOST && fab->ndevs) {
+	if (state && r->path != PD_PATH_HOST && !fab->closed &&
+	    __atomic_load_n(&fab->ndevs, __ATOMIC_RELAXED)) {
 		pd_fabric_poll_events(fab);
-		ret = pd_mr_entry_check(r->mr->entry);
+		ret = pd_mr_entry_check(r->entry);
 		if (ret)
 			return ret;
 	}
@@ -497,12 +536,28 @@ void pd_req_free(struct pd_req *r)
 				fi_cancel(&fab->ep->fid, &r->ops[i].ctx);
 		}
 	}
-	pthread_mutex_unlock(&fab->lock);
+	pd_xfer_unlock_and_reap(fab);
 }
 
-void pd_xfer_cleanup(struct pd_fabric *fab)
+/* The endpoint is closed: nothing posted will complete.  Requests the
+ * caller freed go; the others fail and wait for pd_req_free. */
+void pd_xfer_close_locked(struct pd_fabric *fab)
 {
-	while (fab->live)
-		destroy_locked(fab->live);
-	fab->pending = NULL;
+	struct pd_req *r, *next;
+	uint32_t i;
+
+	for (r = fab->live; r; r = next) {
+		next = r->live_next;
+		for (i = 0; i < r->nchunks; i++) {
+			if (r->ops[i].inflight) {
+				r->ops[i].inflight = false;
+				r->inflight--;
+			}
+			put_slot(r, &r->ops[i]);
+		}
+		unlink_pending(r);
+		fail_req(r, -ECANCELED, "the fabric was closed before it completed");
+		if (r->freed)
+			destroy_locked(r);
+	}
 }

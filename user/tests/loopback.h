@@ -1,0 +1,76 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * In-process helpers: a fabric that sends to its own address over tcp, a
+ * memfd standing in for a dma-buf, a counting DMA_BUF_IOCTL_SYNC stand-in,
+ * and a bounded "wait until" that drives progress instead of sleeping.
+ */
+#ifndef PD_TEST_LOOPBACK_H
+#define PD_TEST_LOOPBACK_H
+
+#include <sys/mman.h>
+#include <sys/stat.h>
+
+#include <linux/dma-buf.h>
+#include <rdma/fi_endpoint.h>
+
+#include "peer_pair.h"
+#include "bounce_pool.h"
+#include "fabric.h"
+
+static inline int open_loopback(struct pd_fabric_attr *attr, struct pd_fabric **fab,
+				uint64_t *self_addr)
+{
+	char addr[512];
+	size_t len = sizeof(addr);
+
+	if (!attr->provider)
+		attr->provider = "tcp";
+	return pd_fabric_open(attr, fab) ?: pd_fabric_addr(*fab, addr, &len) ?:
+	       pd_fabric_insert(*fab, addr, len, self_addr);
+}
+
+/* A memfd of len bytes filled with seed's pattern (-1 on failure). */
+static inline int memfd_of(size_t len, uint64_t seed)
+{
+	int fd = memfd_create("pd-test-dmabuf", MFD_CLOEXEC);
+	char *p;
+
+	if (fd < 0 || ftruncate(fd, (off_t)len))
+		return -1;
+	p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (p == MAP_FAILED)
+		return -1;
+	fill(p, len, seed);
+	munmap(p, len);
+	return fd;
+}
+
+/* SYNC stand-in: counts brackets (a memfd answers ENOTTY). */
+static int sync_count_calls;
+
+static inline int counting_sync(int fd, uint64_t flags)
+{
+	(void)fd;
+	(void)flags;
+	__atomic_add_fetch(&sync_count_calls, 1, __ATOMIC_SEQ_CST);
+	return 0;
+}
+
+static inline struct pd_cache_stats cache_stats(struct pd_fabric *fab)
+{
+	struct pd_cache_stats st;
+
+	memset(&st, 0, sizeof(st));
+	pd_fabric_cache_stats(fab, &st);
+	return st;
+}
+
+/* Drives fab's progress until cond holds or ms pass; the condition's value. */
+#define PROGRESS_UNTIL(fab, ms, cond) ({				\
+	int64_t __end = mono_ms() + (ms);				\
+	while (!(cond) && mono_ms() < __end)				\
+		pd_progress(fab);					\
+	(cond);								\
+})
+
+#endif
