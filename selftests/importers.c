@@ -1,8 +1,12 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * Real importers: vgem (DRM PRIME, a static importer, third-party code) and
- * the test importer module (dynamic and pinned, as RDMA imports).
+ * the test importer module (dynamic and pinned, as RDMA imports); and a
+ * real third-party exporter, udmabuf, next to ours.
  */
+#define _GNU_SOURCE		/* memfd_create, file seals */
+#include <sys/stat.h>
+#include <linux/udmabuf.h>
 #include "kselftest_harness.h"
 #include "pd_test.h"
 
@@ -334,6 +338,199 @@ TEST_F(imp, importer_writes_are_seen_by_cpu_after_sync)
 	EXPECT_EQ(0, pd_check(buf, 4096, 99));
 	free(buf);
 	close(t);
+}
+
+/*
+ * udmabuf: a third-party exporter (memfd pages) on the same machine.  The
+ * test importer must import it as it imports ours (its checks are only
+ * worth something if they hold for someone else's exporter), and nothing
+ * the module does by export id, by device or by event may reach it.
+ */
+#define NO_UDMABUF "no /dev/udmabuf: kernel without CONFIG_UDMABUF (Debian's 6.1 configuration)"
+
+FIXTURE(foreign) {
+	int fd;			/* /dev/peerdirect0 */
+	int memfd, ubuf;	/* the memfd and its udmabuf */
+	unsigned char *mem;
+	size_t len;
+	struct stat st;		/* of the udmabuf */
+};
+
+FIXTURE_SETUP(foreign)
+{
+	struct udmabuf_create c = { .flags = UDMABUF_FLAGS_CLOEXEC };
+	int dev = open("/dev/udmabuf", O_RDWR | O_CLOEXEC);
+
+	self->fd = -1;
+	self->ubuf = -1;
+	self->memfd = -1;
+	self->mem = MAP_FAILED;
+	if (dev < 0)
+		SKIP(return, NO_UDMABUF);
+	self->len = 16 * 4096;
+	self->memfd = memfd_create("pd-foreign", MFD_ALLOW_SEALING | MFD_CLOEXEC);
+	ASSERT_LE(0, self->memfd);
+	ASSERT_EQ(0, ftruncate(self->memfd, self->len));
+	ASSERT_EQ(0, fcntl(self->memfd, F_ADD_SEALS, F_SEAL_SHRINK));
+	self->mem = mmap(NULL, self->len, PROT_READ | PROT_WRITE, MAP_SHARED, self->memfd, 0);
+	ASSERT_NE(MAP_FAILED, self->mem);
+	pd_fill(self->mem, self->len, 0xf00d);
+	c.memfd = self->memfd;
+	c.size = self->len;
+	self->ubuf = ioctl(dev, UDMABUF_CREATE, &c);
+	close(dev);
+	ASSERT_LE(0, self->ubuf) TH_LOG("UDMABUF_CREATE: %s", strerror(errno));
+	ASSERT_EQ(0, fstat(self->ubuf, &self->st));
+	self->fd = pd_open(PD_DEV0);
+	ASSERT_LE(0, self->fd);
+}
+
+FIXTURE_TEARDOWN(foreign)
+{
+	if (self->mem != MAP_FAILED)
+		munmap(self->mem, self->len);
+	if (self->ubuf >= 0)
+		close(self->ubuf);
+	if (self->memfd >= 0)
+		close(self->memfd);
+	if (self->fd >= 0)
+		close(self->fd);
+}
+
+/* "exp_name" of a dma-buf fd, from fdinfo: what tells exporters apart. */
+static int exporter_of(int fd, char *name, size_t len)
+{
+	char path[64], line[128];
+	FILE *f;
+	int found = -1;
+
+	snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", fd);
+	f = fopen(path, "r");
+	while (f && fgets(line, sizeof(line), f))
+		if (sscanf(line, "exp_name: %63s", name) == 1 && strlen(name) < len)
+			found = 0;
+	if (f)
+		fclose(f);
+	return found;
+}
+
+/* 1 if peerdirect0's debugfs export table has a dma-buf of inode @ino. */
+static int debugfs_lists_inode(unsigned long long ino)
+{
+	FILE *f = fopen("/sys/kernel/debug/peerdirect/peerdirect0/exports", "r");
+	unsigned long long id, inode;
+	char line[256];
+	int pid, found = 0;
+
+	while (f && fgets(line, sizeof(line), f))
+		if (sscanf(line, "%llu %d %llu", &id, &pid, &inode) == 3 && inode == ino)
+			found = 1;
+	if (f)
+		fclose(f);
+	return f ? found : -1;
+}
+
+TEST_F(foreign, test_importer_imports_udmabuf_like_ours)
+{
+	static const uint32_t kinds[] = { PDTI_DYNAMIC, PDTI_PINNED, PDTI_PINNED | PDTI_REVOCABLE };
+	unsigned char *buf = malloc(self->len);
+	struct pdti_status st;
+	unsigned int i;
+	int t;
+
+	if (self->ubuf < 0)	/* 6.1's harness runs the test after a SKIP in setup */
+		SKIP(free(buf); return, NO_UDMABUF);
+	ASSERT_NE(NULL, buf);
+	for (i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++) {
+		t = pdti_open_as(NULL);
+		ASSERT_LE(0, t);
+		ASSERT_EQ(0, pdti_import(t, self->ubuf, kinds[i], 0)) TH_LOG("kind %#x", kinds[i]);
+		ASSERT_EQ(0, pdti_status(t, &st));
+		EXPECT_EQ(0, st.sg_error);
+		EXPECT_EQ(self->len / 4096, st.sg_checked);
+		EXPECT_EQ(self->len, st.size);
+		EXPECT_LE(st.max_entry, 65536);
+		memset(buf, 0, self->len);
+		ASSERT_EQ(0, pdti_read(t, 0, buf, self->len));
+		EXPECT_EQ(0, pd_check(buf, self->len, 0xf00d));
+		EXPECT_EQ(0, st.move_notify);
+		close(t);
+	}
+	free(buf);
+}
+
+/*
+ * Export ids, device revocation and events only ever concern our own
+ * dma-bufs: a udmabuf's inode used as an export id is unknown, a reset
+ * does not notify its importer, and no event names it.
+ */
+TEST_F(foreign, module_apis_never_reach_a_foreign_dmabuf)
+{
+	struct peerdirect_revoke r = { .argsz = sizeof(r), .flags = PEERDIRECT_REVOKE_EXPORT };
+	unsigned char *buf = malloc(self->len);
+	struct peerdirect_event ev;
+	struct peerdirect_query q;
+	struct pdti_status st;
+	struct stat ours;
+	char name[64];
+	int t, d, events = 0;
+	__u64 id = 0;
+	int64_t h;
+
+	if (self->ubuf < 0)
+		SKIP(free(buf); return, NO_UDMABUF);
+	ASSERT_NE(NULL, buf);
+	ASSERT_EQ(0, pd_query(self->fd, &q));
+	h = pd_alloc(self->fd, q.page_size);
+	ASSERT_LT(0, h);
+	d = pd_export_id(self->fd, h, 0, q.page_size, PEERDIRECT_EXPORT_RDWR, &id);
+	ASSERT_LE(0, d);
+	ASSERT_EQ(0, fstat(d, &ours));
+	ASSERT_NE(ours.st_ino, self->st.st_ino);
+
+	/* what a library can tell them apart by */
+	ASSERT_EQ(0, exporter_of(self->ubuf, name, sizeof(name)));
+	EXPECT_STREQ("udmabuf", name);
+	ASSERT_EQ(0, exporter_of(d, name, sizeof(name)));
+	EXPECT_STREQ("peerdirect", name);
+	EXPECT_EQ(1, debugfs_lists_inode(ours.st_ino));
+	EXPECT_EQ(0, debugfs_lists_inode(self->st.st_ino));
+
+	t = pdti_open_as(NULL);
+	ASSERT_LE(0, t);
+	ASSERT_EQ(0, pdti_import(t, self->ubuf, PDTI_PINNED, 0));
+
+	if (self->st.st_ino != id) {
+		EXPECT_EQ(-ENOENT, pd_revoke(self->fd, PEERDIRECT_REVOKE_EXPORT, 0,
+					     self->st.st_ino, NULL));
+		r.export_id = self->st.st_ino;
+		EXPECT_EQ(-1, ioctl(self->fd, PEERDIRECT_IOCTL_ADMIN_REVOKE, &r));
+		EXPECT_EQ(ENOENT, errno);
+	}
+	ASSERT_EQ(0, pd_reset(self->fd, NULL));
+
+	/* ours is revoked, the udmabuf and its importer untouched */
+	EXPECT_EQ(-ENODEV, pd_sync(d, DMA_BUF_SYNC_START | DMA_BUF_SYNC_READ));
+	EXPECT_EQ(0, pd_sync(self->ubuf, DMA_BUF_SYNC_START | DMA_BUF_SYNC_READ));
+	EXPECT_EQ(0, pd_sync(self->ubuf, DMA_BUF_SYNC_END | DMA_BUF_SYNC_READ));
+	ASSERT_EQ(0, pdti_status(t, &st));
+	EXPECT_EQ(0, st.move_notify);
+	EXPECT_EQ(1, st.mapped);
+	EXPECT_EQ(0, ioctl(t, PDTI_IOCTL_REMAP));
+	ASSERT_EQ(0, pdti_read(t, 0, buf, self->len));
+	EXPECT_EQ(0, pd_check(buf, self->len, 0xf00d));
+
+	/* every event names one of ours */
+	fcntl(self->fd, F_SETFL, O_NONBLOCK);
+	while (read(self->fd, &ev, sizeof(ev)) == sizeof(ev)) {
+		events++;
+		EXPECT_EQ(ours.st_ino, ev.inode);
+		EXPECT_EQ(id, ev.export_id);
+	}
+	EXPECT_EQ(1, events);
+	close(t);
+	close(d);
+	free(buf);
 }
 
 TEST_HARNESS_MAIN
