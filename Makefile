@@ -10,7 +10,8 @@ KSFT := $(BUILD)/kselftest/kselftest_harness.h
 KSRC = $(filter-out %.mod.c,$(wildcard kmod/*.[ch] selftests/importer/*.[ch] uapi/linux/*.h))
 
 .PHONY: all deps modules selftests user check demo bench checkpatch sparse install clean \
-	support-matrix
+	support-matrix install-modules install-user install-man dkms-source man-lint \
+	package package-test dkms-test
 
 all: modules selftests user
 
@@ -55,10 +56,80 @@ sparse:
 	$(MAKE) -C $(KDIR) M=$(CURDIR) C=2 modules 2>&1 | \
 		awk '/warning:|error:/ { bad = 1 } { print } END { exit bad }'
 
-install: modules
-	$(MAKE) -C $(KDIR) M=$(CURDIR) modules_install
-	install -D -m 0644 kmod/60-peerdirect.rules /etc/udev/rules.d/60-peerdirect.rules
-	depmod -a $(notdir $(patsubst %/build,%,$(KDIR)))
+# ---- installing ----------------------------------------------------------
+# `make install` from a source tree: the module for the kernel in KDIR, the
+# udev rule and group, the library, its header, pkg-config file and tools,
+# and the man pages.  DESTDIR (and INSTALL_MOD_PATH, default DESTDIR) stage
+# it elsewhere; then nothing on this machine is touched (no depmod, no
+# group).  The test importer is never installed: PD_TEST_IMPORTER=n.
+# The Debian packages and DKMS (scripts/packaging) are the better way.
+VERSION := $(shell sed -n 's/^VERSION := //p' user/Makefile)
+PREFIX ?= /usr/local
+MANDIR ?= $(PREFIX)/share/man
+UDEVRULESDIR ?= /etc/udev/rules.d
+INSTALL_MOD_PATH ?= $(DESTDIR)
+MANPAGES := $(wildcard Documentation/man/*.[1-8])
+# Debian's headers carry no signing key: sign only where the key is there
+# (DKMS signs with its own MOK key).
+PD_SIG_KEY = $(shell sed -n 's/^CONFIG_MODULE_SIG_KEY="*\([^"]*\)"*$$/\1/p' $(KDIR)/include/config/auto.conf 2>/dev/null)
+PD_NOSIGN = $(if $(PD_SIG_KEY),$(if $(wildcard $(PD_SIG_KEY) $(KDIR)/$(PD_SIG_KEY)),,CONFIG_MODULE_SIG_ALL=))
+# The release modules_install uses: the directory above build/, else the
+# tree's own kernelrelease.
+KVER = $(if $(filter /lib/modules/%/build,$(KDIR)),$(patsubst /lib/modules/%/build,%,$(KDIR)),$(shell $(MAKE) -s --no-print-directory -C $(KDIR) kernelrelease))
+
+install: install-modules install-user install-man
+
+install-modules:
+	$(MAKE) -C $(KDIR) M=$(CURDIR) PD_TEST_IMPORTER=n modules
+	$(MAKE) -C $(KDIR) M=$(CURDIR) PD_TEST_IMPORTER=n $(PD_NOSIGN) \
+		INSTALL_MOD_PATH=$(INSTALL_MOD_PATH) modules_install
+	install -D -m 0644 kmod/60-peerdirect.rules $(DESTDIR)$(UDEVRULESDIR)/60-peerdirect.rules
+ifeq ($(INSTALL_MOD_PATH)$(DESTDIR),)
+	depmod -a $(KVER)
+	getent group peerdirect > /dev/null || groupadd --system peerdirect
+	if udevadm control --reload 2> /dev/null; then \
+		udevadm trigger --action=change --subsystem-match=misc --sysname-match='peerdirect*'; fi
+endif
+
+install-user:
+	$(MAKE) -C user install PREFIX=$(PREFIX) DESTDIR=$(DESTDIR)
+
+# Each page, and a link for every other name its NAME section documents.
+install-man: $(MANPAGES)
+	for p in $(MANPAGES); do \
+		install -D -m 0644 $$p $(DESTDIR)$(MANDIR)/man$${p##*.}/$${p##*/} || exit 1; \
+	done
+	scripts/packaging/man-links.sh $(MANPAGES) | while read -r page alias; do \
+		ln -sf $$page $(DESTDIR)$(MANDIR)/man$${page##*.}/$$alias || exit 1; \
+	done
+
+# The DKMS source tree, /usr/src/peerdirect-VERSION: Kbuild, kmod/, uapi/ and
+# dkms.conf; no selftests/, so no test importer (the Debian package uses it).
+DKMS_SRC = $(DESTDIR)/usr/src/peerdirect-$(VERSION)
+dkms-source:
+	install -d $(DKMS_SRC)/kmod $(DKMS_SRC)/uapi/linux
+	install -m 0644 Kbuild $(DKMS_SRC)/
+	install -m 0644 $(filter-out %.mod.c,$(wildcard kmod/*.[ch])) kmod/Kbuild $(DKMS_SRC)/kmod/
+	install -m 0644 uapi/linux/*.h $(DKMS_SRC)/uapi/linux/
+	sed 's/#MODULE_VERSION#/$(VERSION)/' scripts/packaging/dkms.conf.in > $(DKMS_SRC)/dkms.conf
+
+# ---- packages and their tests ---------------------------------------------
+# Man pages: mandoc -Tlint and man --warnings, any message fails.
+man-lint:
+	scripts/packaging/man-lint.sh $(MANPAGES)
+
+# Debian packages into build/pkg/ (scripts/package.sh).
+package:
+	scripts/package.sh
+
+# make install without the test importer, the packages (lintian, contents,
+# install into a clean Debian 12 root), DKMS on every installed kernel and
+# loading its module in a VM.  TAP-like, "N passed, N failed".
+package-test:
+	scripts/package-test.sh
+
+dkms-test:
+	scripts/dkms-test.sh
 
 clean:
 	$(MAKE) -C $(KDIR) M=$(CURDIR) clean || true
