@@ -138,10 +138,18 @@ int pd_fabric_addr(struct pd_fabric *fab, void *buf, size_t *len);
 /* Insert a peer's raw address; *peer is used in send/recv/write. */
 int pd_fabric_insert(struct pd_fabric *fab, const void *addr, size_t len,
 		     uint64_t *peer);
-/* Revocation events of dev invalidate cached registrations of its dma-bufs;
- * they are drained on every dma-buf registration and completion, and by
- * pd_fabric_poll_events().  Returns the entries invalidated. */
+/*
+ * Revocation events of dev invalidate this fabric's registrations of the
+ * dma-bufs dev exported (attach before registering them).  One reader per
+ * device hands every event to every fabric attached to it and to
+ * pd_device_read_events.  Events are drained on every dma-buf registration
+ * and transfer, and by pd_fabric_poll_events(), which returns the entries
+ * this fabric lost.  Detaching (or closing the device) invalidates the
+ * fabric's registrations of dev's dma-bufs: nothing would report their
+ * revocation any more.  -EEXIST / -ENOENT for a double attach / detach.
+ */
 int pd_fabric_attach_device(struct pd_fabric *fab, struct pd_device *dev);
+int pd_fabric_detach_device(struct pd_fabric *fab, struct pd_device *dev);
 int pd_fabric_poll_events(struct pd_fabric *fab);
 
 /* ---- registration (cached) ------------------------------------------- */

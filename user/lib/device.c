@@ -8,70 +8,374 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <linux/peerdirect.h>
 
 #include "peerdirect.h"
+#include "device.h"
 #include "errors.h"
+#include "fabric.h"
+
+#define APP_QUEUE_MAX	1024
+
+struct export_rec {
+	uint64_t export_id, st_dev, st_ino;
+	bool revoked;
+};
 
 struct pd_device {
 	int fd;
 	unsigned int index;
+	uint64_t origin;
+	unsigned int refs;		/* atomic: the caller's, each subscriber's, readers' */
+	/* Everything below is under lock, which is held while events are
+	 * read and dispatched, so subscribers see them in order. */
+	pthread_mutex_t lock;
+	bool gone, closed;
+	struct pd_fabric **subs;
+	size_t nsubs, subs_cap;
+	struct export_rec *exports;
+	size_t nexports, exports_cap;
+	/* Events for pd_device_read_events, oldest first. */
+	struct pd_event *appq;
+	size_t app_head, app_count;
+	bool app_lost;
 };
 
 _Static_assert(PD_REASON_OVERFLOW == PEERDIRECT_REASON_OVERFLOW,
 	       "event reasons mirror the uapi");
+
+static uint64_t next_origin(void)
+{
+	static uint64_t origin;
+
+	return __atomic_add_fetch(&origin, 1, __ATOMIC_RELAXED);
+}
 
 static int dev_ioctl(struct pd_device *dev, unsigned long cmd, void *arg,
 		     const char *what)
 {
 	if (!dev)
 		return pd_error(-EINVAL, "%s: device is NULL", what);
+	if (dev->closed)
+		return pd_error(-EBADF, "%s: device %u was closed", what, dev->index);
 	if (ioctl(dev->fd, cmd, arg) < 0)
 		return pd_error(-errno, "%s on /dev/peerdirect%u: %s", what,
 				dev->index, strerror(errno));
 	return 0;
 }
 
-int pd_device_open(unsigned int index, struct pd_device **out)
+int pd_device_wrap_fd(int fd, unsigned int index, struct pd_device **out)
 {
 	struct pd_device *dev;
-	char path[64];
-	int fd;
 
-	if (!out)
-		return pd_error(-EINVAL, "pd_device_open: out is NULL");
-	snprintf(path, sizeof(path), "/dev/peerdirect%u", index);
-	/* Non-blocking so a read after poll() never stalls when another thread
-	 * drained the queue first. */
-	fd = open(path, O_RDWR | O_CLOEXEC | O_NONBLOCK);
-	if (fd < 0)
-		return pd_error(-errno, "open %s: %s%s", path, strerror(errno),
-				errno == ENOENT ? " (is the peerdirect module loaded?)" : "");
+	if (fd < 0 || !out)
+		return pd_error(-EINVAL, "pd_device_wrap_fd: %s", fd < 0 ? "bad fd" : "out is NULL");
 	dev = calloc(1, sizeof(*dev));
-	if (!dev) {
-		close(fd);
+	if (dev)
+		dev->appq = calloc(APP_QUEUE_MAX, sizeof(*dev->appq));
+	if (!dev || !dev->appq) {
+		free(dev);
 		return pd_error(-ENOMEM, "pd_device_open: out of memory");
 	}
+	/* Non-blocking: the reader drains with read() until EAGAIN. */
+	fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+	pthread_mutex_init(&dev->lock, NULL);
 	dev->fd = fd;
 	dev->index = index;
+	dev->origin = next_origin();
+	dev->refs = 1;
 	*out = dev;
 	return 0;
 }
 
-void pd_device_close(struct pd_device *dev)
+int pd_device_open(unsigned int index, struct pd_device **out)
 {
-	if (!dev)
+	char path[64];
+	int fd, ret;
+
+	if (!out)
+		return pd_error(-EINVAL, "pd_device_open: out is NULL");
+	snprintf(path, sizeof(path), "/dev/peerdirect%u", index);
+	fd = open(path, O_RDWR | O_CLOEXEC | O_NONBLOCK);
+	if (fd < 0)
+		return pd_error(-errno, "open %s: %s%s", path, strerror(errno),
+				errno == ENOENT ? " (is the peerdirect module loaded?)" : "");
+	ret = pd_device_wrap_fd(fd, index, out);
+	if (ret)
+		close(fd);
+	return ret;
+}
+
+void pd_device_get(struct pd_device *dev)
+{
+	__atomic_add_fetch(&dev->refs, 1, __ATOMIC_RELAXED);
+}
+
+void pd_device_put(struct pd_device *dev)
+{
+	if (__atomic_sub_fetch(&dev->refs, 1, __ATOMIC_ACQ_REL))
 		return;
-	close(dev->fd);
+	pthread_mutex_destroy(&dev->lock);
+	free(dev->subs);
+	free(dev->exports);
+	free(dev->appq);
 	free(dev);
 }
 
+uint64_t pd_device_origin(const struct pd_device *dev)
+{
+	return dev->origin;
+}
+
+/*
+ * The file goes, and with it (in the kernel) every allocation and export it
+ * owned: the subscribers drop this device's dma-bufs and forget it.  The
+ * memory stays until the last reference (a fabric's poll in flight) goes.
+ */
+void pd_device_close(struct pd_device *dev)
+{
+	size_t i;
+
+	if (!dev)
+		return;
+	pthread_mutex_lock(&dev->lock);
+	dev->closed = true;
+	for (i = 0; i < dev->nsubs; i++) {
+		pd_fabric_origin_gone(dev->subs[i], dev->origin, PD_REASON_CLOSED);
+		pd_fabric_forget_device(dev->subs[i], dev);
+		pd_device_put(dev);	/* the subscription's reference */
+	}
+	dev->nsubs = 0;
+	close(dev->fd);
+	dev->fd = -1;
+	pthread_mutex_unlock(&dev->lock);
+	pd_device_put(dev);
+}
+
+int pd_device_subscribe(struct pd_device *dev, struct pd_fabric *fab)
+{
+	struct pd_fabric **subs;
+	size_t i;
+	int ret = 0;
+
+	pthread_mutex_lock(&dev->lock);
+	for (i = 0; i < dev->nsubs; i++) {
+		if (dev->subs[i] == fab)
+			ret = pd_error(-EEXIST, "pd_fabric_attach_device: device %u is already attached",
+				       dev->index);
+	}
+	if (!ret && dev->closed)
+		ret = pd_error(-EBADF, "pd_fabric_attach_device: device %u was closed", dev->index);
+	if (!ret && dev->nsubs == dev->subs_cap) {
+		subs = realloc(dev->subs, (dev->subs_cap * 2 + 4) * sizeof(*subs));
+		if (!subs)
+			ret = pd_error(-ENOMEM, "pd_fabric_attach_device: out of memory");
+		else
+			dev->subs = subs, dev->subs_cap = dev->subs_cap * 2 + 4;
+	}
+	if (!ret)
+		ret = pd_fabric_remember_device(fab, dev);
+	if (!ret) {
+		dev->subs[dev->nsubs++] = fab;
+		pd_device_get(dev);
+	}
+	pthread_mutex_unlock(&dev->lock);
+	return ret;
+}
+
+int pd_device_unsubscribe(struct pd_device *dev, struct pd_fabric *fab)
+{
+	size_t i;
+
+	pthread_mutex_lock(&dev->lock);
+	for (i = 0; i < dev->nsubs && dev->subs[i] != fab; i++)
+		;
+	if (i == dev->nsubs) {
+		pthread_mutex_unlock(&dev->lock);
+		return pd_error(-ENOENT, "pd_fabric_detach_device: device %u is not attached",
+				dev->index);
+	}
+	dev->subs[i] = dev->subs[--dev->nsubs];
+	pd_fabric_origin_gone(fab, dev->origin, PD_REASON_DETACHED);
+	pd_fabric_forget_device(fab, dev);
+	pthread_mutex_unlock(&dev->lock);
+	pd_device_put(dev);
+	return 0;
+}
+
+static struct export_rec *find_export(struct pd_device *dev, uint64_t export_id)
+{
+	size_t i;
+
+	for (i = 0; i < dev->nexports; i++) {
+		if (dev->exports[i].export_id == export_id)
+			return &dev->exports[i];
+	}
+	return NULL;
+}
+
+int pd_device_track_export(struct pd_device *dev, int fd, uint64_t export_id)
+{
+	struct export_rec *rec;
+	struct stat st;
+	int ret = 0;
+
+	if (!dev || fstat(fd, &st))
+		return pd_error(dev ? -errno : -EINVAL, "pd_device_track_export: %s",
+				dev ? strerror(errno) : "device is NULL");
+	pthread_mutex_lock(&dev->lock);
+	rec = find_export(dev, export_id);
+	if (!rec && dev->nexports == dev->exports_cap) {
+		rec = realloc(dev->exports, (dev->exports_cap * 2 + 16) * sizeof(*rec));
+		if (rec) {
+			dev->exports = rec;
+			dev->exports_cap = dev->exports_cap * 2 + 16;
+		}
+		rec = NULL;
+	}
+	if (!rec && dev->nexports < dev->exports_cap)
+		rec = &dev->exports[dev->nexports++];
+	if (rec)
+		*rec = (struct export_rec) { .export_id = export_id, .st_dev = st.st_dev,
+					     .st_ino = st.st_ino };
+	else
+		ret = pd_error(-ENOMEM, "pd_device_track_export: out of memory");
+	pthread_mutex_unlock(&dev->lock);
+	return ret;
+}
+
+int pd_device_lookup_export(struct pd_device *dev, uint64_t st_dev, uint64_t st_ino,
+			    uint64_t *export_id)
+{
+	size_t i;
+	int ret = 0;
+
+	pthread_mutex_lock(&dev->lock);
+	for (i = 0; i < dev->nexports; i++) {
+		struct export_rec *r = &dev->exports[i];
+
+		if (r->st_dev != st_dev || r->st_ino != st_ino)
+			continue;
+		*export_id = r->export_id;
+		ret = 1;
+		if (r->revoked || dev->gone)
+			ret = pd_error(-ENODEV, "dma-buf inode %llu (export %llu of /dev/peerdirect%u) was revoked%s: re-export and register again",
+				       (unsigned long long)st_ino, (unsigned long long)r->export_id,
+				       dev->index, dev->gone ? " (device removed)" : "");
+		break;
+	}
+	pthread_mutex_unlock(&dev->lock);
+	return ret;
+}
+
+static void app_queue_locked(struct pd_device *dev, const struct pd_event *ev)
+{
+	if (dev->app_count == APP_QUEUE_MAX) {
+		/* The oldest goes; the application learns it lost some. */
+		dev->app_head = (dev->app_head + 1) % APP_QUEUE_MAX;
+		dev->app_count--;
+		dev->app_lost = true;
+	}
+	dev->appq[(dev->app_head + dev->app_count) % APP_QUEUE_MAX] = *ev;
+	dev->app_count++;
+}
+
+/* Every export of the device is revoked, or may be: all subscribers drop
+ * its dma-bufs, and registering one of them again is refused. */
+static void origin_gone_locked(struct pd_device *dev, uint32_t reason)
+{
+	size_t i;
+
+	for (i = 0; i < dev->nexports; i++)
+		dev->exports[i].revoked = true;
+	for (i = 0; i < dev->nsubs; i++)
+		pd_fabric_origin_gone(dev->subs[i], dev->origin, reason);
+}
+
+static void handle_event_locked(struct pd_device *dev, const struct pd_event *ev)
+{
+	struct export_rec *rec;
+	size_t i;
+
+	app_queue_locked(dev, ev);
+	if (ev->reason == PD_REASON_OVERFLOW || (!ev->export_id && !ev->inode)) {
+		origin_gone_locked(dev, ev->reason);
+		return;
+	}
+	rec = find_export(dev, ev->export_id);
+	/* Not exported through this handle: no registration can have it as
+	 * its origin, so there is nothing to invalidate. */
+	if (!rec)
+		return;
+	rec->revoked = true;
+	for (i = 0; i < dev->nsubs; i++)
+		pd_fabric_revoked(dev->subs[i], dev->origin, rec->st_dev, rec->st_ino, ev->reason);
+}
+
+/* Reads everything queued on the file and hands it out.  Under lock. */
+static int dispatch_locked(struct pd_device *dev)
+{
+	/* Records are read whole; a newer kernel may send longer ones, so walk
+	 * by the size each record carries. */
+	unsigned char buf[16 * 2 * sizeof(struct peerdirect_event)];
+	size_t pos;
+	ssize_t got;
+
+	if (dev->closed || dev->gone)
+		return 0;
+	for (;;) {
+		got = read(dev->fd, buf, 16 * sizeof(struct peerdirect_event));
+		if (got < 0 && errno == EINTR)
+			continue;
+		if (got < 0 && errno == EAGAIN)
+			return 0;
+		/* ENODEV after removal; end of file on a stand-in whose writer
+		 * went: nothing the device exported is valid any more. */
+		if ((got < 0 && errno == ENODEV) || got == 0) {
+			dev->gone = true;
+			origin_gone_locked(dev, PD_REASON_UNPLUG);
+			return 0;
+		}
+		if (got < 0)
+			return pd_error(-errno, "read events from /dev/peerdirect%u: %s",
+					dev->index, strerror(errno));
+		for (pos = 0; pos + sizeof(struct peerdirect_event) <= (size_t)got;) {
+			struct peerdirect_event k;
+			struct pd_event ev;
+
+			memcpy(&k, buf + pos, sizeof(k));
+			if (k.size < sizeof(k))
+				return pd_error(-EPROTO, "event record of %u bytes is shorter than %zu",
+						k.size, sizeof(k));
+			ev = (struct pd_event) {
+				.reason = k.reason, .seq = k.seq, .export_id = k.export_id,
+				.handle = k.handle, .inode = k.inode, .offset = k.offset,
+				.length = k.length,
+			};
+			handle_event_locked(dev, &ev);
+			pos += k.size;
+		}
+	}
+}
+
+void pd_device_dispatch(struct pd_device *dev)
+{
+	pthread_mutex_lock(&dev->lock);
+	dispatch_locked(dev);
+	pthread_mutex_unlock(&dev->lock);
+}
+
+/* For poll() only: reading it directly would take events from the
+ * library's reader. */
 int pd_device_fd(const struct pd_device *dev)
 {
 	return dev ? dev->fd : pd_error(-EINVAL, "pd_device_fd: device is NULL");
@@ -143,6 +447,12 @@ int pd_device_export(struct pd_device *dev, uint64_t handle, uint64_t offset,
 	ret = dev_ioctl(dev, PEERDIRECT_IOCTL_EXPORT, &e, "PEERDIRECT_IOCTL_EXPORT");
 	if (ret)
 		return ret;
+	/* Its events name the export: remember which inode that is. */
+	ret = pd_device_track_export(dev, e.fd, e.export_id);
+	if (ret) {
+		close(e.fd);
+		return ret;
+	}
 	*out = (struct pd_export_info) {
 		.fd = e.fd, .export_id = e.export_id, .inode = e.inode,
 	};
@@ -174,49 +484,45 @@ int pd_device_revoke(struct pd_device *dev, unsigned int scope, uint64_t id,
 	return 0;
 }
 
+/*
+ * The application's view of the events: whatever the library's reader read
+ * for anyone (a fabric's poll included) is queued here too, so nobody takes
+ * events away from anybody.  If the application lets more than 1024 pile
+ * up, the oldest go and the next read starts with an OVERFLOW record.
+ */
 int pd_device_read_events(struct pd_device *dev, struct pd_event *events,
 			  size_t max, int timeout_ms)
 {
-	/* Records are read whole; a newer kernel may send longer ones, so walk
-	 * by the size each record carries. */
-	unsigned char buf[16 * 2 * sizeof(struct peerdirect_event)];
 	struct pollfd pfd;
-	size_t n = 0, pos = 0;
-	ssize_t got;
-	int ret;
+	size_t n = 0;
+	int ret = 0;
 
 	if (!dev || !events || !max)
 		return pd_error(-EINVAL, "pd_device_read_events: %s",
 				!dev ? "device is NULL" : !events ? "events is NULL" : "max is 0");
-	pfd = (struct pollfd) { .fd = dev->fd, .events = POLLIN };
-	ret = poll(&pfd, 1, timeout_ms);
-	if (ret < 0)
-		return pd_error(-errno, "poll /dev/peerdirect%u: %s", dev->index,
-				strerror(errno));
-	if (ret == 0)
-		return 0;
-	if (max > 16)
-		max = 16;
-	got = read(dev->fd, buf, max * sizeof(struct peerdirect_event));
-	if (got < 0) {
-		if (errno == EAGAIN)
-			return 0;
-		return pd_error(-errno, "read events from /dev/peerdirect%u: %s",
-				dev->index, strerror(errno));
+	pthread_mutex_lock(&dev->lock);
+	ret = dispatch_locked(dev);
+	if (!ret && !dev->app_count && !dev->app_lost && timeout_ms && !dev->gone && !dev->closed) {
+		pfd = (struct pollfd) { .fd = dev->fd, .events = POLLIN };
+		pthread_mutex_unlock(&dev->lock);
+		ret = poll(&pfd, 1, timeout_ms);
+		pthread_mutex_lock(&dev->lock);
+		if (ret < 0 && errno != EINTR)
+			ret = pd_error(-errno, "poll /dev/peerdirect%u: %s", dev->index, strerror(errno));
+		else
+			ret = dispatch_locked(dev);
 	}
-	while (n < max && pos + sizeof(struct peerdirect_event) <= (size_t)got) {
-		struct peerdirect_event k;
-
-		memcpy(&k, buf + pos, sizeof(k));
-		if (k.size < sizeof(k))
-			return pd_error(-EPROTO, "event record of %u bytes is shorter than %zu",
-					k.size, sizeof(k));
-		events[n++] = (struct pd_event) {
-			.reason = k.reason, .seq = k.seq, .export_id = k.export_id,
-			.handle = k.handle, .inode = k.inode, .offset = k.offset,
-			.length = k.length,
-		};
-		pos += k.size;
+	if (!ret && dev->app_lost) {
+		events[n++] = (struct pd_event) { .reason = PD_REASON_OVERFLOW };
+		dev->app_lost = false;
 	}
-	return (int)n;
+	while (!ret && n < max && dev->app_count) {
+		events[n++] = dev->appq[dev->app_head];
+		dev->app_head = (dev->app_head + 1) % APP_QUEUE_MAX;
+		dev->app_count--;
+	}
+	if (!ret && !n && dev->gone)
+		ret = pd_error(-ENODEV, "/dev/peerdirect%u was removed", dev->index);
+	pthread_mutex_unlock(&dev->lock);
+	return ret < 0 ? ret : (int)n;
 }

@@ -15,6 +15,7 @@
 #include <rdma/fi_errno.h>
 
 #include "bounce_pool.h"
+#include "device.h"
 #include "errors.h"
 #include "fabric.h"
 
@@ -81,6 +82,20 @@ bool pd_provider_copies_with_cpu(const char *provider)
  * whether the mapping was registered as host memory or as the base_addr of
  * an FI_MR_DMABUF registration.
  */
+/*
+ * Providers whose registration pins host pages (verbs, efa, psm, ...):
+ * every one but those that resolve addresses at transfer time (the CPU
+ * movers and shm).  An idle registration of theirs would keep a freed
+ * buffer's pages; with no memory monitor the cache keeps none idle.
+ */
+bool pd_provider_pins_host_pages(const char *provider)
+{
+	size_t core = strcspn(provider, ";");
+
+	return !pd_provider_copies_with_cpu(provider) &&
+	       !(core == 3 && !strncmp(provider, "shm", 3));
+}
+
 bool pd_provider_pins_cpu_maps(const char *provider)
 {
 	size_t core = strcspn(provider, ";");
@@ -261,6 +276,7 @@ int pd_fabric_open(const struct pd_fabric_attr *attr, struct pd_fabric **out)
 	if (!fab)
 		return pd_error(-ENOMEM, "pd_fabric_open: out of memory");
 	pthread_mutex_init(&fab->lock, NULL);
+	pthread_mutex_init(&fab->devs_lock, NULL);
 	fab->refs = 1;
 	ops.ctx = fab;
 	ret = get_info(fab, &s);
@@ -281,6 +297,7 @@ int pd_fabric_open(const struct pd_fabric_attr *attr, struct pd_fabric **out)
 	ret = pd_mr_cache_create(&ops, s.max_entries, s.max_bytes, &fab->cache);
 	if (ret)
 		goto fail;
+	pd_mr_cache_set_retain_idle_host(fab->cache, !pd_provider_pins_host_pages(fab->provider));
 	*out = fab;
 	return 0;
 fail:
@@ -297,8 +314,22 @@ fail:
  */
 void pd_fabric_close(struct pd_fabric *fab)
 {
+	struct pd_device *dev;
+
 	if (!fab)
 		return;
+	/* No device calls into a closed fabric. */
+	for (;;) {
+		pthread_mutex_lock(&fab->devs_lock);
+		dev = fab->ndevs ? fab->devs[0] : NULL;
+		if (dev)
+			pd_device_get(dev);
+		pthread_mutex_unlock(&fab->devs_lock);
+		if (!dev)
+			break;
+		pd_device_unsubscribe(dev, fab);
+		pd_device_put(dev);
+	}
 	pthread_mutex_lock(&fab->lock);
 	if (!fab->closed) {
 		fab->closed = true;
@@ -338,6 +369,7 @@ static void fabric_destroy(struct pd_fabric *fab)
 		fi_close(&fab->fabric->fid);
 	fi_freeinfo(fab->info);
 	pthread_mutex_destroy(&fab->lock);
+	pthread_mutex_destroy(&fab->devs_lock);
 	free(fab);
 }
 
@@ -420,43 +452,115 @@ int pd_fabric_bounce_pool(struct pd_fabric *fab, struct pd_bounce_pool **out)
 
 int pd_fabric_attach_device(struct pd_fabric *fab, struct pd_device *dev)
 {
-	int ret = 0;
-
 	if (!fab || !dev)
 		return pd_error(-EINVAL, "pd_fabric_attach_device: NULL argument");
-	pthread_mutex_lock(&fab->lock);
+	return pd_device_subscribe(dev, fab);
+}
+
+int pd_fabric_detach_device(struct pd_fabric *fab, struct pd_device *dev)
+{
+	if (!fab || !dev)
+		return pd_error(-EINVAL, "pd_fabric_detach_device: NULL argument");
+	return pd_device_unsubscribe(dev, fab);
+}
+
+int pd_fabric_remember_device(struct pd_fabric *fab, struct pd_device *dev)
+{
+	int ret = 0;
+
+	pthread_mutex_lock(&fab->devs_lock);
 	if (fab->ndevs == PD_MAX_DEVICES)
 		ret = pd_error(-ENOSPC, "pd_fabric_attach_device: at most %d devices", PD_MAX_DEVICES);
 	else
-		fab->devs[fab->ndevs++] = dev;
-	pthread_mutex_unlock(&fab->lock);
+		fab->devs[fab->ndevs] = dev, __atomic_store_n(&fab->ndevs, fab->ndevs + 1, __ATOMIC_RELAXED);
+	pthread_mutex_unlock(&fab->devs_lock);
 	return ret;
 }
 
+void pd_fabric_forget_device(struct pd_fabric *fab, struct pd_device *dev)
+{
+	unsigned int i;
+
+	pthread_mutex_lock(&fab->devs_lock);
+	for (i = 0; i < fab->ndevs; i++) {
+		if (fab->devs[i] == dev) {
+			fab->devs[i] = fab->devs[fab->ndevs - 1];
+			__atomic_store_n(&fab->ndevs, fab->ndevs - 1, __ATOMIC_RELAXED);
+			break;
+		}
+	}
+	pthread_mutex_unlock(&fab->devs_lock);
+}
+
+void pd_fabric_revoked(struct pd_fabric *fab, uint64_t origin, uint64_t st_dev,
+		       uint64_t st_ino, uint32_t reason)
+{
+	unsigned int n = pd_mr_cache_invalidate_dmabuf(fab->cache, st_dev, st_ino, reason);
+
+	(void)origin;
+	__atomic_add_fetch(&fab->dev_invalidations, n, __ATOMIC_RELAXED);
+}
+
+void pd_fabric_origin_gone(struct pd_fabric *fab, uint64_t origin, uint32_t reason)
+{
+	unsigned int n = pd_mr_cache_invalidate_origin(fab->cache, origin, reason);
+
+	__atomic_add_fetch(&fab->dev_invalidations, n, __ATOMIC_RELAXED);
+}
+
+/* The attached devices, each with a reference the caller puts. */
+static unsigned int snapshot_devices(struct pd_fabric *fab, struct pd_device **devs)
+{
+	unsigned int n, i;
+
+	pthread_mutex_lock(&fab->devs_lock);
+	n = fab->ndevs;
+	for (i = 0; i < n; i++) {
+		devs[i] = fab->devs[i];
+		pd_device_get(devs[i]);
+	}
+	pthread_mutex_unlock(&fab->devs_lock);
+	return n;
+}
+
+int pd_fabric_origin_of(struct pd_fabric *fab, uint64_t st_dev, uint64_t st_ino,
+			uint64_t *origin)
+{
+	struct pd_device *devs[PD_MAX_DEVICES];
+	unsigned int n = snapshot_devices(fab, devs), i;
+	uint64_t export_id;
+	int ret = 0;
+
+	*origin = 0;
+	for (i = 0; i < n; i++) {
+		if (!ret && !*origin) {
+			ret = pd_device_lookup_export(devs[i], st_dev, st_ino, &export_id);
+			if (ret == 1) {
+				*origin = pd_device_origin(devs[i]);
+				ret = 0;
+			}
+		}
+		pd_device_put(devs[i]);
+	}
+	return ret;
+}
+
+/* Every attached device's queued events reach every fabric attached to it,
+ * this one included.  Returns the entries this fabric lost meanwhile. */
 int pd_fabric_poll_events(struct pd_fabric *fab)
 {
 	struct pd_device *devs[PD_MAX_DEVICES];
-	struct pd_event ev[16];
-	unsigned int ndevs, d;
-	int n, i, total = 0;
+	unsigned int n, i, before;
 
 	if (!fab)
 		return pd_error(-EINVAL, "pd_fabric_poll_events: fabric is NULL");
-	pthread_mutex_lock(&fab->lock);
-	ndevs = fab->ndevs;
-	memcpy(devs, fab->devs, sizeof(devs));
-	pthread_mutex_unlock(&fab->lock);
-	for (d = 0; d < ndevs; d++) {
-		while ((n = pd_device_read_events(devs[d], ev, 16, 0)) > 0) {
-			for (i = 0; i < n; i++)
-				total += (int)pd_mr_cache_invalidate_dmabuf(fab->cache, ev[i].inode,
-									    ev[i].reason);
-		}
-		/* A removed device reports ENODEV: nothing it exported is valid. */
-		if (n == -ENODEV)
-			total += (int)pd_mr_cache_invalidate_dmabuf(fab->cache, 0, PD_REASON_OVERFLOW);
+	before = __atomic_load_n(&fab->dev_invalidations, __ATOMIC_RELAXED);
+	n = snapshot_devices(fab, devs);
+	for (i = 0; i < n; i++) {
+		pd_device_dispatch(devs[i]);
+		pd_device_put(devs[i]);
 	}
-	return total;
+	return (int)(__atomic_load_n(&fab->dev_invalidations, __ATOMIC_RELAXED) - before);
 }
 
 int pd_fabric_cache_stats(struct pd_fabric *fab, struct pd_cache_stats *out)

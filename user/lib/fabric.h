@@ -23,7 +23,7 @@
 #define PD_HAVE_FI_MR_DMABUF 0
 #endif
 
-#define PD_MAX_DEVICES 8
+#define PD_MAX_DEVICES 64
 
 struct pd_bounce_pool;
 struct pd_req;
@@ -57,8 +57,13 @@ struct pd_fabric {
 	struct pd_req *live;		/* every request not yet freed */
 	struct pd_req *dead;		/* destroyed, to release outside the lock */
 	bool closed;			/* pd_fabric_close ran: no endpoint */
+
+	/* Attached devices, each holding a reference (pd_device_subscribe).
+	 * Lock order: a device's lock, then devs_lock. */
+	pthread_mutex_t devs_lock;
 	struct pd_device *devs[PD_MAX_DEVICES];
-	unsigned int ndevs;
+	unsigned int ndevs;		/* also read without the lock, as a hint */
+	unsigned int dev_invalidations;	/* atomic: entries invalidated by events */
 
 	/* One for the caller until pd_fabric_close, one per live pd_mr and
 	 * per live request: the last one tears the fabric down. */
@@ -103,6 +108,23 @@ int pd_fabric_bounce_pool(struct pd_fabric *fab, struct pd_bounce_pool **out);
 /* fabric.c */
 bool pd_provider_copies_with_cpu(const char *provider);
 bool pd_provider_pins_cpu_maps(const char *provider);
+bool pd_provider_pins_host_pages(const char *provider);
+
+/*
+ * Called by a device's event reader, under that device's lock: a dma-buf
+ * it exported was revoked, or all of them (overflow, removal, close,
+ * detach).  remember/forget keep fab->devs in step with the device's
+ * subscriber list.
+ */
+void pd_fabric_revoked(struct pd_fabric *fab, uint64_t origin, uint64_t st_dev,
+		       uint64_t st_ino, uint32_t reason);
+void pd_fabric_origin_gone(struct pd_fabric *fab, uint64_t origin, uint32_t reason);
+int pd_fabric_remember_device(struct pd_fabric *fab, struct pd_device *dev);
+void pd_fabric_forget_device(struct pd_fabric *fab, struct pd_device *dev);
+/* Which attached device exported {st_dev, st_ino}: *origin (0: none),
+ * or -ENODEV if that export was revoked. */
+int pd_fabric_origin_of(struct pd_fabric *fab, uint64_t st_dev, uint64_t st_ino,
+			uint64_t *origin);
 
 /* A reference for a pd_mr or a request; the last put destroys the fabric. */
 void pd_fabric_get(struct pd_fabric *fab);

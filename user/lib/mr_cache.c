@@ -12,10 +12,15 @@
  *    granule make a 512-entry chain;
  *  - an LRU of idle entries only (in-use entries are never evicted);
  *  - caps on entries and bytes; an entry that cannot fit because everything
- *    else is in use is handed out uncached and deregistered on release;
+ *    else is in use, or that is larger than the byte cap, is handed out
+ *    uncached and deregistered on release (it still gets invalidations);
  *  - registration and deregistration never run under the lock (they take
- *    milliseconds and may re-enter libfabric); a race between two misses on
- *    the same key is settled after registering, the loser deregisters;
+ *    milliseconds and may re-enter libfabric).  A miss puts a pending entry
+ *    in the table first: concurrent misses on its key wait for it (single
+ *    flight), and an invalidation that matches it while it registers marks
+ *    it, so the registration is not inserted as valid;
+ *  - every invalidation is logged with a generation number, for callers
+ *    that resolved their key before the miss (pd_mr_cache_get_since);
  *  - a registration failing for lack of resources evicts every idle entry
  *    and is retried once.
  */
@@ -31,6 +36,8 @@
 #define HOST_LEVELS 10
 #define HOST_SHIFT(level) (12 + 4 * (level))
 #define MIN_BUCKETS 64
+#define INVAL_LOG 64
+#define MAX_ATTEMPTS 8
 
 struct list {
 	struct list *prev, *next;
@@ -42,21 +49,38 @@ struct hlink {
 	struct pd_mr_cache_entry *e;
 };
 
+enum entry_state { PENDING, READY, FAILED };
+
 struct pd_mr_cache_entry {
 	struct pd_mr_key key;
 	void *handle;
-	unsigned int refs;
-	bool hashed;		/* reachable by lookups, counted in the caps */
-	bool invalid;		/* revoked by the kernel; read without the lock */
+	unsigned int refs;	/* holders, and waiters while PENDING */
+	uint8_t state;		/* enum entry_state */
+	bool hashed;		/* in the table: reachable by lookups */
+	bool cached;		/* counted in the caps; on the LRU when idle */
+	bool invalid;		/* revoked; read without the lock */
+	bool stale;		/* host range invalidated while registering */
 	uint32_t inval_reason;
-	struct list lru;	/* idle and hashed, or on a victim list */
-	struct list all;	/* hashed */
+	struct list lru;	/* idle and cached */
+	struct list all;	/* every entry not yet freed, for invalidations */
 	size_t nlinks;
 	struct hlink links[];
 };
 
+/* What one invalidation covers: a dma-buf, a device's dma-bufs, or a host
+ * range. */
+struct inval_match {
+	enum pd_mem_kind kind;
+	uint64_t dev, ino;	/* dma-buf, when origin is 0 */
+	uint64_t origin;	/* every dma-buf of this device */
+	const void *domain;
+	uint64_t start, len;
+	uint32_t reason;
+};
+
 struct pd_mr_cache {
 	pthread_mutex_t lock;
+	pthread_cond_t done;	/* a pending entry left PENDING */
 	struct pd_mr_cache_ops ops;
 	struct hlink **buckets;
 	size_t nbuckets, nlinks;
@@ -64,6 +88,10 @@ struct pd_mr_cache {
 	size_t max_entries, max_bytes;
 	size_t entries, bytes;
 	size_t host_level_entries[HOST_LEVELS];
+	bool retain_idle_host;
+	unsigned int waiters;
+	uint64_t gen;		/* invalidations so far */
+	struct inval_match log[INVAL_LOG];	/* the last ones, by gen % INVAL_LOG */
 	struct pd_cache_stats st;
 };
 
@@ -143,6 +171,13 @@ static bool host_contains(const struct pd_mr_key *e, const struct pd_mr_key *k)
 	       (e->access & k->access) == k->access;
 }
 
+/* Hashed entries that are not invalid: ready ones, and pending ones (whose
+ * registration a lookup waits for). */
+static bool usable_locked(const struct pd_mr_cache_entry *e)
+{
+	return !e->invalid && !e->stale;
+}
+
 static struct pd_mr_cache_entry *lookup_locked(struct pd_mr_cache *c,
 					       const struct pd_mr_key *k)
 {
@@ -153,7 +188,7 @@ static struct pd_mr_cache_entry *lookup_locked(struct pd_mr_cache *c,
 	if (k->kind != PD_MEM_HOST) {
 		h = dmabuf_hash(k);
 		for (l = c->buckets[h & (c->nbuckets - 1)]; l; l = l->next) {
-			if (l->hkey == h && !l->e->invalid && dmabuf_match(&l->e->key, k))
+			if (l->hkey == h && usable_locked(l->e) && dmabuf_match(&l->e->key, k))
 				return l->e;
 		}
 		return NULL;
@@ -164,7 +199,7 @@ static struct pd_mr_cache_entry *lookup_locked(struct pd_mr_cache *c,
 			continue;
 		h = host_hash(k->domain, level, k->start >> HOST_SHIFT(level));
 		for (l = c->buckets[h & (c->nbuckets - 1)]; l; l = l->next) {
-			if (l->hkey == h && !l->e->invalid && host_contains(&l->e->key, k))
+			if (l->hkey == h && usable_locked(l->e) && host_contains(&l->e->key, k))
 				return l->e;
 		}
 	}
@@ -192,7 +227,7 @@ static void grow_locked(struct pd_mr_cache *c)
 	c->nbuckets = n;
 }
 
-static void insert_locked(struct pd_mr_cache *c, struct pd_mr_cache_entry *e)
+static void hash_locked(struct pd_mr_cache *c, struct pd_mr_cache_entry *e)
 {
 	size_t i;
 
@@ -208,32 +243,44 @@ static void insert_locked(struct pd_mr_cache *c, struct pd_mr_cache_entry *e)
 	c->nlinks += e->nlinks;
 	if (e->key.kind == PD_MEM_HOST)
 		c->host_level_entries[host_level(e->key.len)]++;
-	list_add_tail(&c->all, &e->all);
-	c->entries++;
-	c->bytes += e->key.len;
 	e->hashed = true;
 }
 
+/* Out of the table, and out of the caps if it counted there. */
 static void unhash_locked(struct pd_mr_cache *c, struct pd_mr_cache_entry *e)
 {
 	size_t i;
 
-	for (i = 0; i < e->nlinks; i++) {
-		struct hlink **p = &c->buckets[e->links[i].hkey & (c->nbuckets - 1)];
+	if (e->hashed) {
+		for (i = 0; i < e->nlinks; i++) {
+			struct hlink **p = &c->buckets[e->links[i].hkey & (c->nbuckets - 1)];
 
-		while (*p != &e->links[i])
-			p = &(*p)->next;
-		*p = e->links[i].next;
+			while (*p != &e->links[i])
+				p = &(*p)->next;
+			*p = e->links[i].next;
+		}
+		c->nlinks -= e->nlinks;
+		if (e->key.kind == PD_MEM_HOST)
+			c->host_level_entries[host_level(e->key.len)]--;
+		e->hashed = false;
 	}
-	c->nlinks -= e->nlinks;
-	if (e->key.kind == PD_MEM_HOST)
-		c->host_level_entries[host_level(e->key.len)]--;
+	if (e->cached) {
+		if (e->refs == 0)
+			list_del(&e->lru);
+		c->entries--;
+		c->bytes -= e->key.len;
+		e->cached = false;
+	}
+}
+
+/* Gone from every list; deregistered by release_victims. */
+static void retire_locked(struct pd_mr_cache *c, struct pd_mr_cache_entry *e,
+			  struct list *victims)
+{
+	unhash_locked(c, e);
 	list_del(&e->all);
-	if (e->refs == 0)
-		list_del(&e->lru);
-	c->entries--;
-	c->bytes -= e->key.len;
-	e->hashed = false;
+	list_add_tail(victims, &e->lru);
+	c->st.dereg_count++;
 }
 
 static bool over_caps(const struct pd_mr_cache *c, size_t add_entries,
@@ -252,10 +299,8 @@ static void evict_locked(struct pd_mr_cache *c, size_t add_entries,
 	       (all || over_caps(c, add_entries, add_bytes))) {
 		struct pd_mr_cache_entry *e = entry_of(c->lru.next, lru);
 
-		unhash_locked(c, e);
-		list_add_tail(victims, &e->lru);
+		retire_locked(c, e, victims);
 		c->st.evictions++;
-		c->st.dereg_count++;
 	}
 }
 
@@ -266,9 +311,31 @@ static void release_victims(struct pd_mr_cache *c, struct list *victims)
 		struct pd_mr_cache_entry *e = entry_of(victims->next, lru);
 
 		list_del(&e->lru);
-		c->ops.dereg(c->ops.ctx, e->handle);
+		if (e->handle)
+			c->ops.dereg(c->ops.ctx, e->handle);
 		free(e);
 	}
+}
+
+/* One reference goes.  The last one: a cached entry idles in the LRU
+ * (unless it is a host entry the cache must not keep idle); any other is
+ * deregistered. */
+static void put_locked(struct pd_mr_cache *c, struct pd_mr_cache_entry *e,
+		       struct list *victims)
+{
+	if (--e->refs)
+		return;
+	if (e->state == FAILED) {
+		free(e);	/* its owner dropped the handle already */
+		return;
+	}
+	if (e->cached && !e->invalid &&
+	    (e->key.kind != PD_MEM_HOST || c->retain_idle_host)) {
+		list_add_tail(&c->lru, &e->lru);
+		evict_locked(c, 0, 0, false, victims);
+		return;
+	}
+	retire_locked(c, e, victims);
 }
 
 int pd_mr_cache_create(const struct pd_mr_cache_ops *ops, size_t max_entries,
@@ -288,9 +355,11 @@ int pd_mr_cache_create(const struct pd_mr_cache_ops *ops, size_t max_entries,
 		return pd_error(-ENOMEM, "mr cache: out of memory");
 	}
 	pthread_mutex_init(&c->lock, NULL);
+	pthread_cond_init(&c->done, NULL);
 	c->ops = *ops;
 	c->max_entries = max_entries;
 	c->max_bytes = max_bytes;
+	c->retain_idle_host = true;
 	list_init(&c->lru);
 	list_init(&c->all);
 	*out = c;
@@ -305,17 +374,32 @@ void pd_mr_cache_destroy(struct pd_mr_cache *c)
 		return;
 	list_init(&victims);
 	pthread_mutex_lock(&c->lock);
-	while (!list_empty(&c->all)) {
-		struct pd_mr_cache_entry *e = entry_of(c->all.next, all);
-
-		unhash_locked(c, e);
-		list_add_tail(&victims, &e->lru);
-	}
+	while (!list_empty(&c->all))
+		retire_locked(c, entry_of(c->all.next, all), &victims);
 	pthread_mutex_unlock(&c->lock);
 	release_victims(c, &victims);
+	pthread_cond_destroy(&c->done);
 	pthread_mutex_destroy(&c->lock);
 	free(c->buckets);
 	free(c);
+}
+
+void pd_mr_cache_set_retain_idle_host(struct pd_mr_cache *c, bool retain)
+{
+	struct list victims, *l, *next;
+
+	list_init(&victims);
+	pthread_mutex_lock(&c->lock);
+	c->retain_idle_host = retain;
+	for (l = c->lru.next; !retain && l != &c->lru; l = next) {
+		struct pd_mr_cache_entry *e = entry_of(l, lru);
+
+		next = l->next;
+		if (e->key.kind == PD_MEM_HOST)
+			retire_locked(c, e, &victims);
+	}
+	pthread_mutex_unlock(&c->lock);
+	release_victims(c, &victims);
 }
 
 static struct pd_mr_cache_entry *entry_new(const struct pd_mr_key *k)
@@ -363,7 +447,7 @@ static uint64_t now_ns(void)
 /* Takes a reference on a found entry; an idle one leaves the LRU. */
 static void hold_locked(struct pd_mr_cache_entry *e)
 {
-	if (e->refs++ == 0)
+	if (e->refs++ == 0 && e->cached)
 		list_del(&e->lru);
 }
 
@@ -393,12 +477,171 @@ static int register_with_retry(struct pd_mr_cache *c,
 	return ret;
 }
 
-int pd_mr_cache_get(struct pd_mr_cache *c, const struct pd_mr_key *k, int fd,
-		    struct pd_mr_cache_entry **out)
+static bool inval_matches(const struct pd_mr_key *k, const struct inval_match *m)
 {
-	struct pd_mr_cache_entry *e, *raced;
+	if (k->kind != m->kind)
+		return false;
+	if (m->kind == PD_MEM_DMABUF)
+		return m->origin ? k->origin == m->origin : k->dev == m->dev && k->ino == m->ino;
+	return k->domain == m->domain && k->start < m->start + m->len &&
+	       m->start < k->start + k->len;
+}
+
+static const char *reason_name(uint32_t reason)
+{
+	static const char *const names[] = {
+		[PD_REASON_FREE] = "allocation freed", [PD_REASON_REVOKE] = "revoked",
+		[PD_REASON_RESET] = "device reset", [PD_REASON_ADMIN] = "revoked by the administrator",
+		[PD_REASON_UNPLUG] = "device removed", [PD_REASON_OVERFLOW] = "event queue overflowed",
+	};
+
+	if (reason == PD_REASON_CLOSED)
+		return "its device was closed";
+	if (reason == PD_REASON_DETACHED)
+		return "its device was detached: nothing reports its revocation any more";
+	return reason < sizeof(names) / sizeof(names[0]) && names[reason] ?
+		names[reason] : "invalidated";
+}
+
+/*
+ * A dma-buf invalidation logged after since that covers k: -ENODEV (the
+ * dma-buf is revoked), or -ESTALE when the log no longer reaches back to
+ * since.  Host keys are not checked: registering now takes the pages now.
+ */
+static int log_check_locked(struct pd_mr_cache *c, const struct pd_mr_key *k, uint64_t since)
+{
+	uint64_t g;
+
+	if (k->kind != PD_MEM_DMABUF || since >= c->gen)
+		return 0;
+	if (c->gen - since > INVAL_LOG)
+		return -ESTALE;
+	for (g = since; g < c->gen; g++) {
+		const struct inval_match *m = &c->log[g % INVAL_LOG];
+
+		if (inval_matches(k, m))
+			return pd_error(-ENODEV, "dma-buf inode %llu was revoked (%s) before it was registered: re-export and register again",
+					(unsigned long long)k->ino, reason_name(m->reason));
+	}
+	return 0;
+}
+
+static int get_locked(struct pd_mr_cache *c, const struct pd_mr_key *k, int fd,
+		      uint64_t since, struct pd_mr_cache_entry **out)
+{
+	struct pd_mr_cache_entry *e;
 	struct list victims;
 	void *handle = NULL;
+	unsigned int attempt;
+	int ret;
+
+	c->st.lookups++;
+	for (attempt = 0;; attempt++) {
+		ret = log_check_locked(c, k, since);
+		if (ret)
+			return ret;
+		e = lookup_locked(c, k);
+		if (e && e->state == READY) {
+			hold_locked(e);
+			c->st.hits++;
+			*out = e;
+			return 0;
+		}
+		if (e) {
+			/* Someone registers this key: wait and share. */
+			e->refs++;
+			c->waiters++;
+			while (e->state == PENDING)
+				pthread_cond_wait(&c->done, &c->lock);
+			c->waiters--;
+			if (e->state == READY && !e->invalid) {
+				c->st.hits++;
+				*out = e;
+				return 0;
+			}
+			list_init(&victims);
+			put_locked(c, e, &victims);
+			pthread_mutex_unlock(&c->lock);
+			release_victims(c, &victims);
+			pthread_mutex_lock(&c->lock);
+			if (attempt < MAX_ATTEMPTS)
+				continue;
+			return pd_error(-EAGAIN, "registration of %llu bytes: invalidated %u times while registering",
+					(unsigned long long)k->len, attempt);
+		}
+		break;
+	}
+
+	c->st.misses++;
+	for (attempt = 0;; attempt++) {
+		e = entry_new(k);
+		if (!e)
+			return pd_error(-ENOMEM, "mr cache: out of memory");
+		e->state = PENDING;
+		e->refs = 1;
+		hash_locked(c, e);
+		list_add_tail(&c->all, &e->all);
+		pthread_mutex_unlock(&c->lock);
+
+		ret = register_with_retry(c, k, fd, &handle);
+
+		list_init(&victims);
+		pthread_mutex_lock(&c->lock);
+		if (!ret && (e->invalid || e->stale)) {
+			/* Invalidated while registering: what we registered may
+			 * be the revoked buffer, or the old pages. */
+			if (e->invalid)
+				ret = pd_error(-ENODEV, "dma-buf inode %llu was revoked while it was being registered (%s): re-export and register again",
+					       (unsigned long long)k->ino, reason_name(e->inval_reason));
+			else
+				ret = -EAGAIN;
+			pthread_mutex_unlock(&c->lock);
+			c->ops.dereg(c->ops.ctx, handle);
+			pthread_mutex_lock(&c->lock);
+			c->st.dereg_count++;
+		}
+		if (ret) {
+			unhash_locked(c, e);
+			list_del(&e->all);
+			e->state = FAILED;
+			pthread_cond_broadcast(&c->done);
+			put_locked(c, e, &victims);
+			if (ret == -EAGAIN && attempt < MAX_ATTEMPTS)
+				continue;
+			if (ret == -EAGAIN)
+				ret = pd_error(-EAGAIN, "host registration of %llu bytes: range invalidated %u times while registering",
+					       (unsigned long long)k->len, attempt + 1);
+			return ret;
+		}
+		break;
+	}
+	e->handle = handle;
+	/* Larger than the byte cap: it can never be cached, so it evicts
+	 * nothing on its way to being handed out uncached. */
+	if (k->len <= c->max_bytes && c->max_entries)
+		evict_locked(c, 1, k->len, false, &victims);
+	if (!over_caps(c, 1, k->len)) {
+		e->cached = true;
+		c->entries++;
+		c->bytes += k->len;
+	} else {
+		unhash_locked(c, e);
+		c->st.uncached++;
+	}
+	e->state = READY;
+	pthread_cond_broadcast(&c->done);
+	if (!list_empty(&victims)) {
+		pthread_mutex_unlock(&c->lock);
+		release_victims(c, &victims);
+		pthread_mutex_lock(&c->lock);
+	}
+	*out = e;
+	return 0;
+}
+
+int pd_mr_cache_get_since(struct pd_mr_cache *c, const struct pd_mr_key *k, int fd,
+			  uint64_t since, struct pd_mr_cache_entry **out)
+{
 	int ret;
 
 	if (!c || !k || !out)
@@ -408,74 +651,43 @@ int pd_mr_cache_get(struct pd_mr_cache *c, const struct pd_mr_key *k, int fd,
 				(unsigned long long)k->len, (unsigned long long)k->start,
 				k->len ? "range wraps around" : "length is 0");
 	pthread_mutex_lock(&c->lock);
-	c->st.lookups++;
-	e = lookup_locked(c, k);
-	if (e) {
-		hold_locked(e);
-		c->st.hits++;
-		pthread_mutex_unlock(&c->lock);
-		*out = e;
-		return 0;
-	}
-	c->st.misses++;
+	ret = get_locked(c, k, fd, since, out);
 	pthread_mutex_unlock(&c->lock);
+	return ret;
+}
 
-	e = entry_new(k);
-	if (!e)
-		return pd_error(-ENOMEM, "mr cache: out of memory");
-	ret = register_with_retry(c, k, fd, &handle);
-	if (ret) {
-		free(e);
-		return ret;
-	}
-	e->handle = handle;
-	e->refs = 1;
-	list_init(&victims);
+int pd_mr_cache_get(struct pd_mr_cache *c, const struct pd_mr_key *k, int fd,
+		    struct pd_mr_cache_entry **out)
+{
+	return pd_mr_cache_get_since(c, k, fd, UINT64_MAX, out);
+}
+
+uint64_t pd_mr_cache_generation(struct pd_mr_cache *c)
+{
+	return __atomic_load_n(&c->gen, __ATOMIC_ACQUIRE);
+}
+
+unsigned int pd_mr_cache_waiters(struct pd_mr_cache *c)
+{
+	unsigned int n;
+
 	pthread_mutex_lock(&c->lock);
-	raced = lookup_locked(c, k);
-	if (raced) {
-		hold_locked(raced);
-		pthread_mutex_unlock(&c->lock);
-		c->ops.dereg(c->ops.ctx, handle);
-		free(e);
-		*out = raced;
-		return 0;
-	}
-	evict_locked(c, 1, k->len, false, &victims);
-	if (!over_caps(c, 1, k->len))
-		insert_locked(c, e);
-	else
-		c->st.uncached++;
+	n = c->waiters;
 	pthread_mutex_unlock(&c->lock);
-	release_victims(c, &victims);
-	*out = e;
-	return 0;
+	return n;
 }
 
 void pd_mr_cache_put(struct pd_mr_cache *c, struct pd_mr_cache_entry *e)
 {
 	struct list victims;
-	bool drop = false;
 
 	if (!c || !e)
 		return;
 	list_init(&victims);
 	pthread_mutex_lock(&c->lock);
-	if (--e->refs == 0) {
-		if (e->hashed) {
-			list_add_tail(&c->lru, &e->lru);
-			evict_locked(c, 0, 0, false, &victims);
-		} else {
-			drop = true;
-			c->st.dereg_count++;
-		}
-	}
+	put_locked(c, e, &victims);
 	pthread_mutex_unlock(&c->lock);
 	release_victims(c, &victims);
-	if (drop) {
-		c->ops.dereg(c->ops.ctx, e->handle);
-		free(e);
-	}
 }
 
 void pd_mr_cache_hold(struct pd_mr_cache *c, struct pd_mr_cache_entry *e)
@@ -504,42 +716,12 @@ int pd_mr_cache_set_limits(struct pd_mr_cache *c, size_t max_entries,
 	return 0;
 }
 
-/* Idle entries are dropped now; in-use ones leave the table and are
- * dropped on their last release. */
-static void invalidate_locked(struct pd_mr_cache *c, struct pd_mr_cache_entry *e,
-			      struct list *victims)
-{
-	bool idle = e->refs == 0;
-
-	unhash_locked(c, e);
-	c->st.invalidations++;
-	if (idle) {
-		list_add_tail(victims, &e->lru);
-		c->st.dereg_count++;
-	}
-}
-
-/* What one invalidation covers: a dma-buf (or all of them), or a host range. */
-struct inval_match {
-	enum pd_mem_kind kind;
-	uint64_t ino;
-	bool all_dmabufs;
-	const void *domain;
-	uint64_t start, len;
-	uint32_t reason;
-};
-
-static bool inval_matches(const struct pd_mr_cache_entry *e, const struct inval_match *m)
-{
-	if (e->key.kind != m->kind)
-		return false;
-	if (m->kind == PD_MEM_DMABUF)
-		return m->all_dmabufs || e->key.ino == m->ino;
-	return e->key.domain == m->domain && e->key.start < m->start + m->len &&
-	       m->start < e->key.start + e->key.len;
-}
-
-/* Deregistration of idle victims happens after the lock is dropped. */
+/*
+ * Every entry the match covers, cached or not: idle ones are deregistered
+ * now (after the lock is dropped), in-use ones leave the table (dma-buf
+ * ones fail pd_mr_entry_check) and go at their last release, pending ones
+ * are marked so their registration is not inserted as valid.
+ */
 static unsigned int invalidate_where(struct pd_mr_cache *c, const struct inval_match *m)
 {
 	struct list victims, *l, *next;
@@ -549,32 +731,53 @@ static unsigned int invalidate_where(struct pd_mr_cache *c, const struct inval_m
 		return 0;
 	list_init(&victims);
 	pthread_mutex_lock(&c->lock);
+	c->log[c->gen % INVAL_LOG] = *m;
+	__atomic_store_n(&c->gen, c->gen + 1, __ATOMIC_RELEASE);
 	for (l = c->all.next; l != &c->all; l = next) {
 		struct pd_mr_cache_entry *e = entry_of(l, all);
 
 		next = l->next;
-		if (!inval_matches(e, m))
+		if (!inval_matches(&e->key, m) || e->invalid || e->stale)
 			continue;
+		n++;
+		c->st.invalidations++;
 		if (m->kind == PD_MEM_DMABUF) {
 			e->inval_reason = m->reason;
 			__atomic_store_n(&e->invalid, true, __ATOMIC_RELEASE);
+		} else {
+			e->stale = true;
 		}
-		invalidate_locked(c, e, &victims);
-		n++;
+		if (e->state != READY)
+			continue;	/* its registering thread sees the mark */
+		if (e->refs == 0)
+			retire_locked(c, e, &victims);
+		else
+			unhash_locked(c, e);
 	}
 	pthread_mutex_unlock(&c->lock);
 	release_victims(c, &victims);
 	return n;
 }
 
-unsigned int pd_mr_cache_invalidate_dmabuf(struct pd_mr_cache *c, uint64_t ino,
+unsigned int pd_mr_cache_invalidate_dmabuf(struct pd_mr_cache *c, uint64_t dev,
+					   uint64_t ino, uint32_t reason)
+{
+	struct inval_match m = {
+		.kind = PD_MEM_DMABUF, .dev = dev, .ino = ino, .reason = reason,
+	};
+
+	return invalidate_where(c, &m);
+}
+
+unsigned int pd_mr_cache_invalidate_origin(struct pd_mr_cache *c, uint64_t origin,
 					   uint32_t reason)
 {
 	struct inval_match m = {
-		.kind = PD_MEM_DMABUF, .ino = ino, .reason = reason,
-		.all_dmabufs = reason == PD_REASON_OVERFLOW,
+		.kind = PD_MEM_DMABUF, .origin = origin, .reason = reason,
 	};
 
+	if (!origin)
+		return 0;
 	return invalidate_where(c, &m);
 }
 
@@ -606,18 +809,6 @@ void *pd_mr_entry_handle(const struct pd_mr_cache_entry *e)
 const struct pd_mr_key *pd_mr_entry_key(const struct pd_mr_cache_entry *e)
 {
 	return &e->key;
-}
-
-static const char *reason_name(uint32_t reason)
-{
-	static const char *const names[] = {
-		[PD_REASON_FREE] = "allocation freed", [PD_REASON_REVOKE] = "revoked",
-		[PD_REASON_RESET] = "device reset", [PD_REASON_ADMIN] = "revoked by the administrator",
-		[PD_REASON_UNPLUG] = "device removed", [PD_REASON_OVERFLOW] = "event queue overflowed",
-	};
-
-	return reason < sizeof(names) / sizeof(names[0]) && names[reason] ?
-		names[reason] : "invalidated";
 }
 
 int pd_mr_entry_check(const struct pd_mr_cache_entry *e)

@@ -26,7 +26,14 @@ struct pd_mr_key {
 	uint64_t dev, ino;	/* dma-buf identity */
 	uint64_t start;		/* host address, or offset into the dma-buf */
 	uint64_t len;
+	/* Not part of the identity: the device whose events watch this dma-buf
+	 * (pd_device_origin), 0 if none does. */
+	uint64_t origin;
 };
+
+/* Reasons beyond the uapi's, for entries a device stops watching. */
+#define PD_REASON_CLOSED	101	/* the device file was closed */
+#define PD_REASON_DETACHED	102	/* pd_fabric_detach_device */
 
 /* Registration is injectable so tests can fail it on purpose. */
 struct pd_mr_cache_ops {
@@ -43,9 +50,27 @@ int pd_mr_cache_create(const struct pd_mr_cache_ops *ops, size_t max_entries,
 /* Deregisters every entry, in use or not: release all handles first. */
 void pd_mr_cache_destroy(struct pd_mr_cache *c);
 
-/* Find or register; the entry is in use until pd_mr_cache_put(). */
+/*
+ * Find or register; the entry is in use until pd_mr_cache_put().  Concurrent
+ * misses on one key register once: the others wait and share the result.
+ * An invalidation that matches the key while it registers is not lost: a
+ * dma-buf registration then fails with -ENODEV, a host one is made again.
+ */
 int pd_mr_cache_get(struct pd_mr_cache *c, const struct pd_mr_key *key, int fd,
 		    struct pd_mr_cache_entry **out);
+/*
+ * The same, for a key resolved (fstat, origin lookup) after reading
+ * pd_mr_cache_generation(): invalidations since then count too.  -ESTALE
+ * when too many came to tell: resolve the key again.
+ */
+uint64_t pd_mr_cache_generation(struct pd_mr_cache *c);
+int pd_mr_cache_get_since(struct pd_mr_cache *c, const struct pd_mr_key *key, int fd,
+			  uint64_t since, struct pd_mr_cache_entry **out);
+/* Threads waiting for another's registration of the same key (tests). */
+unsigned int pd_mr_cache_waiters(struct pd_mr_cache *c);
+/* false: host entries are deregistered at their last release instead of
+ * idling in the LRU (providers that pin pages, with no memory monitor). */
+void pd_mr_cache_set_retain_idle_host(struct pd_mr_cache *c, bool retain);
 void pd_mr_cache_put(struct pd_mr_cache *c, struct pd_mr_cache_entry *e);
 /* Another reference on an entry the caller already holds (a request on a
  * registration): the entry stays registered until every holder put it. */
@@ -54,8 +79,13 @@ void pd_mr_cache_hold(struct pd_mr_cache *c, struct pd_mr_cache_entry *e);
 /* 0 keeps a limit as it is; idle entries are evicted to fit. */
 int pd_mr_cache_set_limits(struct pd_mr_cache *c, size_t max_entries,
 			   size_t max_bytes);
-/* reason PD_REASON_OVERFLOW invalidates every dma-buf entry. */
-unsigned int pd_mr_cache_invalidate_dmabuf(struct pd_mr_cache *c, uint64_t ino,
+/* Every entry of the dma-buf {dev, ino}: idle ones go, in-use and uncached
+ * ones fail pd_mr_entry_check with -ENODEV.  Returns how many. */
+unsigned int pd_mr_cache_invalidate_dmabuf(struct pd_mr_cache *c, uint64_t dev,
+					   uint64_t ino, uint32_t reason);
+/* Every dma-buf entry whose key.origin is origin (a device overflowed, went
+ * away, was closed or detached). */
+unsigned int pd_mr_cache_invalidate_origin(struct pd_mr_cache *c, uint64_t origin,
 					   uint32_t reason);
 unsigned int pd_mr_cache_invalidate_host(struct pd_mr_cache *c,
 					 const void *domain, uint64_t start,

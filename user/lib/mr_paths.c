@@ -343,7 +343,9 @@ int pd_mr_reg_dmabuf(struct pd_fabric *fab, int fd, uint64_t offset,
 {
 	struct pd_mr_cache_entry *e;
 	struct pd_mr_key k = { .kind = PD_MEM_DMABUF };
+	unsigned int attempt;
 	struct stat st;
+	uint64_t gen;
 	int ret;
 
 	if (!fab || !len || !out)
@@ -352,25 +354,37 @@ int pd_mr_reg_dmabuf(struct pd_fabric *fab, int fd, uint64_t offset,
 	ret = check_access("pd_mr_reg_dmabuf", &access);
 	if (ret)
 		return ret;
-	if (fd < 0 || fstat(fd, &st))
-		return pd_error(fd < 0 ? -EBADF : -errno, "pd_mr_reg_dmabuf: fd %d: %s", fd,
-				strerror(fd < 0 ? EBADF : errno));
 	if (offset + len < offset)
 		return pd_error(-EINVAL, "pd_mr_reg_dmabuf: range wraps around");
-	if (S_ISREG(st.st_mode) && offset + len > (uint64_t)st.st_size)
-		return pd_error(-EINVAL, "pd_mr_reg_dmabuf: [%llu, +%zu) is past the end (%lld bytes)",
-				(unsigned long long)offset, len, (long long)st.st_size);
-	pd_fabric_poll_events(fab);
-	k.dev = st.st_dev;
-	k.ino = st.st_ino;
-	k.start = offset;
-	k.len = len;
-	k.access = access;
-	k.path = fab->path;
-	k.domain = fab->domain;
-	ret = pd_mr_cache_get(fab->cache, &k, fd, &e);
+	for (attempt = 0;; attempt++) {
+		/* Pending revocations first; then the generation, before the
+		 * key is resolved: a revocation after this point is caught by
+		 * the cache even if it lands before the miss registers. */
+		if (__atomic_load_n(&fab->ndevs, __ATOMIC_RELAXED))
+			pd_fabric_poll_events(fab);
+		gen = pd_mr_cache_generation(fab->cache);
+		if (fd < 0 || fstat(fd, &st))
+			return pd_error(fd < 0 ? -EBADF : -errno, "pd_mr_reg_dmabuf: fd %d: %s", fd,
+					strerror(fd < 0 ? EBADF : errno));
+		if (S_ISREG(st.st_mode) && offset + len > (uint64_t)st.st_size)
+			return pd_error(-EINVAL, "pd_mr_reg_dmabuf: [%llu, +%zu) is past the end (%lld bytes)",
+					(unsigned long long)offset, len, (long long)st.st_size);
+		k.dev = st.st_dev;
+		k.ino = st.st_ino;
+		k.start = offset;
+		k.len = len;
+		k.access = access;
+		k.path = fab->path;
+		k.domain = fab->domain;
+		ret = pd_fabric_origin_of(fab, k.dev, k.ino, &k.origin);
+		if (ret)
+			return ret;
+		ret = pd_mr_cache_get_since(fab->cache, &k, fd, gen, &e);
+		if (ret != -ESTALE || attempt == 3)
+			break;
+	}
 	if (ret)
-		return ret;
+		return ret == -ESTALE ? pd_error(-EAGAIN, "pd_mr_reg_dmabuf: revocations keep arriving; try again") : ret;
 	return wrap(fab, e, 0, len, out);
 }
 

@@ -3,11 +3,13 @@
  * function whose failures the tests script. */
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "kselftest_harness.h"
 #include "mr_cache.h"
+#include "peer_pair.h"
 
 struct fake {
 	int regs, deregs;		/* atomics */
@@ -15,6 +17,15 @@ struct fake {
 	int fail_count;
 	int live;			/* registered and not deregistered */
 	int last_dereg_id;
+	/* Runs inside the registration (outside the cache's lock), once. */
+	void (*during_reg)(struct fake *f, const struct pd_mr_key *k);
+	struct pd_mr_cache *c;
+	/* A gate that holds registrations of ino gate_ino until opened. */
+	uint64_t gate_ino;
+	bool gate_open;
+	int in_gate;
+	pthread_mutex_t gate_lock;
+	pthread_cond_t gate_cond;
 };
 
 struct handle {
@@ -26,8 +37,21 @@ static int fake_reg(void *ctx, const struct pd_mr_key *k, int fd, void **out)
 	struct fake *f = ctx;
 	struct handle *h;
 
-	(void)k;
 	(void)fd;
+	if (f->during_reg) {
+		void (*hook)(struct fake *, const struct pd_mr_key *) = f->during_reg;
+
+		f->during_reg = NULL;
+		hook(f, k);
+	}
+	if (f->gate_ino && k->ino == f->gate_ino) {
+		pthread_mutex_lock(&f->gate_lock);
+		f->in_gate++;
+		pthread_cond_broadcast(&f->gate_cond);
+		while (!f->gate_open)
+			pthread_cond_wait(&f->gate_cond, &f->gate_lock);
+		pthread_mutex_unlock(&f->gate_lock);
+	}
 	if (__atomic_load_n(&f->fail_count, __ATOMIC_SEQ_CST) > 0) {
 		__atomic_sub_fetch(&f->fail_count, 1, __ATOMIC_SEQ_CST);
 		return -f->fail_next;
@@ -83,8 +107,11 @@ FIXTURE_SETUP(cache)
 	struct pd_mr_cache_ops ops = { .reg = fake_reg, .dereg = fake_dereg };
 
 	memset(&self->f, 0, sizeof(self->f));
+	pthread_mutex_init(&self->f.gate_lock, NULL);
+	pthread_cond_init(&self->f.gate_cond, NULL);
 	ops.ctx = &self->f;
 	ASSERT_EQ(0, pd_mr_cache_create(&ops, 3, 1 << 30, &self->c));
+	self->f.c = self->c;
 }
 
 FIXTURE_TEARDOWN(cache)
@@ -298,7 +325,7 @@ TEST_F(cache, revocation_drops_idle_and_fails_in_use)
 	busy = get(_metadata, self->c, dmabuf_key(5, 4096, 4096));
 	other = get(_metadata, self->c, dmabuf_key(6, 0, 4096));
 	pd_mr_cache_put(self->c, idle);
-	EXPECT_EQ(2, pd_mr_cache_invalidate_dmabuf(self->c, 5, PD_REASON_REVOKE));
+	EXPECT_EQ(2, pd_mr_cache_invalidate_dmabuf(self->c, 7, 5, PD_REASON_REVOKE));
 	EXPECT_EQ(1, self->f.deregs);		/* idle one dropped at once */
 	EXPECT_EQ(-ENODEV, pd_mr_entry_check(busy));
 	EXPECT_NE(NULL, strstr(pd_last_error(), "revoked"));
@@ -315,22 +342,51 @@ TEST_F(cache, revocation_drops_idle_and_fails_in_use)
 	EXPECT_EQ(2, st.invalidations);
 }
 
-TEST_F(cache, overflow_invalidates_every_dmabuf_entry)
+/*
+ * An overflowed or removed device invalidates the entries of its own
+ * dma-bufs (their origin), not those of other devices nor untracked ones.
+ */
+TEST_F(cache, origin_invalidation_spares_other_devices)
 {
-	struct pd_mr_cache_entry *a, *b, *h;
+	struct pd_mr_key k1 = dmabuf_key(1, 0, 4096), k2 = dmabuf_key(2, 0, 4096);
+	struct pd_mr_key k3 = dmabuf_key(3, 0, 4096);
+	struct pd_mr_cache_entry *a, *b, *u, *h;
 
 	ASSERT_EQ(0, pd_mr_cache_set_limits(self->c, 16, 0));
-	a = get(_metadata, self->c, dmabuf_key(1, 0, 4096));
-	b = get(_metadata, self->c, dmabuf_key(2, 0, 4096));
+	k1.origin = 1;
+	k2.origin = 2;
+	a = get(_metadata, self->c, k1);
+	b = get(_metadata, self->c, k2);
+	u = get(_metadata, self->c, k3);
 	h = get(_metadata, self->c, host_key(0x10000, 4096));
-	pd_mr_cache_put(self->c, a);
-	EXPECT_EQ(2, pd_mr_cache_invalidate_dmabuf(self->c, 0, PD_REASON_OVERFLOW));
-	EXPECT_EQ(-ENODEV, pd_mr_entry_check(b));
+	EXPECT_EQ(1, pd_mr_cache_invalidate_origin(self->c, 1, PD_REASON_OVERFLOW));
+	EXPECT_EQ(-ENODEV, pd_mr_entry_check(a));
 	EXPECT_NE(NULL, strstr(pd_last_error(), "overflow"));
+	EXPECT_EQ(0, pd_mr_entry_check(b));
+	EXPECT_EQ(0, pd_mr_entry_check(u));
 	EXPECT_EQ(0, pd_mr_entry_check(h));
+	pd_mr_cache_put(self->c, a);
 	pd_mr_cache_put(self->c, b);
+	pd_mr_cache_put(self->c, u);
 	pd_mr_cache_put(self->c, h);
-	EXPECT_EQ(2, self->f.deregs);
+	EXPECT_EQ(1, self->f.deregs);
+}
+
+/* Inode numbers repeat across filesystems: st_dev is part of the match. */
+TEST_F(cache, invalidation_matches_st_dev_and_inode)
+{
+	struct pd_mr_key other_dev = dmabuf_key(5, 0, 4096);
+	struct pd_mr_cache_entry *a, *b;
+
+	other_dev.dev = 8;
+	a = get(_metadata, self->c, dmabuf_key(5, 0, 4096));
+	b = get(_metadata, self->c, other_dev);
+	EXPECT_NE(a, b);
+	EXPECT_EQ(1, pd_mr_cache_invalidate_dmabuf(self->c, 7, 5, PD_REASON_REVOKE));
+	EXPECT_EQ(-ENODEV, pd_mr_entry_check(a));
+	EXPECT_EQ(0, pd_mr_entry_check(b));
+	pd_mr_cache_put(self->c, a);
+	pd_mr_cache_put(self->c, b);
 }
 
 TEST_F(cache, host_invalidation_by_range)
@@ -425,7 +481,7 @@ static void *hammer(void *arg)
 		if (pd_mr_entry_key(e)->ino != k.ino)
 			w->errors++;
 		if (i % 1000 == 0)
-			pd_mr_cache_invalidate_dmabuf(w->c, k.ino, PD_REASON_REVOKE);
+			pd_mr_cache_invalidate_dmabuf(w->c, k.dev, k.ino, PD_REASON_REVOKE);
 		pd_mr_cache_put(w->c, e);
 	}
 	return NULL;
@@ -453,6 +509,219 @@ TEST_F(cache, concurrent_threads_keep_counts_consistent)
 	EXPECT_LE(st.entries, 16);
 	EXPECT_EQ((int)st.entries, self->f.live);
 	EXPECT_GT(st.hits, 0);
+}
+
+static void revoke_during(struct fake *f, const struct pd_mr_key *k)
+{
+	pd_mr_cache_invalidate_dmabuf(f->c, k->dev, k->ino, PD_REASON_REVOKE);
+}
+
+/*
+ * A revocation that lands while the miss is registering: the entry must not
+ * go in marked valid.  The registration fails with -ENODEV and nothing of it
+ * stays cached.
+ */
+TEST_F(cache, revocation_during_registration_is_not_lost)
+{
+	struct pd_mr_key k = dmabuf_key(9, 0, 4096);
+	struct pd_mr_cache_entry *e = NULL;
+	struct pd_cache_stats st;
+
+	self->f.during_reg = revoke_during;
+	EXPECT_EQ(-ENODEV, pd_mr_cache_get(self->c, &k, -1, &e));
+	EXPECT_NE(NULL, strstr(pd_last_error(), "revoked while it was being registered"))
+		TH_LOG("%s", pd_last_error());
+	pd_mr_cache_stats(self->c, &st);
+	EXPECT_EQ(0, st.entries);
+	EXPECT_EQ(0, self->f.live);
+	/* A later registration is a fresh one. */
+	e = get(_metadata, self->c, k);
+	EXPECT_EQ(0, pd_mr_entry_check(e));
+	EXPECT_EQ(2, self->f.regs);
+	pd_mr_cache_put(self->c, e);
+}
+
+/* The same before the miss: the caller read the generation, then resolved
+ * the key (fstat), and the revocation came in between. */
+TEST_F(cache, revocation_before_the_miss_is_caught_by_the_generation)
+{
+	struct pd_mr_key k = dmabuf_key(9, 0, 4096);
+	struct pd_mr_cache_entry *e = NULL;
+	uint64_t gen = pd_mr_cache_generation(self->c);
+
+	pd_mr_cache_invalidate_dmabuf(self->c, 7, 9, PD_REASON_REVOKE);
+	EXPECT_EQ(-ENODEV, pd_mr_cache_get_since(self->c, &k, -1, gen, &e));
+	EXPECT_EQ(0, self->f.regs);
+	/* Another inode is not affected. */
+	k.ino = 10;
+	EXPECT_EQ(0, pd_mr_cache_get_since(self->c, &k, -1, gen, &e));
+	pd_mr_cache_put(self->c, e);
+}
+
+static void unmap_during(struct fake *f, const struct pd_mr_key *k)
+{
+	pd_mr_cache_invalidate_host(f->c, k->domain, k->start, k->len);
+}
+
+/* pd_mr_invalidate_host while the range registers: the registration may
+ * hold the old pages, so it is made again. */
+TEST_F(cache, host_invalidation_during_registration_registers_again)
+{
+	struct pd_mr_cache_entry *e;
+
+	self->f.during_reg = unmap_during;
+	e = get(_metadata, self->c, host_key(0x300000, 4096));
+	EXPECT_EQ(2, self->f.regs);
+	EXPECT_EQ(2, id_of(e));
+	EXPECT_EQ(1, self->f.deregs);
+	pd_mr_cache_put(self->c, e);
+	/* and it is cached */
+	pd_mr_cache_put(self->c, get(_metadata, self->c, host_key(0x300000, 4096)));
+	EXPECT_EQ(2, self->f.regs);
+}
+
+/* Entries handed out uncached (caps full, or larger than the byte cap) are
+ * revoked like cached ones. */
+TEST_F(cache, uncached_entries_are_invalidated_too)
+{
+	struct pd_mr_cache_entry *held, *over_count, *over_bytes;
+
+	ASSERT_EQ(0, pd_mr_cache_set_limits(self->c, 1, 8192));
+	held = get(_metadata, self->c, dmabuf_key(1, 0, 4096));
+	over_count = get(_metadata, self->c, dmabuf_key(2, 0, 4096));
+	over_bytes = get(_metadata, self->c, dmabuf_key(3, 0, 16384));
+	EXPECT_EQ(1, pd_mr_cache_invalidate_dmabuf(self->c, 7, 2, PD_REASON_REVOKE));
+	EXPECT_EQ(1, pd_mr_cache_invalidate_dmabuf(self->c, 7, 3, PD_REASON_REVOKE));
+	EXPECT_EQ(-ENODEV, pd_mr_entry_check(over_count));
+	EXPECT_EQ(-ENODEV, pd_mr_entry_check(over_bytes));
+	EXPECT_EQ(0, pd_mr_entry_check(held));
+	pd_mr_cache_put(self->c, held);
+	pd_mr_cache_put(self->c, over_count);
+	pd_mr_cache_put(self->c, over_bytes);
+}
+
+/* A registration larger than the byte cap can never be cached: it must not
+ * flush the idle entries on its way to being handed out uncached. */
+TEST_F(cache, oversized_registration_keeps_idle_entries)
+{
+	struct pd_mr_cache_entry *big;
+	struct pd_cache_stats st;
+	int i;
+
+	ASSERT_EQ(0, pd_mr_cache_set_limits(self->c, 100, 10 * 4096));
+	for (i = 0; i < 3; i++)
+		pd_mr_cache_put(self->c, get(_metadata, self->c, dmabuf_key(40 + i, 0, 2 * 4096)));
+	big = get(_metadata, self->c, dmabuf_key(50, 0, 20 * 4096));
+	pd_mr_cache_stats(self->c, &st);
+	EXPECT_EQ(0, self->f.deregs);
+	EXPECT_EQ(0, st.evictions);
+	EXPECT_EQ(3, st.entries);
+	EXPECT_EQ(1, st.uncached);
+	pd_mr_cache_put(self->c, big);
+	EXPECT_EQ(1, self->f.deregs);
+}
+
+struct miss_thread {
+	struct pd_mr_cache *c;
+	struct pd_mr_cache_entry *e;
+	int ret;
+};
+
+static void *miss_same_key(void *arg)
+{
+	struct miss_thread *t = arg;
+	struct pd_mr_key k = dmabuf_key(42, 0, 4096);
+
+	t->ret = pd_mr_cache_get(t->c, &k, -1, &t->e);
+	return NULL;
+}
+
+/*
+ * Four concurrent misses on one key: one registers, the others wait for it
+ * and share the result (single flight).  The first registration is held at
+ * a gate until the other three are waiting in the cache.
+ */
+TEST_F(cache, concurrent_misses_register_once)
+{
+	struct miss_thread t[4];
+	pthread_t th[4];
+	int64_t end;
+	int i;
+
+	self->f.gate_ino = 42;
+	for (i = 0; i < 4; i++) {
+		t[i] = (struct miss_thread) { .c = self->c };
+		ASSERT_EQ(0, pthread_create(&th[i], NULL, miss_same_key, &t[i]));
+	}
+	/* Bounded: a cache without single flight never gets 3 waiters. */
+	end = mono_ms() + 5000;
+	while (pd_mr_cache_waiters(self->c) < 3 && mono_ms() < end)
+		sched_yield();
+	EXPECT_EQ(3, pd_mr_cache_waiters(self->c));
+	pthread_mutex_lock(&self->f.gate_lock);
+	self->f.gate_open = true;
+	pthread_cond_broadcast(&self->f.gate_cond);
+	pthread_mutex_unlock(&self->f.gate_lock);
+	for (i = 0; i < 4; i++) {
+		pthread_join(th[i], NULL);
+		EXPECT_EQ(0, t[i].ret);
+		EXPECT_EQ(t[0].e, t[i].e);
+	}
+	EXPECT_EQ(1, self->f.regs);
+	for (i = 0; i < 4; i++)
+		pd_mr_cache_put(self->c, t[i].e);
+}
+
+/* A failed registration wakes its waiters, which then try for themselves. */
+TEST_F(cache, waiters_of_a_failed_miss_try_again)
+{
+	struct miss_thread t[2];
+	pthread_t th[2];
+	int64_t end;
+	int i;
+
+	self->f.gate_ino = 42;
+	self->f.fail_next = EFAULT;
+	self->f.fail_count = 1;
+	for (i = 0; i < 2; i++) {
+		t[i] = (struct miss_thread) { .c = self->c };
+		ASSERT_EQ(0, pthread_create(&th[i], NULL, miss_same_key, &t[i]));
+	}
+	end = mono_ms() + 5000;
+	while (pd_mr_cache_waiters(self->c) < 1 && mono_ms() < end)
+		sched_yield();
+	pthread_mutex_lock(&self->f.gate_lock);
+	self->f.gate_open = true;
+	pthread_cond_broadcast(&self->f.gate_cond);
+	pthread_mutex_unlock(&self->f.gate_lock);
+	for (i = 0; i < 2; i++)
+		pthread_join(th[i], NULL);
+	/* One failed (EFAULT), the other registered on its own. */
+	EXPECT_EQ(-EFAULT, t[0].ret ?: t[1].ret);
+	EXPECT_TRUE(t[0].ret == 0 || t[1].ret == 0);
+	EXPECT_EQ(1, self->f.regs);
+	pd_mr_cache_put(self->c, t[0].ret ? t[1].e : t[0].e);
+}
+
+/*
+ * A provider that pins pages would keep a freed buffer's old pages in an
+ * idle registration.  With no memory monitor, such a cache keeps no idle
+ * host entry: the last release deregisters.  dma-buf entries are unaffected
+ * (revocation events watch them).
+ */
+TEST_F(cache, no_idle_host_entries_when_the_provider_pins)
+{
+	struct pd_cache_stats st;
+
+	pd_mr_cache_set_retain_idle_host(self->c, false);
+	pd_mr_cache_put(self->c, get(_metadata, self->c, host_key(0x400000, 4096)));
+	EXPECT_EQ(1, self->f.deregs);
+	pd_mr_cache_put(self->c, get(_metadata, self->c, host_key(0x400000, 4096)));
+	EXPECT_EQ(2, self->f.regs);
+	pd_mr_cache_put(self->c, get(_metadata, self->c, dmabuf_key(1, 0, 4096)));
+	pd_mr_cache_stats(self->c, &st);
+	EXPECT_EQ(1, st.entries);
+	EXPECT_EQ(2, self->f.deregs);
 }
 
 TEST_HARNESS_MAIN

@@ -307,7 +307,7 @@ TEST_F(paths, revocation_event_fails_in_use_registration)
 	ASSERT_EQ(0, fstat(self->fd, &sb));
 	ASSERT_EQ(0, pd_mr_reg_dmabuf(self->fab, self->fd, 0, 4096, 0, &mr));
 	/* What pd_fabric_poll_events does with a PD_REASON_REVOKE event. */
-	EXPECT_EQ(1, pd_mr_cache_invalidate_dmabuf(self->fab->cache, sb.st_ino, PD_REASON_REVOKE));
+	EXPECT_EQ(1, pd_mr_cache_invalidate_dmabuf(self->fab->cache, sb.st_dev, sb.st_ino, PD_REASON_REVOKE));
 	EXPECT_EQ(-ENODEV, pd_tsend(self->fab, mr, 0, 4096, self->self_addr, 1, &r));
 	EXPECT_NE(NULL, strstr(pd_last_error(), "revoked by the kernel")) TH_LOG("%s", pd_last_error());
 	ASSERT_EQ(0, pd_mr_reg_dmabuf(self->fab, self->fd, 0, 4096, 0, &again));

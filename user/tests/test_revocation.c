@@ -1,0 +1,236 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Revocation tracking across devices and fabrics.  No module on the host:
+ * a "device" here is a pd_device over one end of a SOCK_SEQPACKET
+ * socketpair, and the test writes peerdirect_event records into the other
+ * end as the kernel would.  Memfds stand in for the dma-bufs the device
+ * exported (tracked as its exports, as pd_device_export does).
+ */
+#include <linux/peerdirect.h>
+
+#include "kselftest_harness.h"
+#include "loopback.h"
+#include "device.h"
+
+#define NDEV 2
+
+FIXTURE(rev) {
+	struct pd_fabric *f1, *f2;
+	uint64_t me1, me2;
+	int sock[NDEV][2];
+	struct pd_device *dev[NDEV];
+	int memfd[NDEV];
+	struct stat st[NDEV];
+};
+
+FIXTURE_SETUP(rev)
+{
+	struct pd_fabric_attr attr;
+	int i;
+
+	pd_fabric_attr_init(&attr);
+	ASSERT_EQ(0, open_loopback(&attr, &self->f1, &self->me1)) TH_LOG("%s", pd_last_error());
+	pd_fabric_attr_init(&attr);
+	ASSERT_EQ(0, open_loopback(&attr, &self->f2, &self->me2)) TH_LOG("%s", pd_last_error());
+	for (i = 0; i < NDEV; i++) {
+		ASSERT_EQ(0, socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, self->sock[i]));
+		ASSERT_EQ(0, pd_device_wrap_fd(self->sock[i][0], 10 + (unsigned int)i, &self->dev[i]));
+		self->memfd[i] = memfd_of(1 << 20, (uint64_t)i);
+		ASSERT_LE(0, self->memfd[i]);
+		ASSERT_EQ(0, fstat(self->memfd[i], &self->st[i]));
+		ASSERT_EQ(0, pd_device_track_export(self->dev[i], self->memfd[i], 100 + (uint64_t)i));
+	}
+}
+
+FIXTURE_TEARDOWN(rev)
+{
+	int i;
+
+	pd_fabric_close(self->f1);
+	pd_fabric_close(self->f2);
+	for (i = 0; i < NDEV; i++) {
+		pd_device_close(self->dev[i]);	/* closes sock[i][0] */
+		if (self->sock[i][1] >= 0)
+			close(self->sock[i][1]);
+		close(self->memfd[i]);
+	}
+}
+
+/* What the kernel writes to the owner's device file. */
+static int send_event(int sock, uint32_t reason, uint64_t export_id, uint64_t inode)
+{
+	static uint64_t seq;
+	struct peerdirect_event ev = {
+		.size = sizeof(ev), .reason = reason, .seq = ++seq,
+		.export_id = export_id, .inode = inode,
+	};
+
+	return send(sock, &ev, sizeof(ev), 0) == sizeof(ev) ? 0 : -errno;
+}
+
+/* A one-page send to the fabric itself: 0, or the post's error. */
+static int usable(struct pd_fabric *fab, uint64_t me, struct pd_mr *mr)
+{
+	static char page[4096] __attribute__((aligned(4096)));
+	struct pd_req *s, *r;
+	struct pd_mr *h;
+	int ret;
+
+	ret = pd_mr_reg_host(fab, page, sizeof(page), 0, &h);
+	if (ret)
+		return ret;
+	ret = pd_trecv(fab, h, 0, 4096, me, 77, &r);
+	if (!ret) {
+		ret = pd_tsend(fab, mr, 0, 4096, me, 77, &s);
+		if (!ret) {
+			ret = pd_wait(s, WAIT_MS, NULL) ?: pd_wait(r, WAIT_MS, NULL);
+			pd_req_free(s);
+		}
+		pd_req_free(r);
+	}
+	pd_mr_dereg(h);
+	return ret;
+}
+
+/*
+ * pd-collective attaches one device to two fabrics.  Whichever polls first
+ * reads the event; both caches must see it.
+ */
+TEST_F(rev, two_fabrics_on_one_device_both_see_the_event)
+{
+	struct pd_mr *m1, *m2;
+
+	ASSERT_EQ(0, pd_fabric_attach_device(self->f1, self->dev[0]));
+	ASSERT_EQ(0, pd_fabric_attach_device(self->f2, self->dev[0]));
+	ASSERT_EQ(0, pd_mr_reg_dmabuf(self->f1, self->memfd[0], 0, 4096, 0, &m1));
+	ASSERT_EQ(0, pd_mr_reg_dmabuf(self->f2, self->memfd[0], 0, 4096, 0, &m2));
+	EXPECT_EQ(0, usable(self->f2, self->me2, m2)) TH_LOG("%s", pd_last_error());
+	ASSERT_EQ(0, send_event(self->sock[0][1], PEERDIRECT_REASON_REVOKE, 100, self->st[0].st_ino));
+	EXPECT_EQ(1, pd_fabric_poll_events(self->f1));
+	EXPECT_EQ(-ENODEV, usable(self->f1, self->me1, m1));
+	EXPECT_EQ(-ENODEV, usable(self->f2, self->me2, m2)) TH_LOG("the second fabric missed the event");
+	EXPECT_NE(NULL, strstr(pd_last_error(), "revoked")) TH_LOG("%s", pd_last_error());
+	pd_mr_dereg(m1);
+	pd_mr_dereg(m2);
+}
+
+/* An application reading the device through the library sees every event,
+ * and takes none away from the fabrics. */
+TEST_F(rev, the_application_reading_events_steals_nothing)
+{
+	struct pd_event ev[4];
+	struct pd_mr *m;
+
+	ASSERT_EQ(0, pd_fabric_attach_device(self->f1, self->dev[0]));
+	ASSERT_EQ(0, pd_mr_reg_dmabuf(self->f1, self->memfd[0], 0, 4096, 0, &m));
+	ASSERT_EQ(0, send_event(self->sock[0][1], PEERDIRECT_REASON_REVOKE, 100, self->st[0].st_ino));
+	memset(ev, 0, sizeof(ev));
+	ASSERT_EQ(1, pd_device_read_events(self->dev[0], ev, 4, 1000)) TH_LOG("%s", pd_last_error());
+	EXPECT_EQ(100, ev[0].export_id);
+	EXPECT_EQ(PD_REASON_REVOKE, ev[0].reason);
+	EXPECT_EQ(-ENODEV, usable(self->f1, self->me1, m)) TH_LOG("the application's read stole the event");
+	/* and the other way round: what a fabric read, the application gets */
+	ASSERT_EQ(0, send_event(self->sock[0][1], PEERDIRECT_REASON_FREE, 555, 1234));
+	pd_fabric_poll_events(self->f1);
+	ASSERT_EQ(1, pd_device_read_events(self->dev[0], ev, 4, 0));
+	EXPECT_EQ(555, ev[0].export_id);
+	pd_mr_dereg(m);
+}
+
+/* OVERFLOW means "treat everything of this device as revoked": of this
+ * device only. */
+TEST_F(rev, overflow_on_one_device_spares_the_other)
+{
+	struct pd_mr *m0, *m1;
+
+	ASSERT_EQ(0, pd_fabric_attach_device(self->f1, self->dev[0]));
+	ASSERT_EQ(0, pd_fabric_attach_device(self->f1, self->dev[1]));
+	ASSERT_EQ(0, pd_mr_reg_dmabuf(self->f1, self->memfd[0], 0, 4096, 0, &m0));
+	ASSERT_EQ(0, pd_mr_reg_dmabuf(self->f1, self->memfd[1], 0, 4096, 0, &m1));
+	ASSERT_EQ(0, send_event(self->sock[0][1], PEERDIRECT_REASON_OVERFLOW, 0, 0));
+	pd_fabric_poll_events(self->f1);
+	EXPECT_EQ(-ENODEV, usable(self->f1, self->me1, m0));
+	EXPECT_NE(NULL, strstr(pd_last_error(), "overflow")) TH_LOG("%s", pd_last_error());
+	EXPECT_EQ(0, usable(self->f1, self->me1, m1)) TH_LOG("%s", pd_last_error());
+	pd_mr_dereg(m0);
+	pd_mr_dereg(m1);
+}
+
+/* A removed device (its file hangs up) invalidates its own dma-bufs only. */
+TEST_F(rev, removed_device_spares_the_other)
+{
+	struct pd_mr *m0, *m1;
+
+	ASSERT_EQ(0, pd_fabric_attach_device(self->f1, self->dev[0]));
+	ASSERT_EQ(0, pd_fabric_attach_device(self->f1, self->dev[1]));
+	ASSERT_EQ(0, pd_mr_reg_dmabuf(self->f1, self->memfd[0], 0, 4096, 0, &m0));
+	ASSERT_EQ(0, pd_mr_reg_dmabuf(self->f1, self->memfd[1], 0, 4096, 0, &m1));
+	close(self->sock[0][1]);
+	self->sock[0][1] = -1;
+	pd_fabric_poll_events(self->f1);
+	EXPECT_EQ(-ENODEV, usable(self->f1, self->me1, m0));
+	EXPECT_NE(NULL, strstr(pd_last_error(), "device removed")) TH_LOG("%s", pd_last_error());
+	EXPECT_EQ(0, usable(self->f1, self->me1, m1)) TH_LOG("%s", pd_last_error());
+	pd_mr_dereg(m0);
+	pd_mr_dereg(m1);
+}
+
+/*
+ * Closing a device that a fabric watches: the kernel frees what the file
+ * owned, so its dma-bufs are gone; the fabric forgets the device (no
+ * dangling pointer for the next poll).
+ */
+TEST_F(rev, closing_an_attached_device_detaches_it)
+{
+	struct pd_mr *m0, *m1;
+
+	ASSERT_EQ(0, pd_fabric_attach_device(self->f1, self->dev[0]));
+	ASSERT_EQ(0, pd_fabric_attach_device(self->f1, self->dev[1]));
+	ASSERT_EQ(0, pd_mr_reg_dmabuf(self->f1, self->memfd[0], 0, 4096, 0, &m0));
+	ASSERT_EQ(0, pd_mr_reg_dmabuf(self->f1, self->memfd[1], 0, 4096, 0, &m1));
+	pd_device_close(self->dev[0]);
+	self->dev[0] = NULL;
+	EXPECT_EQ(0, pd_fabric_poll_events(self->f1));
+	EXPECT_EQ(-ENODEV, usable(self->f1, self->me1, m0));
+	EXPECT_EQ(0, usable(self->f1, self->me1, m1)) TH_LOG("%s", pd_last_error());
+	pd_mr_dereg(m0);
+	pd_mr_dereg(m1);
+}
+
+TEST_F(rev, detach_stops_tracking)
+{
+	struct pd_event ev[2];
+	struct pd_mr *m;
+
+	ASSERT_EQ(0, pd_fabric_attach_device(self->f1, self->dev[0]));
+	EXPECT_EQ(-EEXIST, pd_fabric_attach_device(self->f1, self->dev[0]));
+	ASSERT_EQ(0, pd_mr_reg_dmabuf(self->f1, self->memfd[0], 0, 4096, 0, &m));
+	ASSERT_EQ(0, pd_fabric_detach_device(self->f1, self->dev[0]));
+	EXPECT_EQ(-ENOENT, pd_fabric_detach_device(self->f1, self->dev[0]));
+	/* Nothing watches its revocation any more: it is not trusted. */
+	EXPECT_EQ(-ENODEV, usable(self->f1, self->me1, m));
+	EXPECT_NE(NULL, strstr(pd_last_error(), "detached")) TH_LOG("%s", pd_last_error());
+	/* The fabric no longer reads the device. */
+	ASSERT_EQ(0, send_event(self->sock[0][1], PEERDIRECT_REASON_FREE, 9, 9));
+	EXPECT_EQ(0, pd_fabric_poll_events(self->f1));
+	EXPECT_EQ(1, pd_device_read_events(self->dev[0], ev, 2, 1000));
+	pd_mr_dereg(m);
+}
+
+/* The event came (and was dispatched) before the dma-buf was registered:
+ * the registration is refused, not made of a revoked buffer. */
+TEST_F(rev, revoked_before_registration_is_refused)
+{
+	struct pd_mr *m;
+
+	ASSERT_EQ(0, pd_fabric_attach_device(self->f1, self->dev[0]));
+	ASSERT_EQ(0, send_event(self->sock[0][1], PEERDIRECT_REASON_REVOKE, 100, self->st[0].st_ino));
+	EXPECT_EQ(-ENODEV, pd_mr_reg_dmabuf(self->f1, self->memfd[0], 0, 4096, 0, &m));
+	EXPECT_NE(NULL, strstr(pd_last_error(), "export 100")) TH_LOG("%s", pd_last_error());
+	/* the other device's export is fine */
+	ASSERT_EQ(0, pd_fabric_attach_device(self->f1, self->dev[1]));
+	ASSERT_EQ(0, pd_mr_reg_dmabuf(self->f1, self->memfd[1], 0, 4096, 0, &m));
+	pd_mr_dereg(m);
+}
+
+TEST_HARNESS_MAIN
