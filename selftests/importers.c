@@ -447,7 +447,10 @@ TEST_F(foreign, test_importer_imports_udmabuf_like_ours)
 		ASSERT_EQ(0, pdti_import(t, self->ubuf, kinds[i], 0)) TH_LOG("kind %#x", kinds[i]);
 		ASSERT_EQ(0, pdti_status(t, &st));
 		EXPECT_EQ(0, st.sg_error);
-		EXPECT_EQ(self->len / 4096, st.sg_checked);
+		if (st.unverified)	/* 6.1's udmabuf has no vmap */
+			TH_LOG("no exporter vmap: checked through DMA reads only");
+		else
+			EXPECT_EQ(self->len / 4096, st.sg_checked);
 		EXPECT_EQ(self->len, st.size);
 		EXPECT_LE(st.max_entry, 65536);
 		memset(buf, 0, self->len);

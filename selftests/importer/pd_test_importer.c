@@ -193,6 +193,7 @@ static int pdti_import(struct pdti *t, struct pdti_import __user *uarg)
 	struct device *dev = t->dev;
 	struct pdti_import imp;
 	struct iosys_map map;
+	bool verify;
 	int ret;
 
 	if (copy_from_user(&imp, uarg, sizeof(imp)))
@@ -225,17 +226,20 @@ static int pdti_import(struct pdti *t, struct pdti_import __user *uarg)
 		return ret;
 	}
 
-	if (!(imp.flags & PDTI_NO_VERIFY)) {
+	/* The page check needs the exporter's vmap (6.1's udmabuf has none). */
+	verify = !(imp.flags & PDTI_NO_VERIFY) && t->dmabuf->ops->vmap;
+	t->st.unverified = !verify;
+	if (verify) {
 		ret = pdti_vmap(t->dmabuf, &map);
 		if (ret)
 			goto err;
 	}
 	dma_resv_lock(t->dmabuf->resv, NULL);
 	ret = pdti_map_locked(t);
-	if (!ret && !(imp.flags & PDTI_NO_VERIFY))
+	if (!ret && verify)
 		pdti_check_sgt(t, &map);
 	dma_resv_unlock(t->dmabuf->resv);
-	if (!(imp.flags & PDTI_NO_VERIFY))
+	if (verify)
 		pdti_vunmap(t->dmabuf, &map);
 	if (ret)
 		goto err;

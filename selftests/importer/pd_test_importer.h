@@ -47,7 +47,7 @@ struct pdti_status {
 	__s32 sg_error;		/* 0, or -EIO on a mismatch / bad entry */
 	__s32 remap_error;	/* last PDTI_IOCTL_REMAP result */
 	__u32 revoked;		/* a REVOCABLE importer let go for good */
-	__u32 pad;
+	__u32 unverified;	/* no page check: NO_VERIFY, or no exporter vmap */
 };
 
 struct pdti_read {
