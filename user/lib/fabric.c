@@ -24,9 +24,13 @@
 #define DEFAULT_CACHE_ENTRIES	1024
 #define DEFAULT_CACHE_BYTES	(64ULL << 30)
 /*
- * ofi_rxm sizes each MSG-provider CQ as (tx + rx) * FI_UNIVERSE_SIZE; with
- * the default 256 that is 196608 entries over verbs, above rxe's max_cqe of
- * 32767, and domain setup fails.  32 peers keeps it at 24576.
+ * The expected number of peers, given to the AV (fi_av_attr.count).  The
+ * library never sets FI_UNIVERSE_SIZE: libfabric reads it once, at its
+ * initialisation, for the whole process, and setenv races with other
+ * threads.  ofi_rxm sizes each MSG-provider CQ as (tx + rx) times that
+ * variable (default 256: 196608 entries over verbs, above rxe's max_cqe of
+ * 32767); a process that uses rxm over rxe sets FI_UNIVERSE_SIZE itself
+ * before its first libfabric call, as the tools do.
  */
 #define DEFAULT_UNIVERSE	32
 
@@ -164,19 +168,32 @@ static int read_settings(const struct pd_fabric_attr *a, struct settings *s)
 	return 0;
 }
 
-static struct fi_info *make_hints(const struct settings *s, bool directed, bool hmem)
+/* What to ask for beyond tagged + RMA; dropped in order when no provider
+ * offers it (see get_info). */
+struct wants {
+	bool hmem, directed, source, sas;
+};
+
+static struct fi_info *make_hints(const struct settings *s, const struct wants *w)
 {
 	struct fi_info *h = fi_allocinfo();
 
 	if (!h)
 		return NULL;
 	h->ep_attr->type = FI_EP_RDM;
-	h->caps = FI_TAGGED | FI_RMA | (directed ? FI_DIRECTED_RECV : 0) | (hmem ? FI_HMEM : 0);
+	h->caps = FI_TAGGED | FI_RMA | (w->directed ? FI_DIRECTED_RECV : 0) |
+		  (w->source ? FI_SOURCE : 0) | (w->hmem ? FI_HMEM : 0);
 	h->mode = FI_CONTEXT | FI_CONTEXT2;
 	h->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED |
-				  FI_MR_PROV_KEY | (hmem ? FI_MR_HMEM : 0);
+				  FI_MR_PROV_KEY | (w->hmem ? FI_MR_HMEM : 0);
 	/* Registration runs outside our lock, concurrently with the data path. */
 	h->domain_attr->threading = FI_THREAD_SAFE;
+	/* Chunks of two messages with one tag to one peer must not pass each
+	 * other on the wire. */
+	if (w->sas) {
+		h->tx_attr->msg_order = FI_ORDER_SAS;
+		h->rx_attr->msg_order = FI_ORDER_SAS;
+	}
 	if (s->provider)
 		h->fabric_attr->prov_name = strdup(s->provider);
 	if (s->queue) {
@@ -189,33 +206,54 @@ static struct fi_info *make_hints(const struct settings *s, bool directed, bool 
 static int get_info(struct pd_fabric *fab, const struct settings *s)
 {
 	/* Nice-to-haves, dropped in this order when no provider offers them:
-	 * FI_HMEM (for FI_MR_DMABUF), then FI_DIRECTED_RECV (a receive naming
-	 * its peer). */
-	static const struct { bool hmem, directed; } tries[] = {
-		{ true, true }, { true, false }, { false, true }, { false, false },
+	 * FI_HMEM (for FI_MR_DMABUF), then FI_DIRECTED_RECV and FI_SOURCE (a
+	 * receive naming its peer; multi-chunk receives from any peer), then
+	 * FI_ORDER_SAS. */
+	static const struct wants tries[] = {
+		{ true, true, true, true }, { false, true, true, true },
+		{ true, false, false, true }, { false, false, false, true },
+		{ true, false, false, false }, { false, false, false, false },
 	};
 	struct fi_info *hints;
-	char universe[32];
 	int ret = -FI_ENODATA;
 	unsigned int i;
 
-	/* Only if the user did not choose: their setting always wins. */
-	snprintf(universe, sizeof(universe), "%zu", s->universe);
-	setenv("FI_UNIVERSE_SIZE", universe, 0);
 	for (i = 0; i < sizeof(tries) / sizeof(tries[0]) && ret; i++) {
 		if (tries[i].hmem && !PD_HAVE_FI_MR_DMABUF)
 			continue;
-		hints = make_hints(s, tries[i].directed, tries[i].hmem);
+		hints = make_hints(s, &tries[i]);
 		if (!hints)
 			return pd_error(-ENOMEM, "fi_allocinfo: out of memory");
 		ret = fi_getinfo(FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION), NULL, NULL,
 				 0, hints, &fab->info);
 		fi_freeinfo(hints);
-		fab->directed_recv = tries[i].directed;
 	}
 	if (ret)
 		return pd_error(ret, "fi_getinfo(provider %s, RDM, tagged + RMA): %s",
 				s->provider ? s->provider : "auto", fi_strerror(-ret));
+	fab->directed_recv = fab->info->caps & FI_DIRECTED_RECV;
+	fab->source = fab->info->caps & FI_SOURCE;
+	fab->sas = (fab->info->tx_attr->msg_order & FI_ORDER_SAS) &&
+		   (fab->info->rx_attr->msg_order & FI_ORDER_SAS);
+	return pd_tag_bits_for(fab->info->ep_attr->mem_tag_format, &fab->tag_bits);
+}
+
+/*
+ * mem_tag_format (fi_endpoint(3)): leading zero bits are ignored by the
+ * provider, the rest are usable; 0 means no restriction.  The top
+ * PD_CHUNK_BITS of those carry the chunk index, the user gets the rest (48
+ * on a 64-bit provider, PD_TAG_BITS).
+ */
+int pd_tag_bits_for(uint64_t fmt, unsigned int *user_bits)
+{
+	unsigned int bits = fmt ? 64 - (unsigned int)__builtin_clzll(fmt) : 64;
+
+	if (bits < PD_CHUNK_BITS + 16)
+		return pd_error(-EOPNOTSUPP, "the provider's tags have %u bits (mem_tag_format 0x%llx): at least %u are needed, %u for the chunk index and 16 tag bits for the user",
+				bits, (unsigned long long)fmt, PD_CHUNK_BITS + 16, PD_CHUNK_BITS);
+	*user_bits = bits - PD_CHUNK_BITS;
+	if (*user_bits > PD_TAG_BITS)
+		*user_bits = PD_TAG_BITS;
 	return 0;
 }
 
@@ -224,7 +262,9 @@ static void fabric_destroy(struct pd_fabric *fab);
 static int open_objects(struct pd_fabric *fab)
 {
 	struct fi_info *i = fab->info;
-	struct fi_av_attr av_attr = { .type = FI_AV_TABLE };
+	/* The expected number of peers: the universe size, passed where
+	 * libfabric takes it per object instead of from the environment. */
+	struct fi_av_attr av_attr = { .type = FI_AV_TABLE, .count = fab->universe };
 	struct fi_cq_attr cq_attr = {
 		.format = FI_CQ_FORMAT_TAGGED, .wait_obj = FI_WAIT_NONE,
 		.size = i->tx_attr->size + i->rx_attr->size,
@@ -291,6 +331,7 @@ int pd_fabric_open(const struct pd_fabric_attr *attr, struct pd_fabric **out)
 		     fab->info->ep_attr->max_msg_size;
 	fab->bounce_slots = s.slots;
 	fab->path = s.path;
+	fab->universe = s.universe;
 	ret = open_objects(fab);
 	if (ret)
 		goto fail;
@@ -394,32 +435,82 @@ int pd_fabric_set_path(struct pd_fabric *fab, enum pd_path path)
 	return 0;
 }
 
+/*
+ * The address a peer inserts is the provider's, behind a header with the
+ * wire parameters both ends must share: peers that disagree on the chunk
+ * size or the tag layout would hang or mismatch chunks, so insert refuses
+ * them.  Both ends are assumed to have the same byte order.
+ */
+#define WIRE_MAGIC	0x31574450u	/* "PDW1" */
+#define WIRE_VERSION	1
+
+struct wire_hdr {
+	uint32_t magic;
+	uint16_t version;
+	uint16_t raw_len;	/* the provider's address that follows */
+	uint64_t chunk;
+	uint8_t tag_bits;
+	uint8_t chunk_bits;
+	uint8_t pad[6];
+};
+
 int pd_fabric_addr(struct pd_fabric *fab, void *buf, size_t *len)
 {
+	struct wire_hdr h = {
+		.magic = WIRE_MAGIC, .version = WIRE_VERSION, .chunk = fab ? fab->chunk : 0,
+		.tag_bits = fab ? (uint8_t)fab->tag_bits : 0, .chunk_bits = PD_CHUNK_BITS,
+	};
+	char raw[1024];
+	size_t rlen = sizeof(raw);
 	int ret;
 
 	if (!fab || !len)
 		return pd_error(-EINVAL, "pd_fabric_addr: NULL argument");
-	ret = fi_getname(&fab->ep->fid, buf, len);
+	if (fab->closed)
+		return pd_error(-ESHUTDOWN, "pd_fabric_addr: the fabric was closed");
+	ret = fi_getname(&fab->ep->fid, raw, &rlen);
 	if (ret)
-		return pd_error(ret, "fi_getname: %s (need %zu bytes)", fi_strerror(-ret), *len);
+		return pd_error(ret, "fi_getname: %s (%zu bytes)", fi_strerror(-ret), rlen);
+	if (!buf || *len < sizeof(h) + rlen) {
+		ret = pd_error(-ENOSPC, "pd_fabric_addr: the address needs %zu bytes, the buffer has %zu",
+			       sizeof(h) + rlen, *len);
+		*len = sizeof(h) + rlen;
+		return ret;
+	}
+	h.raw_len = (uint16_t)rlen;
+	memcpy(buf, &h, sizeof(h));
+	memcpy((char *)buf + sizeof(h), raw, rlen);
+	*len = sizeof(h) + rlen;
 	return 0;
 }
 
 int pd_fabric_insert(struct pd_fabric *fab, const void *addr, size_t len,
 		     uint64_t *peer)
 {
+	struct wire_hdr h;
 	fi_addr_t fa;
 	int ret;
 
 	if (!fab || !addr || !len || !peer)
 		return pd_error(-EINVAL, "pd_fabric_insert: %s", !len ? "length is 0" : "NULL argument");
+	if (len < sizeof(h))
+		return pd_error(-EPROTO, "pd_fabric_insert: %zu bytes are not an address from pd_fabric_addr", len);
+	memcpy(&h, addr, sizeof(h));
+	if (h.magic != WIRE_MAGIC || h.version != WIRE_VERSION || h.raw_len != len - sizeof(h))
+		return pd_error(-EPROTO, "pd_fabric_insert: not an address from pd_fabric_addr of this libpeerdirect (magic 0x%x, version %u, %zu bytes)",
+				h.magic, h.version, len);
+	if (h.chunk != fab->chunk)
+		return pd_error(-EPROTO, "pd_fabric_insert: the peer's chunk size %llu differs from ours %zu: every rank must use the same PEERDIRECT_CHUNK_SIZE (and a provider with the same max_msg_size)",
+				(unsigned long long)h.chunk, fab->chunk);
+	if (h.tag_bits != fab->tag_bits || h.chunk_bits != PD_CHUNK_BITS)
+		return pd_error(-EPROTO, "pd_fabric_insert: the peer's tags have %u user and %u chunk bits, ours %u and %u: different providers?",
+				h.tag_bits, h.chunk_bits, fab->tag_bits, PD_CHUNK_BITS);
 	pthread_mutex_lock(&fab->lock);
-	ret = fi_av_insert(fab->av, addr, 1, &fa, 0, NULL);
+	ret = fab->closed ? -ESHUTDOWN : fi_av_insert(fab->av, (const char *)addr + sizeof(h), 1, &fa, 0, NULL);
 	pthread_mutex_unlock(&fab->lock);
 	if (ret != 1)
 		return pd_error(ret < 0 ? ret : -EINVAL, "fi_av_insert of a %zu-byte address on %s: %s",
-				len, fab->provider, ret < 0 ? fi_strerror(-ret) : "address rejected");
+				len - sizeof(h), fab->provider, ret < 0 ? fi_strerror(-ret) : "address rejected");
 	*peer = fa;
 	return 0;
 }

@@ -40,9 +40,13 @@ struct pd_fabric {
 	bool pins_cpu_maps;	/* provider pins the pages of CPU mappings (shm's CMA) */
 	bool hmem;		/* provider announced FI_HMEM */
 	bool virt_addr;		/* FI_MR_VIRT_ADDR: RMA addresses are VAs */
-	bool directed_recv;
+	bool directed_recv;	/* FI_DIRECTED_RECV: a receive can name its peer */
+	bool source;		/* FI_SOURCE: completions name their sender */
+	bool sas;		/* FI_ORDER_SAS: sends to a peer arrive in order */
+	unsigned int tag_bits;	/* user tag bits; chunk index above them */
 	size_t chunk;		/* wire chunk: message pieces, bounce slots */
 	size_t bounce_slots;
+	size_t universe;	/* expected peers: the AV's count */
 	enum pd_path path;	/* forced path for dma-bufs, or AUTO */
 	struct pd_mr_cache *cache;
 
@@ -53,8 +57,11 @@ struct pd_fabric {
 	/* Receives and sends each get half the slots, so a side whose sends
 	 * wait for the peer's receives can still receive (and vice versa). */
 	size_t bounce_recv_used, bounce_send_used;
-	struct pd_req *pending;		/* requests with chunks left to post */
-	struct pd_req *live;		/* every request not yet freed */
+	/* Requests with chunks left to post, in the order they were made:
+	 * chunk i of a request never goes before chunk i of an earlier one
+	 * with the same tag and peer. */
+	struct pd_req *pending, *pending_tail;
+	struct pd_req *live, *live_tail;	/* every request not yet freed, oldest first */
 	struct pd_req *dead;		/* destroyed, to release outside the lock */
 	bool closed;			/* pd_fabric_close ran: no endpoint */
 
@@ -106,6 +113,10 @@ void pd_paths_deregister(void *fab, void *handle);
 int pd_fabric_bounce_pool(struct pd_fabric *fab, struct pd_bounce_pool **out);
 
 /* fabric.c */
+#define PD_CHUNK_BITS	16	/* the chunk index's share of the tag */
+/* User tag bits left by a provider's mem_tag_format (-EOPNOTSUPP if too
+ * few). */
+int pd_tag_bits_for(uint64_t mem_tag_format, unsigned int *user_bits);
 bool pd_provider_copies_with_cpu(const char *provider);
 bool pd_provider_pins_cpu_maps(const char *provider);
 bool pd_provider_pins_host_pages(const char *provider);

@@ -4,10 +4,18 @@
  *
  * A message is cut into wire chunks of fab->chunk bytes (the provider's
  * max_msg_size caps it, the bounce pool's slots have that size); chunk i
- * travels with tag | i << PD_TAG_BITS, so chunks match their receives
- * whatever order the provider delivers them in, and both sides need only
- * agree on the chunk size.  Progress is manual: fi_cq_read from test/wait,
- * which also posts chunks that met -FI_EAGAIN or waited for a bounce slot.
+ * travels with tag | i << fab->tag_bits, so chunks match their receives
+ * whatever order the provider delivers them in.  Both sides agree on the
+ * chunk size and tag layout (checked by pd_fabric_insert).  Ordering:
+ *  - chunk i of a request is never posted before chunk i of an earlier
+ *    request of the same kind, tag and peer (a receive from any peer
+ *    conflicts with every peer), so two such messages cannot swap chunks;
+ *    the provider keeps sends in order on the wire (FI_ORDER_SAS);
+ *  - a multi-chunk receive from any peer posts chunk 0 alone, learns the
+ *    sender from its completion (FI_SOURCE), and receives the rest from
+ *    that sender only (FI_DIRECTED_RECV).
+ * Progress is manual: fi_cq_read from test/wait, which also posts chunks
+ * that met -FI_EAGAIN, waited for a bounce slot or for an earlier request.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -25,7 +33,7 @@
 #include "errors.h"
 #include "fabric.h"
 
-#define MAX_CHUNKS	(1u << (64 - PD_TAG_BITS))
+#define MAX_CHUNKS	(1u << PD_CHUNK_BITS)
 #define CQ_BURST	32
 
 enum req_kind { REQ_SEND, REQ_RECV, REQ_WRITE };
@@ -61,8 +69,9 @@ struct pd_req {
 	uint64_t eagain;
 	int status;
 	bool freed, pending;
+	bool await_src;			/* multi-chunk from any peer: chunk 0 names it */
 	size_t bytes;
-	struct pd_req *pend_next, *live_prev, *live_next, *dead_next;
+	struct pd_req *pend_prev, *pend_next, *live_prev, *live_next, *dead_next;
 	char msg[320];
 	struct pd_op ops[];
 };
@@ -91,14 +100,36 @@ static bool finished(const struct pd_req *r)
 
 static void unlink_pending(struct pd_req *r)
 {
-	struct pd_req **p = &r->fab->pending;
+	struct pd_fabric *fab = r->fab;
 
 	if (!r->pending)
 		return;
-	while (*p != r)
-		p = &(*p)->pend_next;
-	*p = r->pend_next;
+	if (r->pend_prev)
+		r->pend_prev->pend_next = r->pend_next;
+	else
+		fab->pending = r->pend_next;
+	if (r->pend_next)
+		r->pend_next->pend_prev = r->pend_prev;
+	else
+		fab->pending_tail = r->pend_prev;
 	r->pending = false;
+}
+
+/* FIFO: requests keep the order they were made in. */
+static void enqueue_pending(struct pd_req *r)
+{
+	struct pd_fabric *fab = r->fab;
+
+	if (r->pending)
+		return;
+	r->pend_next = NULL;
+	r->pend_prev = fab->pending_tail;
+	if (fab->pending_tail)
+		fab->pending_tail->pend_next = r;
+	else
+		fab->pending = r;
+	fab->pending_tail = r;
+	r->pending = true;
 }
 
 static void put_slot(struct pd_req *r, struct pd_op *op);
@@ -119,6 +150,8 @@ static void destroy_locked(struct pd_req *r)
 		fab->live = r->live_next;
 	if (r->live_next)
 		r->live_next->live_prev = r->live_prev;
+	else
+		fab->live_tail = r->live_prev;
 	r->dead_next = fab->dead;
 	fab->dead = r;
 }
@@ -163,7 +196,7 @@ static int post_chunk(struct pd_req *r, uint32_t i)
 	struct pd_mr_reg *reg = r->reg;
 	struct pd_op *op = &r->ops[i];
 	size_t coff = (size_t)i * fab->chunk, clen = chunk_len(r, i), cap, *used;
-	uint64_t wtag = r->tag | ((uint64_t)i << PD_TAG_BITS);
+	uint64_t wtag = r->tag | ((uint64_t)i << fab->tag_bits);
 	void *buf, *desc;
 	ssize_t ret;
 
@@ -199,8 +232,7 @@ static int post_chunk(struct pd_req *r, uint32_t i)
 		break;
 	case REQ_RECV:
 		ret = fi_trecv(fab->ep, buf, clen, desc,
-			       fab->directed_recv && r->peer != PD_ANY_PEER ? r->peer : FI_ADDR_UNSPEC,
-			       wtag, 0, &op->ctx);
+			       r->peer != PD_ANY_PEER ? r->peer : FI_ADDR_UNSPEC, wtag, 0, &op->ctx);
 		break;
 	default:
 		ret = fi_write(fab->ep, buf, clen, desc, r->peer, r->raddr + coff, r->rkey,
@@ -222,24 +254,49 @@ static int post_chunk(struct pd_req *r, uint32_t i)
 	return 0;
 }
 
-static void enqueue_pending(struct pd_req *r)
+/*
+ * May chunk i of r go now?  Not before chunk i of an earlier request of the
+ * same kind and tag to or from a conflicting peer (an earlier request still
+ * on the pending list with next <= i): on the wire, or in the receive
+ * queue, it would take that request's place.  A multi-chunk receive from
+ * any peer posts only chunk 0 until its completion names the sender.
+ * Without FI_ORDER_SAS, same-tag sends to one peer go one at a time.
+ */
+static bool may_post(struct pd_req *r, uint32_t i)
 {
-	struct pd_req **p = &r->fab->pending;
+	struct pd_fabric *fab = r->fab;
+	struct pd_req *e;
 
-	if (r->pending)
-		return;
-	while (*p)		/* FIFO: earlier requests keep their turn */
-		p = &(*p)->pend_next;
-	*p = r;
-	r->pend_next = NULL;
-	r->pending = true;
+	if (r->await_src && i > 0)
+		return false;
+	if (r->kind == REQ_WRITE)
+		return true;
+	for (e = fab->pending; e && e != r; e = e->pend_next) {
+		if (e->kind != r->kind || e->tag != r->tag || e->status || e->freed)
+			continue;
+		if (e->peer != r->peer && e->peer != PD_ANY_PEER && r->peer != PD_ANY_PEER)
+			continue;
+		if (e->next <= i)
+			return false;
+	}
+	if (!fab->sas && r->kind == REQ_SEND) {
+		for (e = fab->live; e && e != r; e = e->live_next) {
+			if (e->kind == REQ_SEND && e->tag == r->tag && e->peer == r->peer &&
+			    !e->freed && !finished(e))
+				return false;
+		}
+	}
+	return true;
 }
 
+/* Posts what may go; r stays on the pending list while chunks are left. */
 static void post_more(struct pd_req *r)
 {
-	int ret = 0;
+	int ret;
 
 	while (!r->status && !r->freed && !r->fab->closed && r->next < r->nchunks) {
+		if (!may_post(r, r->next))
+			break;
 		ret = post_chunk(r, r->next);
 		if (ret == -EAGAIN)
 			break;
@@ -249,19 +306,28 @@ static void post_more(struct pd_req *r)
 		}
 		r->next++;
 	}
-	if (ret == -EAGAIN)
-		enqueue_pending(r);
-	else
+	if (r->status || r->freed || r->fab->closed || r->next == r->nchunks)
 		unlink_pending(r);
 }
 
-static void complete_op(struct pd_op *op, size_t len, int err, const char *msg)
+static void complete_op(struct pd_op *op, size_t len, int err, const char *msg,
+			fi_addr_t src)
 {
 	struct pd_req *r = op->req;
 	int ret;
 
 	op->inflight = false;
 	r->inflight--;
+	if (!err && r->await_src && op->chunk == 0) {
+		/* The rest of the message comes from this sender only. */
+		if (src == FI_ADDR_NOTAVAIL || src == FI_ADDR_UNSPEC) {
+			err = -EPROTO;
+			msg = "the sender of chunk 0 is not in the address vector (insert every peer before receiving from PD_ANY_PEER)";
+		} else {
+			r->peer = src;
+			r->await_src = false;
+		}
+	}
 	if (err) {
 		fail_req(r, err, msg);
 	} else {
@@ -285,6 +351,7 @@ static void complete_op(struct pd_op *op, size_t len, int err, const char *msg)
 static int progress_locked(struct pd_fabric *fab)
 {
 	struct fi_cq_tagged_entry ent[CQ_BURST];
+	fi_addr_t src[CQ_BURST];
 	struct pd_req *r, *next;
 	ssize_t n;
 	int i, events = 0;
@@ -292,10 +359,12 @@ static int progress_locked(struct pd_fabric *fab)
 	if (fab->closed)
 		return 0;
 	for (;;) {
-		n = fi_cq_read(fab->cq, ent, CQ_BURST);
+		n = fab->source ? fi_cq_readfrom(fab->cq, ent, CQ_BURST, src) :
+				  fi_cq_read(fab->cq, ent, CQ_BURST);
 		if (n > 0) {
 			for (i = 0; i < n; i++)
-				complete_op(ent[i].op_context, ent[i].len, 0, NULL);
+				complete_op(ent[i].op_context, ent[i].len, 0, NULL,
+					    fab->source ? src[i] : FI_ADDR_NOTAVAIL);
 			events += (int)n;
 			if (n == CQ_BURST)
 				continue;
@@ -313,7 +382,7 @@ static int progress_locked(struct pd_fabric *fab)
 								    prov, sizeof(prov)) : NULL;
 				snprintf(text, sizeof(text), "%s (%s%s%s)", fi_strerror(err.err),
 					 fab->provider, s ? ": " : "", s ? s : "");
-				complete_op(err.op_context, err.len, -(int)err.err, text);
+				complete_op(err.op_context, err.len, -(int)err.err, text, FI_ADDR_NOTAVAIL);
 				events++;
 			}
 			continue;
@@ -358,11 +427,14 @@ static int start(struct pd_fabric *fab, enum req_kind kind, struct pd_mr *mr,
 	if (!len || off > mr->len || len > mr->len - off)
 		return pd_error(-EINVAL, "%s: %s", fn, !len ? "length is 0" :
 				"range is outside the registration");
-	if (tag >> PD_TAG_BITS)
-		return pd_error(-EINVAL, "%s: tag 0x%llx needs more than %d bits", fn,
-				(unsigned long long)tag, PD_TAG_BITS);
+	if (tag >> fab->tag_bits)
+		return pd_error(-EINVAL, "%s: tag 0x%llx needs more than the %u bits %s leaves for tags",
+				fn, (unsigned long long)tag, fab->tag_bits, fab->provider);
 	if (kind != REQ_RECV && peer == PD_ANY_PEER)
 		return pd_error(-EINVAL, "%s: a destination peer is required", fn);
+	if (kind == REQ_RECV && peer != PD_ANY_PEER && !fab->directed_recv)
+		return pd_error(-EOPNOTSUPP, "%s: %s lacks FI_DIRECTED_RECV, so a receive cannot name its peer: receive from PD_ANY_PEER",
+				fn, fab->provider);
 	if (kind == REQ_WRITE && (!rk || roff > rk->len || len > rk->len - roff))
 		return pd_error(-EINVAL, "%s: %s", fn, !rk ? "rkey is NULL" :
 				"remote range is outside the remote registration");
@@ -379,6 +451,10 @@ static int start(struct pd_fabric *fab, enum req_kind kind, struct pd_mr *mr,
 	if (nchunks > MAX_CHUNKS)
 		return pd_error(-EMSGSIZE, "%s: %zu bytes need %zu chunks of %zu, more than %u",
 				fn, len, nchunks, fab->chunk, MAX_CHUNKS);
+	if (kind == REQ_RECV && peer == PD_ANY_PEER && nchunks > 1 &&
+	    !(fab->source && fab->directed_recv))
+		return pd_error(-EOPNOTSUPP, "%s: %s lacks FI_SOURCE or FI_DIRECTED_RECV, so a message of %zu chunks from PD_ANY_PEER could mix senders: name the peer, or receive at most %zu bytes",
+				fn, fab->provider, nchunks, fab->chunk);
 	r = calloc(1, sizeof(*r) + nchunks * sizeof(r->ops[0]));
 	if (!r)
 		return pd_error(-ENOMEM, "%s: out of memory", fn);
@@ -388,6 +464,7 @@ static int start(struct pd_fabric *fab, enum req_kind kind, struct pd_mr *mr,
 		.path = mr->reg->path, .off = off, .len = len, .peer = peer,
 		.tag = tag, .nchunks = (uint32_t)nchunks,
 		.raddr = rk ? rk->addr + roff : 0, .rkey = rk ? rk->key : 0,
+		.await_src = kind == REQ_RECV && peer == PD_ANY_PEER && nchunks > 1,
 	};
 	for (i = 0; i < nchunks; i++)
 		r->ops[i].slot = -1;
@@ -396,18 +473,19 @@ static int start(struct pd_fabric *fab, enum req_kind kind, struct pd_mr *mr,
 	pthread_mutex_lock(&fab->lock);
 	if (fab->closed)
 		fail_req(r, -ESHUTDOWN, "the fabric was closed");
-	r->live_next = fab->live;
-	if (fab->live)
-		fab->live->live_prev = r;
-	fab->live = r;
-	/* Behind older waiting requests, to keep their order. */
-	if (r->status) {
-		/* refused above */
-	} else if (fab->pending) {
+	r->live_prev = fab->live_tail;
+	if (fab->live_tail)
+		fab->live_tail->live_next = r;
+	else
+		fab->live = r;
+	fab->live_tail = r;
+	if (!r->status) {
+		/* Behind older waiting requests: post_more keeps their order. */
 		enqueue_pending(r);
-		progress_locked(fab);
-	} else {
-		post_more(r);
+		if (r->pend_prev)
+			progress_locked(fab);
+		else
+			post_more(r);
 	}
 	if (r->status && r->inflight == 0) {
 		ret = pd_error(r->status, "%s", r->msg);

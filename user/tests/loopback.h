@@ -12,6 +12,7 @@
 
 #include <linux/dma-buf.h>
 #include <rdma/fi_endpoint.h>
+#include <rdma/fi_tagged.h>
 
 #include "peer_pair.h"
 #include "bounce_pool.h"

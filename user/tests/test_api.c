@@ -9,6 +9,7 @@
 #include "kselftest_harness.h"
 #include "peer_pair.h"
 #include "errors.h"
+#include "fabric.h"
 
 TEST(get_api_accepts_same_and_older_minor_refuses_newer)
 {
@@ -176,19 +177,24 @@ TEST(fabric_open_rejects_bad_settings)
 	pd_fabric_close(fab);
 }
 
-/* The library sizes rxm's queues itself, but a user's choice wins. */
-TEST(universe_size_set_only_when_unset)
+/*
+ * The library never writes the environment: setenv races with other
+ * threads' getenv, and FI_UNIVERSE_SIZE would leak into every other
+ * libfabric user of the process.  The universe size reaches libfabric as
+ * the AV's count instead.
+ */
+TEST(library_never_touches_the_environment)
 {
+	struct pd_fabric_attr attr;
 	struct pd_fabric *fab;
 
 	unsetenv("FI_UNIVERSE_SIZE");
-	ASSERT_EQ(0, pd_fabric_open(NULL, &fab));
+	pd_fabric_attr_init(&attr);
+	attr.universe_size = 7;
+	ASSERT_EQ(0, pd_fabric_open(&attr, &fab));
+	EXPECT_EQ(NULL, getenv("FI_UNIVERSE_SIZE"));
+	EXPECT_EQ(7, fab->universe);
 	pd_fabric_close(fab);
-	EXPECT_STREQ("32", getenv("FI_UNIVERSE_SIZE"));
-	setenv("FI_UNIVERSE_SIZE", "7", 1);
-	ASSERT_EQ(0, pd_fabric_open(NULL, &fab));
-	pd_fabric_close(fab);
-	EXPECT_STREQ("7", getenv("FI_UNIVERSE_SIZE"));
 }
 
 FIXTURE(fab) {

@@ -30,6 +30,7 @@
 
 #include "bench_report.h"
 #include "dmabuf_source.h"
+#include "tool_env.h"
 #include "errors.h"
 #include "fabric.h"
 
@@ -464,6 +465,8 @@ static int parse(int argc, char **argv, struct opts *o)
 int main(int argc, char **argv)
 {
 	struct opts o;
+
+	tool_env_defaults();
 
 	if (parse(argc, argv, &o)) {
 		fprintf(stderr, "usage: pd-bench cache|bw|paths [--provider P] [--entries N>200]\n"

@@ -29,6 +29,7 @@
 
 #include "bench_report.h"
 #include "dmabuf_source.h"
+#include "tool_env.h"
 #include "errors.h"
 
 #define MAX_SIZES 16
@@ -379,6 +380,8 @@ int main(int argc, char **argv)
 	struct ctx c = { 0 };
 	struct opts o;
 	int i, j, k, ret, status = 0;
+
+	tool_env_defaults();
 
 	if (parse(argc, argv, &o))
 		return 3;

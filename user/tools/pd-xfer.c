@@ -14,6 +14,7 @@
 #include <inttypes.h>
 
 #include "dmabuf_source.h"
+#include "tool_env.h"
 #include "errors.h"
 
 struct opts {
@@ -158,6 +159,8 @@ int main(int argc, char **argv)
 	struct opts o;
 	uint64_t peer;
 	int i, ret, errors = 0, mismatches = 0;
+
+	tool_env_defaults();
 
 	if (parse(argc, argv, &o))
 		return 3;

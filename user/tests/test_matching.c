@@ -1,0 +1,287 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Matching and ordering of chunked messages: wire parameters agreed at
+ * address exchange, the provider's tag width, receives naming a peer, two
+ * same-tag messages in flight, and multi-chunk receives from any peer.
+ * Fabrics live in one process and talk over tcp loopback.
+ */
+#include "kselftest_harness.h"
+#include "loopback.h"
+
+#define CHUNK 4096
+
+static int open_chunked(size_t chunk, struct pd_fabric **fab)
+{
+	struct pd_fabric_attr attr;
+
+	pd_fabric_attr_init(&attr);
+	attr.provider = "tcp";
+	attr.chunk_size = chunk;
+	attr.bounce_slots = 2;
+	return pd_fabric_open(&attr, fab);
+}
+
+/* a's address inserted into b, returning b's handle for a. */
+static int introduce(struct pd_fabric *a, struct pd_fabric *b, uint64_t *a_in_b)
+{
+	char addr[512];
+	size_t len = sizeof(addr);
+
+	return pd_fabric_addr(a, addr, &len) ?: pd_fabric_insert(b, addr, len, a_in_b);
+}
+
+/* Peers that disagree on the chunk size would hang on a multi-chunk
+ * message: the address carries it and insert refuses the mismatch. */
+TEST(mismatched_chunk_sizes_are_refused_at_insert)
+{
+	struct pd_fabric *a, *b, *c;
+	uint64_t peer;
+
+	ASSERT_EQ(0, open_chunked(65536, &a));
+	ASSERT_EQ(0, open_chunked(131072, &b));
+	ASSERT_EQ(0, open_chunked(65536, &c));
+	EXPECT_EQ(-EPROTO, introduce(a, b, &peer));
+	EXPECT_NE(NULL, strstr(pd_last_error(), "chunk size 65536")) TH_LOG("%s", pd_last_error());
+	EXPECT_NE(NULL, strstr(pd_last_error(), "131072"));
+	EXPECT_EQ(0, introduce(a, c, &peer)) TH_LOG("%s", pd_last_error());
+	/* Not an address of ours at all. */
+	EXPECT_EQ(-EPROTO, pd_fabric_insert(c, "garbage-garbage-garbage", 23, &peer));
+	pd_fabric_close(a);
+	pd_fabric_close(b);
+	pd_fabric_close(c);
+}
+
+/* Without FI_DIRECTED_RECV a receive's peer would be ignored: refused. */
+TEST(receive_naming_a_peer_needs_directed_receive)
+{
+	struct pd_fabric_attr attr;
+	struct pd_fabric *fab;
+	struct pd_req *r;
+	struct pd_mr *mr;
+	static char buf[4096];
+	uint64_t me;
+
+	pd_fabric_attr_init(&attr);
+	ASSERT_EQ(0, open_loopback(&attr, &fab, &me));
+	ASSERT_EQ(0, pd_mr_reg_host(fab, buf, sizeof(buf), 0, &mr));
+	fab->directed_recv = false;	/* as on a provider without it */
+	EXPECT_EQ(-EOPNOTSUPP, pd_trecv(fab, mr, 0, 64, me, 1, &r));
+	EXPECT_NE(NULL, strstr(pd_last_error(), "FI_DIRECTED_RECV")) TH_LOG("%s", pd_last_error());
+	ASSERT_EQ(0, pd_trecv(fab, mr, 0, 64, PD_ANY_PEER, 1, &r));
+	pd_req_free(r);
+	pd_mr_dereg(mr);
+	pd_fabric_close(fab);
+}
+
+/* The user's share of the tag is what the provider's mem_tag_format leaves
+ * after the chunk index. */
+TEST(tag_width_follows_the_provider)
+{
+	struct pd_fabric_attr attr;
+	struct pd_fabric *fab;
+	struct pd_req *r;
+	struct pd_mr *mr;
+	static char buf[4096];
+	unsigned int bits;
+	uint64_t me;
+
+	EXPECT_EQ(0, pd_tag_bits_for(0xaaaaaaaaaaaaaaaaULL, &bits));
+	EXPECT_EQ(48, bits);
+	EXPECT_EQ(0, pd_tag_bits_for(0x5555555555555555ULL, &bits));
+	EXPECT_EQ(47, bits);
+	EXPECT_EQ(0, pd_tag_bits_for(0x0000ffffffffffffULL, &bits));
+	EXPECT_EQ(32, bits);
+	EXPECT_EQ(0, pd_tag_bits_for(0, &bits));	/* no format given: all 64 */
+	EXPECT_EQ(48, bits);
+	EXPECT_EQ(-EOPNOTSUPP, pd_tag_bits_for(0xffffULL, &bits));
+	EXPECT_NE(NULL, strstr(pd_last_error(), "16 tag bits")) TH_LOG("%s", pd_last_error());
+
+	pd_fabric_attr_init(&attr);
+	ASSERT_EQ(0, open_loopback(&attr, &fab, &me));
+	EXPECT_EQ(48, fab->tag_bits);
+	ASSERT_EQ(0, pd_mr_reg_host(fab, buf, sizeof(buf), 0, &mr));
+	fab->tag_bits = 40;		/* as on a narrower provider */
+	EXPECT_EQ(-EINVAL, pd_tsend(fab, mr, 0, 64, me, 1ULL << 40, &r));
+	EXPECT_NE(NULL, strstr(pd_last_error(), "40 bits")) TH_LOG("%s", pd_last_error());
+	pd_mr_dereg(mr);
+	pd_fabric_close(fab);
+}
+
+/*
+ * Two 3-chunk messages with one tag to one peer.  The first sends from a
+ * bounce registration with a single send slot, so its chunks 1 and 2 wait;
+ * the second sends from host memory and could post all its chunks at once,
+ * passing the first's: its chunk 1 would then meet the first receive's
+ * chunk-1 receive.  Each receive must get exactly one message.
+ */
+TEST(same_tag_messages_never_swap_chunks)
+{
+	const size_t len = 3 * CHUNK;
+	static char x[3 * CHUNK], y[3 * CHUNK], src2[3 * CHUNK];
+	struct pd_mr *mx, *my, *msrc2, *dev;
+	struct pd_req *r1, *r2, *s1, *s2;
+	struct pd_fabric *fab;
+	uint64_t me;
+	int fd = memfd_of(len, 31);
+
+	ASSERT_LE(0, fd);
+	pd_set_dmabuf_sync(counting_sync);
+	ASSERT_EQ(0, open_chunked(CHUNK, &fab));
+	ASSERT_EQ(0, introduce(fab, fab, &me));
+	ASSERT_EQ(0, pd_fabric_set_path(fab, PD_PATH_BOUNCE));
+	ASSERT_EQ(0, pd_mr_reg_dmabuf(fab, fd, 0, len, 0, &dev));
+	ASSERT_EQ(0, pd_mr_reg_host(fab, x, len, 0, &mx));
+	ASSERT_EQ(0, pd_mr_reg_host(fab, y, len, 0, &my));
+	ASSERT_EQ(0, pd_mr_reg_host(fab, src2, len, 0, &msrc2));
+	fill(src2, len, 32);
+	ASSERT_EQ(0, pd_trecv(fab, mx, 0, len, me, 5, &r1));
+	ASSERT_EQ(0, pd_trecv(fab, my, 0, len, me, 5, &r2));
+	ASSERT_EQ(0, pd_tsend(fab, dev, 0, len, me, 5, &s1));
+	ASSERT_EQ(0, pd_tsend(fab, msrc2, 0, len, me, 5, &s2));
+	EXPECT_EQ(0, pd_wait(s1, WAIT_MS, NULL)) TH_LOG("%s", pd_last_error());
+	EXPECT_EQ(0, pd_wait(s2, WAIT_MS, NULL)) TH_LOG("%s", pd_last_error());
+	EXPECT_EQ(0, pd_wait(r1, WAIT_MS, NULL)) TH_LOG("%s", pd_last_error());
+	EXPECT_EQ(0, pd_wait(r2, WAIT_MS, NULL)) TH_LOG("%s", pd_last_error());
+	EXPECT_EQ(-1, check(x, len, 31)) TH_LOG("first receive got chunks of the second message");
+	EXPECT_EQ(-1, check(y, len, 32)) TH_LOG("second receive got chunks of the first message");
+	pd_req_free(s1);
+	pd_req_free(s2);
+	pd_req_free(r1);
+	pd_req_free(r2);
+	pd_mr_dereg(dev);
+	pd_mr_dereg(mx);
+	pd_mr_dereg(my);
+	pd_mr_dereg(msrc2);
+	pd_fabric_close(fab);
+	pd_set_dmabuf_sync(NULL);
+	close(fd);
+}
+
+/* A raw one-chunk message carrying chunk index i of tag, as a sender that
+ * interleaves with others would put it on the wire. */
+static int raw_chunk(struct pd_fabric *fab, struct pd_mr *mr, uint64_t peer, uint64_t tag,
+		     uint32_t i, struct pd_fabric *to)
+{
+	struct fi_context2 ctx;
+	struct fi_cq_tagged_entry ent;
+	int64_t end = mono_ms() + WAIT_MS;
+	ssize_t ret;
+
+	do {
+		ret = fi_tsend(fab->ep, mr->io, CHUNK, mr->reg->desc, peer,
+			       tag | (uint64_t)i << PD_TAG_BITS, &ctx);
+		if (ret == -FI_EAGAIN) {
+			fi_cq_read(fab->cq, &ent, 1);
+			pd_progress(to);	/* it accepts the connection */
+		}
+	} while (ret == -FI_EAGAIN && mono_ms() < end);
+	if (ret)
+		return (int)ret;
+	while ((ret = fi_cq_read(fab->cq, &ent, 1)) == -FI_EAGAIN && mono_ms() < end)
+		pd_progress(to);
+	return ret == 1 ? 0 : -EIO;
+}
+
+/* A small message from `from` (tag) that `to` receives: on one connection
+ * it arrives after everything `from` sent before. */
+static int marker(struct pd_fabric *from, struct pd_mr *fm, uint64_t to_addr,
+		  struct pd_fabric *to, struct pd_mr *tm, uint64_t tag)
+{
+	struct pd_req *s, *r;
+	int ret = pd_trecv(to, tm, 0, 8, PD_ANY_PEER, tag, &r);
+
+	if (ret)
+		return ret;
+	ret = pd_tsend(from, fm, 0, 8, to_addr, tag, &s);
+	if (!ret) {
+		/* both ends progress: one thread drives both */
+		int64_t end = mono_ms() + WAIT_MS;
+		int a = 0, b = 0;
+
+		while ((!a || !b) && mono_ms() < end) {
+			if (!a)
+				a = pd_test(s, NULL);
+			if (!b)
+				b = pd_test(r, NULL);
+			if (a < 0 || b < 0)
+				break;
+		}
+		ret = a == 1 && b == 1 ? 0 : -ETIMEDOUT;
+		pd_req_free(s);
+	}
+	pd_req_free(r);
+	return ret;
+}
+
+/*
+ * Two senders, one tag, two-chunk messages, receives from PD_ANY_PEER.  The
+ * receiver's unexpected queue holds A's chunk 0, B's chunks 0 and 1, then
+ * A's chunk 1 (markers on each connection fix that order).  The first
+ * receive matches A's chunk 0; its chunk 1 must come from A too, not from
+ * B (whose chunk 1 arrived first).
+ */
+TEST(any_peer_multi_chunk_receive_takes_one_sender)
+{
+	const uint64_t tag = 0x77;
+	static char abuf[2 * CHUNK], bbuf[2 * CHUNK], r1buf[2 * CHUNK], r2buf[2 * CHUNK], mk[3][8];
+	struct pd_fabric *r, *a, *b;
+	struct pd_mr *ma, *mb, *m1, *m2, *mka, *mkb, *mkr;
+	struct pd_req *q1, *q2, *sb;
+	struct pd_mr half;
+	uint64_t r_in_a, r_in_b, a_in_r, b_in_r;
+	long bad1, bad2;
+
+	ASSERT_EQ(0, open_chunked(CHUNK, &r));
+	ASSERT_EQ(0, open_chunked(CHUNK, &a));
+	ASSERT_EQ(0, open_chunked(CHUNK, &b));
+	ASSERT_EQ(0, introduce(r, a, &r_in_a));
+	ASSERT_EQ(0, introduce(r, b, &r_in_b));
+	ASSERT_EQ(0, introduce(a, r, &a_in_r));
+	ASSERT_EQ(0, introduce(b, r, &b_in_r));
+	fill(abuf, sizeof(abuf), 1);
+	fill(bbuf, sizeof(bbuf), 2);
+	ASSERT_EQ(0, pd_mr_reg_host(a, abuf, sizeof(abuf), 0, &ma));
+	ASSERT_EQ(0, pd_mr_reg_host(b, bbuf, sizeof(bbuf), 0, &mb));
+	ASSERT_EQ(0, pd_mr_reg_host(r, r1buf, sizeof(r1buf), 0, &m1));
+	ASSERT_EQ(0, pd_mr_reg_host(r, r2buf, sizeof(r2buf), 0, &m2));
+	ASSERT_EQ(0, pd_mr_reg_host(a, mk[0], 8, 0, &mka));
+	ASSERT_EQ(0, pd_mr_reg_host(b, mk[1], 8, 0, &mkb));
+	ASSERT_EQ(0, pd_mr_reg_host(r, mk[2], 8, 0, &mkr));
+
+	/* A's chunk 0 (bytes [0, CHUNK) of A's message) */
+	ASSERT_EQ(0, raw_chunk(a, ma, r_in_a, tag, 0, r));
+	ASSERT_EQ(0, marker(a, mka, r_in_a, r, mkr, 900));
+	/* B's whole message */
+	ASSERT_EQ(0, pd_tsend(b, mb, 0, sizeof(bbuf), r_in_b, tag, &sb));
+	ASSERT_TRUE(PROGRESS_UNTIL(r, WAIT_MS, pd_test(sb, NULL) == 1));
+	pd_req_free(sb);
+	ASSERT_EQ(0, marker(b, mkb, r_in_b, r, mkr, 901));
+	/* A's chunk 1: the second half of A's buffer */
+	half = *ma;
+	half.io += CHUNK;
+	ASSERT_EQ(0, raw_chunk(a, &half, r_in_a, tag, 1, r));
+	ASSERT_EQ(0, marker(a, mka, r_in_a, r, mkr, 902));
+
+	ASSERT_EQ(0, pd_trecv(r, m1, 0, sizeof(r1buf), PD_ANY_PEER, tag, &q1)) TH_LOG("%s", pd_last_error());
+	ASSERT_EQ(0, pd_trecv(r, m2, 0, sizeof(r2buf), PD_ANY_PEER, tag, &q2));
+	EXPECT_EQ(0, pd_wait(q1, WAIT_MS, NULL)) TH_LOG("%s", pd_last_error());
+	EXPECT_EQ(0, pd_wait(q2, WAIT_MS, NULL)) TH_LOG("%s", pd_last_error());
+	bad1 = check(r1buf, sizeof(r1buf), 1);
+	bad2 = check(r2buf, sizeof(r2buf), 2);
+	EXPECT_EQ(-1, bad1) TH_LOG("first receive is not A's message (byte %ld differs)", bad1);
+	EXPECT_EQ(-1, bad2) TH_LOG("second receive is not B's message (byte %ld differs)", bad2);
+	pd_req_free(q1);
+	pd_req_free(q2);
+	pd_mr_dereg(ma);
+	pd_mr_dereg(mb);
+	pd_mr_dereg(m1);
+	pd_mr_dereg(m2);
+	pd_mr_dereg(mka);
+	pd_mr_dereg(mkb);
+	pd_mr_dereg(mkr);
+	pd_fabric_close(r);
+	pd_fabric_close(a);
+	pd_fabric_close(b);
+}
+
+TEST_HARNESS_MAIN
