@@ -59,11 +59,16 @@ sed -e "s/@VERSION@/$version/g" -e "s/@GITREV@/$rev/g" -e "s/@DATE@/$(date -R -u
 
 echo "package: building peerdirect $version ($rev) in $src" >&2
 t0=$SECONDS
-if ! (cd "$src" && DEB_BUILD_OPTIONS="parallel=$(nproc)" \
-	flock /tmp/pd-heavy.lock dpkg-buildpackage -us -uc -b) > "$out/build.log" 2>&1; then
+exec 8> /tmp/pd-heavy.lock
+flock 8
+waited=$((SECONDS - t0))
+t0=$SECONDS
+if ! (cd "$src" && DEB_BUILD_OPTIONS="parallel=$(nproc)" dpkg-buildpackage -us -uc -b) \
+	> "$out/build.log" 2>&1 8>&-; then
 	tail -n 40 "$out/build.log" >&2
 	echo "package: dpkg-buildpackage failed (log: $out/build.log)" >&2
 	exit 1
 fi
-echo "package: built in $((SECONDS - t0)) s (log: $out/build.log)" >&2
+flock -u 8
+echo "package: built in $((SECONDS - t0)) s after $waited s waiting for /tmp/pd-heavy.lock (log: $out/build.log)" >&2
 ls "$out"/*_"$version"-*.deb
