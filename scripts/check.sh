@@ -7,6 +7,10 @@
 #             against Debian 12's gcc and libfabric
 #   stack     the same host tests inside a Debian unstable root (newer gcc,
 #             glibc and libfabric 2.x with FI_MR_DMABUF), scripts/user-stack.sh
+#   admin     what cluster admins install and read: man pages (mandoc -Tlint),
+#             the Debian packages (lintian, contents, apt install into a clean
+#             Debian 12 root, a pkg-config sample), DKMS against every
+#             installed kernel's headers with its module loaded in a VM
 #   tiers     per kernel tier (scripts/tiers.sh: Debian 12's 6.1, our debug
 #             6.1, the backports LTS, unstable's newest), resolved at run time:
 #               build   the module and test importer, W=1, no warnings
@@ -18,7 +22,7 @@
 #             A tier whose suite cannot be reached is counted as skipped,
 #             with the reason, never as passed.
 #
-# PD_CHECK_STAGES="static user stack tiers", PD_CHECK_TIERS="stable debug lts
+# PD_CHECK_STAGES="static user stack admin tiers", PD_CHECK_TIERS="stable debug lts
 # newest" and PD_CHECK_PARTS="build sim bar unplug shim" select.  Each VM run
 # also fails if the kernel logged a BUG, WARNING, KASAN, lockdep, UBSAN or
 # kmemleak report (scripts/vm-scan-log.sh).  build/check/results.tsv keeps
@@ -27,7 +31,7 @@ set -uo pipefail
 
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top" || exit 1
-stages=${PD_CHECK_STAGES:-static user stack tiers}
+stages=${PD_CHECK_STAGES:-static user stack admin tiers}
 tiers=${PD_CHECK_TIERS:-$(scripts/tiers.sh list)}
 parts=${PD_CHECK_PARTS:-build sim bar unplug shim}
 out=$top/build/check
@@ -100,6 +104,29 @@ user_tests() {
 stage_user() {
 	user_tests user check
 	user_tests user-asan check-asan
+}
+
+# counted NAME LOG COMMAND...: run a script that ends with "N passed, N
+# failed[, N skipped]" and add its totals (no totals line is one failure).
+counted() {
+	local name=$1 log=$2 t0=$SECONDS line p f s
+	shift 2
+	"$@" > "$log" 2>&1
+	line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$log" | tail -n 1)
+	grep -E '^not ok' "$log" | head -n 20
+	if [ -z "$line" ]; then
+		echo "not ok $name: no totals (see $log)"; tail -n 20 "$log"
+		add "$name" 0 1 0 $((SECONDS - t0))
+		return
+	fi
+	read -r p f s <<< "$(awk '{ print $1, $3, ($5 == "" ? 0 : $5) }' <<<"$line")"
+	add "$name" "$p" "$f" "$s" $((SECONDS - t0))
+}
+
+stage_admin() {
+	counted man-lint "$out/man-lint.log" make -s man-lint
+	counted packages "$out/packages.log" scripts/package-test.sh
+	counted dkms "$out/dkms.log" scripts/dkms-test.sh
 }
 
 # The library built and tested in the unstable root (scripts/user-stack.sh),

@@ -89,7 +89,7 @@ for k in "${kvers[@]}"; do
 done
 t0=$SECONDS
 # shellcheck disable=SC2016  # expanded by the inner shell
-flock /tmp/pd-heavy.lock unshare --mount --propagation private bash -c '
+unshare --mount --propagation private bash -c '
 	set -u
 	work=$1 version=$2 log=$3
 	shift 3
@@ -163,7 +163,7 @@ if [ "$vm" = 1 ]; then
 			continue
 		fi
 		t0=$SECONDS
-		flock /tmp/pd-heavy.lock scripts/vm-run.sh --kernel stock --kver "$k" --timeout 240 \
+		scripts/vm-run.sh --kernel stock --kver "$k" --timeout 240 \
 			--ko "$ko" --payload "$work/payload" --log "$log/vm-$k.log" \
 			-- dkms-guest.sh > "$log/vm-$k.out" 2>&1
 		rc=$?

@@ -16,6 +16,8 @@ pkgs=(
 	valgrind libdrm-dev
 	# the newer-stack tiers: a Debian unstable root (scripts/stack-root.sh)
 	debootstrap curl
+	# packages, DKMS and man pages (scripts/packaging/deps.sh lists the same)
+	dpkg-dev debhelper dh-dkms dkms fakeroot lintian mandoc man-db groff-base xz-utils
 )
 
 missing=()

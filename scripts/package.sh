@@ -9,8 +9,8 @@
 #    comes from user/Makefile and nowhere else.
 # 2. Writes DIR/peerdirect_VERSION.orig.tar.xz of the same tree (without
 #    debian/), so that `dpkg-buildpackage -S` works there too.
-# 3. dpkg-buildpackage -us -uc -b in it (debhelper compat 13, dh-dkms),
-#    under flock /tmp/pd-heavy.lock; log in DIR/build.log.
+# 3. dpkg-buildpackage -us -uc -b in it (debhelper compat 13, dh-dkms);
+#    log in DIR/build.log.
 #
 # Binary packages: peerdirect-dkms, peerdirect-udev, libpeerdirect1,
 # libpeerdirect-dev, peerdirect-tools.  Prints the paths of the .debs.
@@ -59,16 +59,11 @@ sed -e "s/@VERSION@/$version/g" -e "s/@GITREV@/$rev/g" -e "s/@DATE@/$(date -R -u
 
 echo "package: building peerdirect $version ($rev) in $src" >&2
 t0=$SECONDS
-exec 8> /tmp/pd-heavy.lock
-flock 8
-waited=$((SECONDS - t0))
-t0=$SECONDS
 if ! (cd "$src" && DEB_BUILD_OPTIONS="parallel=$(nproc)" dpkg-buildpackage -us -uc -b) \
-	> "$out/build.log" 2>&1 8>&-; then
+	> "$out/build.log" 2>&1; then
 	tail -n 40 "$out/build.log" >&2
 	echo "package: dpkg-buildpackage failed (log: $out/build.log)" >&2
 	exit 1
 fi
-flock -u 8
-echo "package: built in $((SECONDS - t0)) s after $waited s waiting for /tmp/pd-heavy.lock (log: $out/build.log)" >&2
+echo "package: built in $((SECONDS - t0)) s (log: $out/build.log)" >&2
 ls "$out"/*_"$version"-*.deb

@@ -45,7 +45,7 @@ if [ ! -f "$tarball" ]; then
 	tmp=$(mktemp -d "$cache/.root-$suite.XXXXXX")
 	log=$cache/root-$suite-minbase.log
 	echo "clean-root: debootstrap $suite minbase ($key), once; log $log" >&2
-	if ! flock /tmp/pd-heavy.lock debootstrap --variant=minbase "$suite" "$tmp/root" "$mirror" > "$log" 2>&1 ||
+	if ! debootstrap --variant=minbase "$suite" "$tmp/root" "$mirror" > "$log" 2>&1 ||
 		! chroot "$tmp/root" env DEBIAN_FRONTEND=noninteractive LC_ALL=C \
 			apt-get -q -o Dpkg::Use-Pty=0 update >> "$log" 2>&1; then
 		tail -n 20 "$log" >&2
