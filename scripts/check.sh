@@ -22,7 +22,7 @@
 #             A tier whose suite cannot be reached is counted as skipped,
 #             with the reason, never as passed.
 #
-# PD_CHECK_STAGES="static user stack admin tiers", PD_CHECK_TIERS="stable debug lts
+# PD_CHECK_STAGES="static user stack tiers admin", PD_CHECK_TIERS="stable debug lts
 # newest" and PD_CHECK_PARTS="build sim bar unplug shim" select.  Each VM run
 # also fails if the kernel logged a BUG, WARNING, KASAN, lockdep, UBSAN or
 # kmemleak report (scripts/vm-scan-log.sh).  build/check/results.tsv keeps
@@ -31,7 +31,7 @@ set -uo pipefail
 
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top" || exit 1
-stages=${PD_CHECK_STAGES:-static user stack admin tiers}
+stages=${PD_CHECK_STAGES:-static user stack tiers admin}
 tiers=${PD_CHECK_TIERS:-$(scripts/tiers.sh list)}
 parts=${PD_CHECK_PARTS:-build sim bar unplug shim}
 out=$top/build/check
@@ -50,6 +50,11 @@ TIER_KVER=-
 TIER_SOURCE="Debian 12 host"
 
 add() {		# add NAME PASS FAIL SKIP SECONDS
+	# A count that came back empty or garbled is a failure, never a pass.
+	local n
+	for n in "$2" "$3" "$4"; do
+		[[ "$n" =~ ^[0-9]+$ ]] || { echo "not ok $1: no result counts ('$2' '$3' '$4')"; set -- "$1" 0 1 0 "$5"; break; }
+	done
 	total_pass=$((total_pass + $2))
 	total_fail=$((total_fail + $3))
 	total_skip=$((total_skip + $4))
@@ -57,8 +62,10 @@ add() {		# add NAME PASS FAIL SKIP SECONDS
 	printf '%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\n' "$1" "$TIER_LABEL" "$TIER_KVER" \
 		"$TIER_SOURCE" "$2" "$3" "$4" "$5" >> "$results"
 }
-# Sums the kselftest "# Totals:" lines of a log (error counts as failure).
+# Sums the kselftest "# Totals:" lines of a log (error counts as failure);
+# a missing log sums to zero (the caller then counts the run as failed).
 totals() {
+	[ -f "$1" ] || { echo "0 0 0"; return; }
 	awk '/# Totals: pass:/ {
 		for (i = 1; i <= NF; i++) {
 			split($i, kv, ":")
@@ -145,6 +152,7 @@ stage_stack() {
 	fi
 	TIER_LABEL=sid TIER_SOURCE="sid: $(scripts/stack-root.sh --versions | tr '\n' ' ')"
 	scripts/user-stack.sh "$root" > "$out/stack.log" 2>&1
+	stack_built=1
 	line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$out/stack.log" | tail -n 1)
 	grep -E '^not ok' "$out/stack.log" | head -n 20
 	if [ -z "$line" ]; then
@@ -175,7 +183,13 @@ vm_result() {
 	read -r p f s <<< "$(totals "$out/$name.log")"
 	grep -aE '^not ok|#  FAIL' "$out/$name.log" | head -n 30
 	vm_log_clean "$name" "$rc" && p=$((p + 1)) || f=$((f + 1))
-	[ "$p$f" = 00 ] && f=1
+	# A guest script that failed (or never ran: vm-run.sh exits 2 before
+	# booting) without a failing test line still fails the part.
+	if [ "$rc" != 0 ] && [ "$f" = 0 ]; then
+		echo "not ok $name: guest script exit $rc with no failing test (see $out/$name.out)"
+		tail -n 10 "$out/$name.out"
+		f=1
+	fi
 	add "$name" "$p" "$f" "$s" $((SECONDS - t0))
 }
 
@@ -286,13 +300,13 @@ tier_modules() {
 	else
 		make -C "$TIER_KDIR" M="$dir" W=1 modules > "$log" 2>&1 || rc=$?
 	fi
-	if [ "$rc" = 0 ] && ! grep -qE 'warning:|error:' "$log"; then
+	if [ "$rc" = 0 ] && ! grep -qiE 'warning:|error:' "$log"; then
 		echo "ok $name: W=1 build against $TIER_KVER is clean"
 		add "$name" 1 0 0 $((SECONDS - t0))
 		return 0
 	fi
 	echo "not ok $name: W=1 build against $TIER_KVER"
-	grep -E 'warning:|error:' "$log" | head -n 20
+	grep -iE 'warning:|error:' "$log" | head -n 20
 	add "$name" 0 1 0 $((SECONDS - t0))
 	return 1
 }
@@ -316,10 +330,16 @@ run_tier() {
 	if [ -n "$TIER_ROOT" ]; then
 		mod=$TIER_ROOT/var/tmp/peerdirect-$TIER_LABEL
 		xfer=$TIER_ROOT/var/tmp/pd-user/user/build-gcc/pd-xfer
+		# This checkout's library, never one an earlier run left in the root.
+		if [[ " $parts " == *" shim "* ]] && [ -z "${stack_built:-}" ]; then
+			rm -f "$xfer"
+			scripts/user-stack.sh "$TIER_ROOT" gcc > "$out/$TIER_LABEL-shim-build.log" 2>&1
+			stack_built=1
+		fi
 	else
 		mod=$top/build/tiers/$TIER_LABEL
 		xfer=$top/user/build/pd-xfer
-		[ -x "$xfer" ] || make -s -C user all > "$out/shim-build.log" 2>&1
+		[[ " $parts " != *" shim "* ]] || make -s -C user all > "$out/shim-build.log" 2>&1
 	fi
 	tier_modules "$mod" || return
 	for part in $parts; do
@@ -370,6 +390,8 @@ awk -F'\t' 'NR > 1 { p[$2] += $5; f[$2] += $6; s[$2] += $7; t[$2] += $8
 	if (!($2 in k)) { k[$2] = $3; order[++n] = $2 } }
 	END { for (i = 1; i <= n; i++) { x = order[i]
 		printf "  %-12s %-28s %4d passed %3d failed %3d skipped %5ds\n", x, k[x], p[x], f[x], s[x], t[x] } }' "$results"
+skipped=$(awk -F'\t' 'NR > 1 && $1 == $2 && $7 > 0 { printf "%s ", $1 }' "$results")
+[ -z "$skipped" ] || echo "TIERS SKIPPED (not tested, see build/check/tier-*.log): $skipped"
 echo "total time $((SECONDS - t_all)) s; logs in build/check/"
 scripts/support-matrix.sh "$out" > "$out/support-matrix.md" 2> "$out/support-matrix.err" ||
 	echo "support-matrix: $(cat "$out/support-matrix.err")"

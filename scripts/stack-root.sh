@@ -38,7 +38,7 @@ max_age=${PD_ROOT_MAX_AGE:-86400}
 # programs the VM image carries.
 pkgs=(
 	linux-image-amd64 linux-headers-amd64
-	build-essential gcc-15 pkg-config make kmod xz-utils
+	build-essential pkg-config make kmod xz-utils
 	libfabric-dev libfabric-bin rdma-core ibverbs-providers ibverbs-utils
 	libibverbs-dev librdmacm-dev perftest
 	iproute2 bash busybox-static procps
@@ -80,6 +80,16 @@ no_daemons() {
 	chmod 755 "$dir/usr/sbin/policy-rc.d"
 }
 
+# gcc 15 beside the suite's default compiler, while the suite still has it
+# (scripts/user-stack.sh builds with every gcc-N it finds).
+extra_compilers() {
+	if chroot "$dir" apt-cache show gcc-15 > /dev/null 2>&1; then
+		apt_in_root install --no-install-recommends gcc-15
+	else
+		echo "stack-root: $suite has no gcc-15 any more; building with its default gcc only"
+	fi
+}
+
 log=$cache_root/root-$suite.log
 if [ ! -f "$dir/.done" ]; then
 	command -v debootstrap > /dev/null || {
@@ -89,20 +99,24 @@ if [ ! -f "$dir/.done" ]; then
 		exit 4
 	fi
 	echo "stack-root: creating the $suite root in $dir (log: $log); a few minutes" >&2
-	rm -rf "$dir"
+	# A killed debootstrap can leave proc/sys mounted inside.
+	grep -o " $dir/[^ ]*" /proc/mounts | sort -r | xargs -r -n1 umount -l 2>/dev/null || true
+	rm -rf --one-file-system "$dir"
 	start=$(date +%s)
+	# The mirror answered: a failure from here on is a failure, not a skip.
 	if ! debootstrap --variant=minbase "$suite" "$dir" "$mirror" > "$log" 2>&1; then
 		tail -n 20 "$log" >&2
 		echo "stack-root: debootstrap $suite failed" >&2
-		exit 4
+		exit 1
 	fi
 	# Unstable's Release file is often past its Valid-Until date.
 	printf 'Acquire::Check-Valid-Until "false";\n' > "$dir/etc/apt/apt.conf.d/99peerdirect"
 	no_daemons
-	if ! { apt_in_root update && apt_in_root install --no-install-recommends "${pkgs[@]}"; } >> "$log" 2>&1; then
+	if ! { apt_in_root update && apt_in_root install --no-install-recommends "${pkgs[@]}" &&
+		extra_compilers; } >> "$log" 2>&1; then
 		tail -n 20 "$log" >&2
 		echo "stack-root: installing packages in the $suite root failed" >&2
-		rm -rf "$dir"
+		rm -rf --one-file-system "$dir"
 		exit 1
 	fi
 	apt_in_root clean >> "$log" 2>&1 || true
@@ -115,7 +129,7 @@ elif [ $(( $(date +%s) - $(stat -c %Y "$dir/.done") )) -gt "$max_age" ]; then
 	echo "stack-root: refreshing the $suite root" >&2
 	no_daemons
 	if { apt_in_root update && apt_in_root install --no-install-recommends "${pkgs[@]}" &&
-		apt_in_root upgrade; } >> "$log" 2>&1; then
+		extra_compilers && apt_in_root upgrade; } >> "$log" 2>&1; then
 		apt_in_root autoremove --purge >> "$log" 2>&1 || true
 		apt_in_root clean >> "$log" 2>&1 || true
 		touch "$dir/.done"

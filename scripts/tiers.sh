@@ -17,7 +17,10 @@
 #   stable    Debian 12's 6.1, the newest installed from bookworm
 #   debug     our debug build of the same source (scripts/debug-kernel.sh)
 #   lts       the newest kernel in bookworm-backports (6.12 LTS today),
-#             installed on the host next to 6.1
+#             installed on the host next to 6.1 (apt keeps its package cache;
+#             an older backports kernel from an earlier run is purged).  On a
+#             machine that boots, GRUB would offer it: run make check on
+#             build machines, as CI does.
 #   newest    the newest kernel in unstable, in a debootstrap'd root
 #             (scripts/stack-root.sh): its headers need that suite's libc
 #
@@ -65,8 +68,21 @@ install_abi() {	# install_abi ABI SUITE
 	[ -f "/boot/vmlinuz-$1" ] && [ -d "/lib/modules/$1/build" ] && return 0
 	echo "tiers: installing linux-image-$1 and linux-headers-$1 from $2" >&2
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-		"linux-image-$1/$2" "linux-headers-$1/$2" > /dev/null ||
+		-o DPkg::Lock::Timeout=600 "linux-image-$1/$2" "linux-headers-$1/$2" > /dev/null ||
 		die "installing linux-image-$1 from $2 failed"
+}
+
+# Older backports kernels an earlier run installed: one tier kernel at a time
+# on the host, not a /boot that fills up.
+prune_lts() {	# prune_lts KEEP_ABI
+	local old
+	old=$(dpkg-query -W -f='${Package}\n' 'linux-image-*+deb12-amd64' 'linux-headers-*+deb12-amd64' 2>/dev/null |
+		grep -v -- "-$1\$" || true)
+	[ -z "$old" ] && return 0
+	echo "tiers: removing older backports kernels: $old" >&2
+	# shellcheck disable=SC2086  # package names
+	DEBIAN_FRONTEND=noninteractive apt-get purge -y -qq -o DPkg::Lock::Timeout=600 $old > /dev/null ||
+		echo "tiers: could not remove $old" >&2
 }
 
 # Debian 12's own kernel: the newest 6.1 ABI bookworm (with its security
@@ -105,6 +121,7 @@ prepare_lts() {
 		echo "tiers: bookworm-backports unreachable; using the installed $abi" >&2
 	fi
 	install_abi "$abi" bookworm-backports
+	prune_lts "$abi"
 	ver=$(dpkg-query -W -f='${Version}' "linux-image-$abi")
 	emit "$(label_of "$abi")" "$abi" "/lib/modules/$abi/build" "" \
 		"bookworm-backports linux-image-$abi $ver" --kernel stock --kver "$abi"

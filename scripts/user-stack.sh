@@ -4,7 +4,7 @@
 # This checks the library against that root's glibc and libfabric without
 # touching the host's.
 #
-#   scripts/user-stack.sh ROOT [CC...]      (default CCs: gcc-15 gcc)
+#   scripts/user-stack.sh ROOT [CC...]  (default: gcc-15 where the root has it, then gcc)
 #
 # Prints "ok build CC" or "FAIL build CC" per compiler, then the tests' KTAP
 # and, last, the totals line "N passed, N failed" (a failed build counts as
@@ -15,7 +15,10 @@ set -uo pipefail
 root=${1:?usage: user-stack.sh ROOT [CC...]}
 shift
 ccs=("$@")
-[ ${#ccs[@]} -gt 0 ] || ccs=(gcc-15 gcc)
+if [ ${#ccs[@]} = 0 ]; then
+	[ ! -x "$root/usr/bin/gcc-15" ] || ccs=(gcc-15)
+	ccs+=(gcc)
+fi
 src=$(cd "$(dirname "$0")/.." && pwd)
 dst=/var/tmp/pd-user
 in_root() { "$src/scripts/in-root.sh" "$root" "$@"; }
