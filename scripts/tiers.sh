@@ -100,6 +100,10 @@ prepare_stable() {
 prepare_debug() {
 	local kdir kver
 	kdir=$("$here/debug-kernel.sh") || die "debug kernel build failed"
+	# Everything is built in, so `make modules` never ran there: its
+	# Module.symvers is vmlinux's, which modpost needs to resolve our imports.
+	[ -f "$kdir/Module.symvers" ] || cp "$kdir/vmlinux.symvers" "$kdir/Module.symvers" ||
+		die "no vmlinux.symvers in $kdir"
 	kver=$(cat "$kdir/include/config/kernel.release")
 	emit "$(label_of "$kver")-debug" "$kver" "$kdir" "" \
 		"linux-source-6.1 $(dpkg-query -W -f='${Version}' linux-source-6.1) + scripts/debug-kernel.config" \
