@@ -124,7 +124,11 @@ struct pd_fabric_attr {
 	size_t cache_max_entries;
 	size_t cache_max_bytes;
 	size_t queue_size;		/* tx/rx queue depth hint */
-	size_t universe_size;		/* FI_UNIVERSE_SIZE if unset */
+	size_t universe_size;		/* expected peers (the AV's count) */
+	size_t max_pending;		/* requests waiting to be posted before
+					 * new posts get -EAGAIN */
+	int peer_timeout_ms;		/* a peer that accepts no probe for this
+					 * long is dead; <0: never declared */
 };
 void pd_fabric_attr_init(struct pd_fabric_attr *attr);
 

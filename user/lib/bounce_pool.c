@@ -26,7 +26,7 @@ struct pd_bounce_pool {
 };
 
 int pd_bounce_pool_create(struct fid_domain *domain, size_t slot_size,
-			  size_t nslots, struct pd_bounce_pool **out)
+			  size_t nslots, uint64_t key, struct pd_bounce_pool **out)
 {
 	struct pd_bounce_pool *p;
 	size_t i;
@@ -50,7 +50,7 @@ int pd_bounce_pool_create(struct fid_domain *domain, size_t slot_size,
 				strerror(-ret));
 	}
 	ret = fi_mr_reg(domain, p->mem, p->len, FI_SEND | FI_RECV | FI_WRITE | FI_READ,
-			0, 0, 0, &p->mr, NULL);
+			0, key, 0, &p->mr, NULL);
 	if (ret) {
 		munmap(p->mem, p->len);
 		free(p);

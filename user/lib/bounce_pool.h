@@ -8,9 +8,10 @@
 struct fid_domain;
 struct pd_bounce_pool;
 
-/* nslots host buffers of slot_size bytes, registered once on domain. */
+/* nslots host buffers of slot_size bytes, registered once on domain with
+ * the requested key. */
 int pd_bounce_pool_create(struct fid_domain *domain, size_t slot_size,
-			  size_t nslots, struct pd_bounce_pool **out);
+			  size_t nslots, uint64_t key, struct pd_bounce_pool **out);
 void pd_bounce_pool_destroy(struct pd_bounce_pool *pool);
 /* A free slot index, or -1 when all are in flight.  Not thread-safe: the
  * fabric lock serializes callers. */

@@ -33,6 +33,8 @@
  * before its first libfabric call, as the tools do.
  */
 #define DEFAULT_UNIVERSE	32
+#define DEFAULT_MAX_PENDING	4096
+#define DEFAULT_PEER_TIMEOUT_MS	10000
 
 static const char *const path_names[] = {
 	[PD_PATH_AUTO] = "auto", [PD_PATH_HOST] = "host", [PD_PATH_DMABUF] = "dmabuf",
@@ -127,12 +129,18 @@ static int setting(size_t api, const char *env, size_t dflt, size_t *out)
 struct settings {
 	const char *provider;
 	enum pd_path path;
-	size_t chunk, slots, max_entries, max_bytes, queue, universe;
+	size_t chunk, slots, max_entries, max_bytes, queue, universe, max_pending;
+	int peer_timeout_ms;
 };
+
+/* Fields past the caller's attr size read as zero (default). */
+#define ATTR_FIELD(a, f) \
+	((a)->size >= offsetof(struct pd_fabric_attr, f) + sizeof((a)->f) ? (a)->f : 0)
 
 static int read_settings(const struct pd_fabric_attr *a, struct settings *s)
 {
 	const char *env_path = getenv("PEERDIRECT_PATH");
+	size_t timeout;
 	int ret;
 
 	if (a->size < offsetof(struct pd_fabric_attr, universe_size) + sizeof(size_t) ||
@@ -160,11 +168,19 @@ static int read_settings(const struct pd_fabric_attr *a, struct settings *s)
 			   DEFAULT_CACHE_BYTES, &s->max_bytes)) ||
 	    (ret = setting(a->queue_size, "PEERDIRECT_QUEUE_SIZE", 0, &s->queue)) ||
 	    (ret = setting(a->universe_size, "PEERDIRECT_UNIVERSE_SIZE", DEFAULT_UNIVERSE,
-			   &s->universe)))
+			   &s->universe)) ||
+	    (ret = setting(ATTR_FIELD(a, max_pending), "PEERDIRECT_MAX_PENDING",
+			   DEFAULT_MAX_PENDING, &s->max_pending)) ||
+	    (ret = setting(ATTR_FIELD(a, peer_timeout_ms) < 0 ? SIZE_MAX :
+			   (size_t)ATTR_FIELD(a, peer_timeout_ms), "PEERDIRECT_PEER_TIMEOUT_MS",
+			   DEFAULT_PEER_TIMEOUT_MS, &timeout)))
 		return ret;
-	if (s->chunk < 4096 || s->slots < 2 || s->slots > 4096 || !s->universe)
-		return pd_error(-EINVAL, "pd_fabric_open: chunk_size %zu (min 4096), bounce_slots %zu (2..4096), universe_size %zu (min 1)",
-				s->chunk, s->slots, s->universe);
+	/* SIZE_MAX, or 0 from the environment: never declare a peer dead. */
+	s->peer_timeout_ms = timeout == SIZE_MAX || timeout == 0 ? -1 :
+			     timeout > INT32_MAX ? INT32_MAX : (int)timeout;
+	if (s->chunk < 4096 || s->slots < 2 || s->slots > 4096 || !s->universe || !s->max_pending)
+		return pd_error(-EINVAL, "pd_fabric_open: chunk_size %zu (min 4096), bounce_slots %zu (2..4096), universe_size %zu, max_pending %zu (min 1)",
+				s->chunk, s->slots, s->universe, s->max_pending);
 	return 0;
 }
 
@@ -332,7 +348,9 @@ int pd_fabric_open(const struct pd_fabric_attr *attr, struct pd_fabric **out)
 	fab->bounce_slots = s.slots;
 	fab->path = s.path;
 	fab->universe = s.universe;
-	ret = open_objects(fab);
+	fab->max_pending = s.max_pending;
+	fab->peer_timeout_ms = s.peer_timeout_ms;
+	ret = open_objects(fab) ?: pd_xfer_init(fab);
 	if (ret)
 		goto fail;
 	ret = pd_mr_cache_create(&ops, s.max_entries, s.max_bytes, &fab->cache);
@@ -404,6 +422,7 @@ static void fabric_destroy(struct pd_fabric *fab)
 		fi_close(&fab->av->fid);
 	pd_mr_cache_destroy(fab->cache);
 	pd_bounce_pool_destroy(fab->bounce);
+	pd_xfer_fini(fab);
 	if (fab->domain)
 		fi_close(&fab->domain->fid);
 	if (fab->fabric)
@@ -527,7 +546,7 @@ int pd_fabric_bounce_pool(struct pd_fabric *fab, struct pd_bounce_pool **out)
 		*out = pool;
 		return 0;
 	}
-	ret = pd_bounce_pool_create(fab->domain, fab->chunk, fab->bounce_slots, &pool);
+	ret = pd_bounce_pool_create(fab->domain, fab->chunk, fab->bounce_slots, pd_next_mr_key(), &pool);
 	if (ret)
 		return ret;
 	pthread_mutex_lock(&fab->lock);

@@ -47,6 +47,8 @@ struct pd_fabric {
 	size_t chunk;		/* wire chunk: message pieces, bounce slots */
 	size_t bounce_slots;
 	size_t universe;	/* expected peers: the AV's count */
+	size_t max_pending;	/* requests waiting to post before -EAGAIN */
+	int peer_timeout_ms;	/* <0: peers are never declared dead */
 	enum pd_path path;	/* forced path for dma-bufs, or AUTO */
 	struct pd_mr_cache *cache;
 
@@ -62,6 +64,8 @@ struct pd_fabric {
 	 * with the same tag and peer. */
 	struct pd_req *pending, *pending_tail;
 	struct pd_req *live, *live_tail;	/* every request not yet freed, oldest first */
+	size_t npending;		/* on the pending list */
+	struct pd_peers *peers;		/* peer liveness (xfer.c) */
 	struct pd_req *dead;		/* destroyed, to release outside the lock */
 	bool closed;			/* pd_fabric_close ran: no endpoint */
 
@@ -105,6 +109,8 @@ struct pd_mr {
 	uint64_t rma_addr;
 };
 
+/* mr_paths.c: a requested key no other registration of the process has. */
+uint64_t pd_next_mr_key(void);
 /* mr_paths.c: the cache's registration functions. */
 int pd_paths_register(void *fab, const struct pd_mr_key *key, int fd,
 		      void **handle);
@@ -141,6 +147,9 @@ int pd_fabric_origin_of(struct pd_fabric *fab, uint64_t st_dev, uint64_t st_ino,
 void pd_fabric_get(struct pd_fabric *fab);
 void pd_fabric_put(struct pd_fabric *fab);
 
+/* xfer.c: peer liveness state, made after the endpoint is enabled. */
+int pd_xfer_init(struct pd_fabric *fab);
+void pd_xfer_fini(struct pd_fabric *fab);
 /* xfer.c: under fab->lock at close; fails every live request. */
 void pd_xfer_close_locked(struct pd_fabric *fab);
 /* Drops fab->lock, then releases what destroyed requests held. */

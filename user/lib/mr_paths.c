@@ -60,8 +60,10 @@ static void note(struct pd_mr_reg *r, const char *fmt, ...)
 	va_end(ap);
 }
 
-/* Keys must be unique per domain unless the provider picks them. */
-static uint64_t next_key(void)
+/* Keys must be unique per domain unless the provider picks them: every
+ * registration of the library (the staging pool and probe buffer too)
+ * takes one from here. */
+uint64_t pd_next_mr_key(void)
 {
 	static uint64_t key;
 
@@ -72,7 +74,7 @@ static int reg_virtual(struct pd_fabric *fab, struct pd_mr_reg *r, void *addr,
 		       size_t len, unsigned int access)
 {
 	int ret = fi_mr_reg(fab->domain, addr, len, fi_access(access), 0,
-			    next_key(), 0, &r->mr, NULL);
+			    pd_next_mr_key(), 0, &r->mr, NULL);
 
 	if (ret)
 		return ret;
@@ -139,7 +141,7 @@ static int try_dmabuf_mr(struct pd_fabric *fab, const struct pd_mr_key *k,
 	};
 	struct fi_mr_attr attr = {
 		.dmabuf = &dmabuf, .iov_count = 1, .access = fi_access(k->access),
-		.requested_key = next_key(), .iface = FI_HMEM_SYSTEM,
+		.requested_key = pd_next_mr_key(), .iface = FI_HMEM_SYSTEM,
 	};
 	int ret;
 

@@ -33,18 +33,53 @@
 #include "errors.h"
 #include "fabric.h"
 
-#define MAX_CHUNKS	(1u << PD_CHUNK_BITS)
+/* The last chunk index is the probes' (see peer liveness below). */
+#define MAX_CHUNKS	((1u << PD_CHUNK_BITS) - 1)
+#define PROBE_CHUNK	((1ULL << PD_CHUNK_BITS) - 1)
 #define CQ_BURST	32
+#define CQ_MAX_BURSTS	64	/* per progress call: bounded time under the lock */
+#define SCAN_MS		10	/* how often progress looks for silent peers */
 
 enum req_kind { REQ_SEND, REQ_RECV, REQ_WRITE };
 static const char *const kind_names[] = { "send", "recv", "write" };
 
 struct pd_op {
 	struct fi_context2 ctx;		/* first: libfabric's FI_CONTEXT2 space */
-	struct pd_req *req;
+	struct pd_req *req;		/* NULL: a probe (peer liveness) */
 	uint32_t chunk;
 	int slot;			/* bounce slot, or -1 */
-	bool inflight;
+	bool inflight, cancelled;
+};
+
+/*
+ * Peer liveness.  libfabric does not report a peer that is gone: tcp
+ * answers every send with -FI_EAGAIN while it retries the connection, and a
+ * receive has nothing to fail it.  So when a request on a peer has waited
+ * half the peer timeout, a probe (an empty message under the reserved chunk
+ * index, which every fabric keeps a receive posted for) goes to that peer.
+ * A probe the provider has not completed within the other half, or one
+ * that fails with a connection error, means the peer is gone: its requests
+ * fail with -ECONNRESET at once, and so does any new one.
+ */
+struct pd_peer {
+	uint64_t addr;
+	bool probing, posted, dead;
+	int64_t probe_start;
+	uint64_t eagain;
+	int err;
+	char why[200];
+	struct pd_op op;		/* the probe send: its address never moves */
+};
+
+struct pd_peers {
+	struct pd_peer **peer;		/* by fi_addr (FI_AV_TABLE indices) */
+	size_t n;
+	struct pd_op probe_rx;		/* the standing receive for probes */
+	bool rx_posted;
+	char buf[16];			/* [0, 8): probes land, [8, 16): probes go */
+	struct fid_mr *mr;
+	void *desc;
+	int64_t last_scan;
 };
 
 /*
@@ -70,6 +105,8 @@ struct pd_req {
 	int status;
 	bool freed, pending;
 	bool await_src;			/* multi-chunk from any peer: chunk 0 names it */
+	bool peer_dead;			/* failed with its peer: done whatever is in flight */
+	int64_t start_ms;
 	size_t bytes;
 	struct pd_req *pend_prev, *pend_next, *live_prev, *live_next, *dead_next;
 	char msg[320];
@@ -93,9 +130,37 @@ static void fail_req(struct pd_req *r, int err, const char *msg)
 		 pd_path_name(r->path), msg);
 }
 
+/* A request whose peer died is reported at once: what the provider still
+ * holds of it may never complete (the request itself lives on until it
+ * does, or until the fabric closes). */
 static bool finished(const struct pd_req *r)
 {
-	return r->inflight == 0 && (r->status || r->done == r->nchunks);
+	return (r->inflight == 0 && (r->status || r->done == r->nchunks)) ||
+	       (r->status && r->peer_dead);
+}
+
+/* A failed request's other operations are cancelled, so it ends now rather
+ * than when the caller's timeout runs out. */
+static void cancel_inflight(struct pd_req *r)
+{
+	uint32_t i;
+
+	if (r->fab->closed)
+		return;
+	for (i = 0; i < r->next; i++) {
+		struct pd_op *op = &r->ops[i];
+
+		if (op->inflight && !op->cancelled) {
+			op->cancelled = true;
+			fi_cancel(&r->fab->ep->fid, &op->ctx);
+		}
+	}
+}
+
+static void fail_and_cancel(struct pd_req *r, int err, const char *msg)
+{
+	fail_req(r, err, msg);
+	cancel_inflight(r);
 }
 
 static void unlink_pending(struct pd_req *r)
@@ -113,6 +178,7 @@ static void unlink_pending(struct pd_req *r)
 	else
 		fab->pending_tail = r->pend_prev;
 	r->pending = false;
+	fab->npending--;
 }
 
 /* FIFO: requests keep the order they were made in. */
@@ -130,6 +196,7 @@ static void enqueue_pending(struct pd_req *r)
 		fab->pending = r;
 	fab->pending_tail = r;
 	r->pending = true;
+	fab->npending++;
 }
 
 static void put_slot(struct pd_req *r, struct pd_op *op);
@@ -301,7 +368,7 @@ static void post_more(struct pd_req *r)
 		if (ret == -EAGAIN)
 			break;
 		if (ret) {
-			fail_req(r, ret, pd_last_error());
+			fail_and_cancel(r, ret, pd_last_error());
 			break;
 		}
 		r->next++;
@@ -310,12 +377,215 @@ static void post_more(struct pd_req *r)
 		unlink_pending(r);
 }
 
-static void complete_op(struct pd_op *op, size_t len, int err, const char *msg,
-			fi_addr_t src)
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* ---- peer liveness ----------------------------------------------------- */
+
+static uint64_t probe_tag(const struct pd_fabric *fab)
+{
+	return PROBE_CHUNK << fab->tag_bits;
+}
+
+/* The peer's state (FI_AV_TABLE addresses are small indices), or NULL. */
+static struct pd_peer *peer_of(struct pd_fabric *fab, uint64_t addr, bool create)
+{
+	struct pd_peers *ps = fab->peers;
+	struct pd_peer **v;
+	size_t n;
+
+	if (!ps || addr == PD_ANY_PEER || addr >= (1u << 20))
+		return NULL;
+	if (addr >= ps->n) {
+		if (!create)
+			return NULL;
+		n = addr + 16;
+		v = realloc(ps->peer, n * sizeof(*v));
+		if (!v)
+			return NULL;
+		memset(v + ps->n, 0, (n - ps->n) * sizeof(*v));
+		ps->peer = v;
+		ps->n = n;
+	}
+	if (!ps->peer[addr] && create) {
+		ps->peer[addr] = calloc(1, sizeof(struct pd_peer));
+		if (ps->peer[addr])
+			ps->peer[addr]->addr = addr;
+	}
+	return ps->peer[addr];
+}
+
+int pd_xfer_init(struct pd_fabric *fab)
+{
+	struct pd_peers *ps = calloc(1, sizeof(*ps));
+	int ret;
+
+	if (!ps)
+		return pd_error(-ENOMEM, "pd_fabric_open: out of memory");
+	ret = fi_mr_reg(fab->domain, ps->buf, sizeof(ps->buf), FI_SEND | FI_RECV, 0,
+			pd_next_mr_key(), 0, &ps->mr, NULL);
+	if (ret) {
+		free(ps);
+		return pd_error(ret, "fi_mr_reg of the probe buffer on %s: %s", fab->provider,
+				fi_strerror(-ret));
+	}
+	ps->desc = fi_mr_desc(ps->mr);
+	fab->peers = ps;
+	return 0;
+}
+
+void pd_xfer_fini(struct pd_fabric *fab)
+{
+	struct pd_peers *ps = fab->peers;
+	size_t i;
+
+	if (!ps)
+		return;
+	for (i = 0; i < ps->n; i++)
+		free(ps->peer[i]);
+	free(ps->peer);
+	fi_close(&ps->mr->fid);
+	free(ps);
+	fab->peers = NULL;
+}
+
+static bool connection_error(int err)
+{
+	return err == -ECONNRESET || err == -ECONNREFUSED || err == -ENOTCONN ||
+	       err == -EHOSTUNREACH || err == -ENETUNREACH || err == -ECONNABORTED ||
+	       err == -EPIPE || err == -EHOSTDOWN;
+}
+
+/* Every live request on the peer fails now, and so will every new one. */
+static void peer_died(struct pd_fabric *fab, uint64_t addr, const char *why)
+{
+	struct pd_peer *p = peer_of(fab, addr, true);
+	struct pd_req *r;
+
+	if (!p || p->dead)
+		return;
+	p->dead = true;
+	p->posted = p->op.inflight;
+	p->probing = false;
+	p->err = -ECONNRESET;
+	snprintf(p->why, sizeof(p->why), "peer %llu is gone: %s", (unsigned long long)addr, why);
+	for (r = fab->live; r; r = r->live_next) {
+		if (r->peer != addr || r->freed || finished(r))
+			continue;
+		r->peer_dead = true;
+		fail_and_cancel(r, p->err, p->why);
+	}
+}
+
+static void post_probe(struct pd_fabric *fab, uint64_t addr, struct pd_peer *p)
+{
+	ssize_t ret = fi_tsend(fab->ep, fab->peers->buf + 8, 0, fab->peers->desc, addr,
+			       probe_tag(fab), &p->op.ctx);
+	char why[160];
+
+	if (!ret) {
+		p->posted = true;
+		p->op.inflight = true;
+	} else if (ret == -FI_EAGAIN) {
+		p->eagain++;
+	} else {
+		snprintf(why, sizeof(why), "a probe could not be posted (%s: %s)", fab->provider,
+			 fi_strerror((int)-ret));
+		peer_died(fab, addr, why);
+	}
+}
+
+static void probe_done(struct pd_fabric *fab, struct pd_op *op, int err, const char *msg)
+{
+	struct pd_peers *ps = fab->peers;
+	struct pd_peer *p;
+	char why[240];
+
+	op->inflight = false;
+	if (op == &ps->probe_rx) {
+		ps->rx_posted = false;	/* reposted by the next scan */
+		return;
+	}
+	p = (struct pd_peer *)((char *)op - offsetof(struct pd_peer, op));
+	p->posted = false;
+	if (err && connection_error(err)) {
+		snprintf(why, sizeof(why), "a probe failed (%s)", msg);
+		peer_died(fab, p->addr, why);
+	} else {
+		p->probing = false;	/* it answered: alive */
+	}
+}
+
+/*
+ * Every SCAN_MS: requests on a peer that have waited half the peer timeout
+ * get a probe sent to that peer; a probe not completed within the other
+ * half declares the peer gone.
+ */
+static void scan_peers(struct pd_fabric *fab)
+{
+	struct pd_peers *ps = fab->peers;
+	int64_t now, half = fab->peer_timeout_ms / 2;
+	struct pd_req *r;
+	struct pd_peer *p;
+	size_t a;
+	char why[200];
+
+	if (fab->peer_timeout_ms < 0 || fab->closed || !ps)
+		return;
+	if (!ps->rx_posted && !ps->probe_rx.inflight &&
+	    !fi_trecv(fab->ep, ps->buf, 8, ps->desc, FI_ADDR_UNSPEC, probe_tag(fab),
+		      (1ULL << fab->tag_bits) - 1, &ps->probe_rx.ctx)) {
+		ps->rx_posted = true;
+		ps->probe_rx.inflight = true;
+	}
+	now = now_ms();
+	if (now - ps->last_scan < SCAN_MS)
+		return;
+	ps->last_scan = now;
+	for (r = fab->live; r; r = r->live_next) {
+		if (r->peer == PD_ANY_PEER || r->freed || r->status || finished(r) ||
+		    now - r->start_ms < half)
+			continue;
+		p = peer_of(fab, r->peer, true);
+		if (p && !p->dead && !p->probing) {
+			p->probing = true;
+			p->posted = p->op.inflight;	/* a late earlier probe counts */
+			p->probe_start = now;
+			p->eagain = 0;
+		}
+	}
+	for (a = 0; a < ps->n; a++) {
+		p = ps->peer[a];
+		if (!p || !p->probing)
+			continue;
+		if (!p->posted && !p->op.inflight)
+			post_probe(fab, a, p);
+		if (p->probing && now - p->probe_start >= half) {
+			snprintf(why, sizeof(why), "a probe was not %s within %lld ms (%s answered -FI_EAGAIN %llu times)",
+				 p->posted ? "completed" : "accepted", (long long)(now - p->probe_start),
+				 fab->provider, (unsigned long long)p->eagain);
+			peer_died(fab, a, why);
+		}
+	}
+}
+
+/* ---- completions ------------------------------------------------------- */
+
+static void complete_op(struct pd_fabric *fab, struct pd_op *op, size_t len, int err,
+			const char *msg, fi_addr_t src)
 {
 	struct pd_req *r = op->req;
 	int ret;
 
+	if (!r) {
+		probe_done(fab, op, err, msg);
+		return;
+	}
 	op->inflight = false;
 	r->inflight--;
 	if (!err && r->await_src && op->chunk == 0) {
@@ -329,16 +599,18 @@ static void complete_op(struct pd_op *op, size_t len, int err, const char *msg,
 		}
 	}
 	if (err) {
-		fail_req(r, err, msg);
+		fail_and_cancel(r, err, msg);
+		if (connection_error(err) && r->peer != PD_ANY_PEER)
+			peer_died(fab, r->peer, msg);
 	} else {
 		/* A freed request's buffer is the caller's again: a late
 		 * completion copies nothing into it. */
 		if (r->kind == REQ_RECV && op->slot >= 0 && !r->status && !r->freed) {
 			ret = pd_dmabuf_copy_to(r->reg->fd,
-						r->cpu + (size_t)op->chunk * r->fab->chunk,
-						pd_bounce_slot_ptr(r->fab->bounce, op->slot), len);
+						r->cpu + (size_t)op->chunk * fab->chunk,
+						pd_bounce_slot_ptr(fab->bounce, op->slot), len);
 			if (ret)
-				fail_req(r, ret, pd_last_error());
+				fail_and_cancel(r, ret, pd_last_error());
 		}
 		r->done++;
 		r->bytes += r->kind == REQ_RECV ? len : chunk_len(r, op->chunk);
@@ -348,43 +620,51 @@ static void complete_op(struct pd_op *op, size_t len, int err, const char *msg,
 		destroy_locked(r);
 }
 
+/*
+ * Reads completions (at most CQ_MAX_BURSTS bursts: bounded time under the
+ * lock), then posts what waits.  An error entry that cannot be read ends
+ * the call with that error instead of spinning.
+ */
 static int progress_locked(struct pd_fabric *fab)
 {
 	struct fi_cq_tagged_entry ent[CQ_BURST];
 	fi_addr_t src[CQ_BURST];
 	struct pd_req *r, *next;
+	unsigned int bursts;
 	ssize_t n;
 	int i, events = 0;
 
 	if (fab->closed)
 		return 0;
-	for (;;) {
+	for (bursts = 0; bursts < CQ_MAX_BURSTS; bursts++) {
 		n = fab->source ? fi_cq_readfrom(fab->cq, ent, CQ_BURST, src) :
 				  fi_cq_read(fab->cq, ent, CQ_BURST);
 		if (n > 0) {
 			for (i = 0; i < n; i++)
-				complete_op(ent[i].op_context, ent[i].len, 0, NULL,
+				complete_op(fab, ent[i].op_context, ent[i].len, 0, NULL,
 					    fab->source ? src[i] : FI_ADDR_NOTAVAIL);
 			events += (int)n;
 			if (n == CQ_BURST)
 				continue;
 		} else if (n == -FI_EAVAIL) {
 			struct fi_cq_err_entry err = { 0 };
-			char text[256];
+			char text[256], prov[200];
 			const char *s;
+			ssize_t ret = fi_cq_readerr(fab->cq, &err, 0);
 
-			if (fi_cq_readerr(fab->cq, &err, 0) == 1 && err.op_context) {
-				char prov[200];
-
-				/* The provider's own text, when it has one (rxm answers
-				 * prov_errno 0 with "Function not implemented"). */
-				s = err.prov_errno ? fi_cq_strerror(fab->cq, err.prov_errno, err.err_data,
-								    prov, sizeof(prov)) : NULL;
-				snprintf(text, sizeof(text), "%s (%s%s%s)", fi_strerror(err.err),
-					 fab->provider, s ? ": " : "", s ? s : "");
-				complete_op(err.op_context, err.len, -(int)err.err, text, FI_ADDR_NOTAVAIL);
-				events++;
-			}
+			if (ret != 1)
+				return pd_error(ret < 0 ? (int)ret : -EIO, "fi_cq_readerr on %s after -FI_EAVAIL: %s",
+						fab->provider, ret < 0 ? fi_strerror((int)-ret) : "no entry");
+			if (!err.op_context)
+				continue;
+			/* The provider's own text, when it has one (rxm answers
+			 * prov_errno 0 with "Function not implemented"). */
+			s = err.prov_errno ? fi_cq_strerror(fab->cq, err.prov_errno, err.err_data,
+							    prov, sizeof(prov)) : NULL;
+			snprintf(text, sizeof(text), "%s (%s%s%s)", fi_strerror(err.err),
+				 fab->provider, s ? ": " : "", s ? s : "");
+			complete_op(fab, err.op_context, err.len, -(int)err.err, text, FI_ADDR_NOTAVAIL);
+			events++;
 			continue;
 		} else if (n != -FI_EAGAIN) {
 			return pd_error((int)n, "fi_cq_read on %s: %s", fab->provider,
@@ -392,6 +672,7 @@ static int progress_locked(struct pd_fabric *fab)
 		}
 		break;
 	}
+	scan_peers(fab);
 	for (r = fab->pending; r; r = next) {
 		next = r->pend_next;
 		post_more(r);
@@ -416,8 +697,10 @@ static int start(struct pd_fabric *fab, enum req_kind kind, struct pd_mr *mr,
 		 const struct pd_rkey *rk, uint64_t roff, struct pd_req **out)
 {
 	const char *fn = kind == REQ_SEND ? "pd_tsend" : kind == REQ_RECV ? "pd_trecv" : "pd_write";
+	struct pd_peer *p;
 	struct pd_req *r;
 	size_t nchunks, i;
+	char why[200];
 	int ret;
 
 	if (!fab || !mr || !out)
@@ -468,11 +751,24 @@ static int start(struct pd_fabric *fab, enum req_kind kind, struct pd_mr *mr,
 	};
 	for (i = 0; i < nchunks; i++)
 		r->ops[i].slot = -1;
+	if (fab->peer_timeout_ms >= 0)
+		r->start_ms = now_ms();
 	pd_mr_cache_hold(fab->cache, mr->entry);
 	pd_fabric_get(fab);
 	pthread_mutex_lock(&fab->lock);
 	if (fab->closed)
 		fail_req(r, -ESHUTDOWN, "the fabric was closed");
+	if ((p = peer_of(fab, peer, false)) && p->dead)
+		fail_req(r, p->err, p->why);
+	/* Back pressure: progress first, and if as many requests still wait
+	 * to be posted, the caller must let them drain. */
+	if (!r->status && fab->npending >= fab->max_pending)
+		progress_locked(fab);
+	if (!r->status && fab->npending >= fab->max_pending) {
+		snprintf(why, sizeof(why), "%zu requests already wait to be posted (a full queue, or a peer that cannot be reached): progress them (pd_test, pd_progress) and try again",
+			 fab->npending);
+		fail_req(r, -EAGAIN, why);
+	}
 	r->live_prev = fab->live_tail;
 	if (fab->live_tail)
 		fab->live_tail->live_next = r;
@@ -551,13 +847,6 @@ int pd_test(struct pd_req *r, size_t *bytes)
 	return state;
 }
 
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /* Says how far the request got: unposted chunks are what a peer that is
  * gone looks like, posted ones a peer that does not answer. */

@@ -74,4 +74,31 @@ static inline struct pd_cache_stats cache_stats(struct pd_fabric *fab)
 	(cond);								\
 })
 
+/* A raw one-chunk message carrying chunk index i of tag, as a sender that
+ * interleaves with others would put it on the wire.  fab's CQ must have
+ * nothing else in it; `to` is progressed meanwhile (it accepts the
+ * connection). */
+static inline int raw_chunk(struct pd_fabric *fab, struct pd_mr *mr, size_t len, uint64_t peer,
+			    uint64_t tag, uint32_t i, struct pd_fabric *to)
+{
+	struct fi_context2 ctx;
+	struct fi_cq_tagged_entry ent;
+	int64_t end = mono_ms() + WAIT_MS;
+	ssize_t ret;
+
+	do {
+		ret = fi_tsend(fab->ep, mr->io, len, mr->reg->desc, peer,
+			       tag | (uint64_t)i << fab->tag_bits, &ctx);
+		if (ret == -FI_EAGAIN) {
+			fi_cq_read(fab->cq, &ent, 1);
+			pd_progress(to);	/* it accepts the connection */
+		}
+	} while (ret == -FI_EAGAIN && mono_ms() < end);
+	if (ret)
+		return (int)ret;
+	while ((ret = fi_cq_read(fab->cq, &ent, 1)) == -FI_EAGAIN && mono_ms() < end)
+		pd_progress(to);
+	return ret == 1 ? 0 : -EIO;
+}
+
 #endif

@@ -157,31 +157,6 @@ TEST(same_tag_messages_never_swap_chunks)
 	close(fd);
 }
 
-/* A raw one-chunk message carrying chunk index i of tag, as a sender that
- * interleaves with others would put it on the wire. */
-static int raw_chunk(struct pd_fabric *fab, struct pd_mr *mr, uint64_t peer, uint64_t tag,
-		     uint32_t i, struct pd_fabric *to)
-{
-	struct fi_context2 ctx;
-	struct fi_cq_tagged_entry ent;
-	int64_t end = mono_ms() + WAIT_MS;
-	ssize_t ret;
-
-	do {
-		ret = fi_tsend(fab->ep, mr->io, CHUNK, mr->reg->desc, peer,
-			       tag | (uint64_t)i << PD_TAG_BITS, &ctx);
-		if (ret == -FI_EAGAIN) {
-			fi_cq_read(fab->cq, &ent, 1);
-			pd_progress(to);	/* it accepts the connection */
-		}
-	} while (ret == -FI_EAGAIN && mono_ms() < end);
-	if (ret)
-		return (int)ret;
-	while ((ret = fi_cq_read(fab->cq, &ent, 1)) == -FI_EAGAIN && mono_ms() < end)
-		pd_progress(to);
-	return ret == 1 ? 0 : -EIO;
-}
-
 /* A small message from `from` (tag) that `to` receives: on one connection
  * it arrives after everything `from` sent before. */
 static int marker(struct pd_fabric *from, struct pd_mr *fm, uint64_t to_addr,
@@ -249,7 +224,7 @@ TEST(any_peer_multi_chunk_receive_takes_one_sender)
 	ASSERT_EQ(0, pd_mr_reg_host(r, mk[2], 8, 0, &mkr));
 
 	/* A's chunk 0 (bytes [0, CHUNK) of A's message) */
-	ASSERT_EQ(0, raw_chunk(a, ma, r_in_a, tag, 0, r));
+	ASSERT_EQ(0, raw_chunk(a, ma, CHUNK, r_in_a, tag, 0, r));
 	ASSERT_EQ(0, marker(a, mka, r_in_a, r, mkr, 900));
 	/* B's whole message */
 	ASSERT_EQ(0, pd_tsend(b, mb, 0, sizeof(bbuf), r_in_b, tag, &sb));
@@ -259,7 +234,7 @@ TEST(any_peer_multi_chunk_receive_takes_one_sender)
 	/* A's chunk 1: the second half of A's buffer */
 	half = *ma;
 	half.io += CHUNK;
-	ASSERT_EQ(0, raw_chunk(a, &half, r_in_a, tag, 1, r));
+	ASSERT_EQ(0, raw_chunk(a, &half, CHUNK, r_in_a, tag, 1, r));
 	ASSERT_EQ(0, marker(a, mka, r_in_a, r, mkr, 902));
 
 	ASSERT_EQ(0, pd_trecv(r, m1, 0, sizeof(r1buf), PD_ANY_PEER, tag, &q1)) TH_LOG("%s", pd_last_error());

@@ -1,0 +1,241 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Errors and peers: a failed chunk takes its siblings down with it, a CQ
+ * whose error entry cannot be read ends progress, the pending queue pushes
+ * back, and a peer that is gone is reported as gone.  In-process fabrics
+ * over tcp loopback; a closed fabric is a dead peer (its port refuses).
+ */
+#include "kselftest_harness.h"
+#include "loopback.h"
+
+#define CHUNK 4096
+
+static int open_fab(struct pd_fabric **fab, size_t max_pending, int peer_timeout_ms)
+{
+	struct pd_fabric_attr attr;
+
+	pd_fabric_attr_init(&attr);
+	attr.provider = "tcp";
+	attr.chunk_size = CHUNK;
+	attr.max_pending = max_pending;
+	attr.peer_timeout_ms = peer_timeout_ms;
+	return pd_fabric_open(&attr, fab);
+}
+
+static int introduce(struct pd_fabric *a, struct pd_fabric *b, uint64_t *a_in_b)
+{
+	char addr[512];
+	size_t len = sizeof(addr);
+
+	return pd_fabric_addr(a, addr, &len) ?: pd_fabric_insert(b, addr, len, a_in_b);
+}
+
+/*
+ * A 3-chunk receive whose chunk 0 is truncated (the sender put 2 chunks'
+ * worth under chunk 0's tag): the request has failed, and its chunks 1 and
+ * 2 must not stay posted until the caller's timeout.
+ */
+TEST(failed_chunk_cancels_its_siblings)
+{
+	static char rbuf[3 * CHUNK], sbuf[2 * CHUNK];
+	struct pd_fabric *r, *s;
+	struct pd_mr *rm, *sm;
+	struct pd_req *q;
+	uint64_t s_in_r, r_in_s;
+	int64_t t0;
+	int ret;
+
+	ASSERT_EQ(0, open_fab(&r, 0, 0));
+	ASSERT_EQ(0, open_fab(&s, 0, 0));
+	ASSERT_EQ(0, introduce(s, r, &s_in_r));
+	ASSERT_EQ(0, introduce(r, s, &r_in_s));
+	ASSERT_EQ(0, pd_mr_reg_host(r, rbuf, sizeof(rbuf), 0, &rm));
+	ASSERT_EQ(0, pd_mr_reg_host(s, sbuf, sizeof(sbuf), 0, &sm));
+	ASSERT_EQ(0, pd_trecv(r, rm, 0, sizeof(rbuf), s_in_r, 3, &q));
+	ASSERT_EQ(0, raw_chunk(s, sm, sizeof(sbuf), r_in_s, 3, 0, r));
+	t0 = mono_ms();
+	ret = pd_wait(q, 3000, NULL);
+	EXPECT_NE(0, ret);
+	EXPECT_NE(-ETIMEDOUT, ret) TH_LOG("%s", pd_last_error());
+	EXPECT_LT(mono_ms() - t0, 2000);
+	EXPECT_NE(NULL, strstr(pd_last_error(), "runcat")) TH_LOG("%s", pd_last_error());
+	pd_req_free(q);
+	pd_mr_dereg(rm);
+	pd_mr_dereg(sm);
+	pd_fabric_close(r);
+	pd_fabric_close(s);
+}
+
+static ssize_t eavail_read(struct fid_cq *cq, void *buf, size_t count)
+{
+	(void)cq;
+	(void)buf;
+	(void)count;
+	return -FI_EAVAIL;
+}
+
+static ssize_t eavail_readfrom(struct fid_cq *cq, void *buf, size_t count, fi_addr_t *src)
+{
+	(void)src;
+	return eavail_read(cq, buf, count);
+}
+
+static ssize_t failing_readerr(struct fid_cq *cq, struct fi_cq_err_entry *buf, uint64_t flags)
+{
+	(void)cq;
+	(void)buf;
+	(void)flags;
+	return -FI_EIO;
+}
+
+/* fi_cq_read says an error is there, fi_cq_readerr cannot read it: progress
+ * must end with that error, not spin under the fabric lock. */
+FIXTURE(cq) {
+	int unused;
+};
+FIXTURE_SETUP(cq) {}
+FIXTURE_TEARDOWN(cq) {}
+
+TEST_F_TIMEOUT(cq, unreadable_cq_error_ends_progress, 10)
+{
+	struct pd_fabric *fab;
+	struct fi_ops_cq *orig, broken;
+
+	ASSERT_EQ(0, open_fab(&fab, 0, 0));
+	orig = fab->cq->ops;
+	broken = *orig;
+	broken.read = eavail_read;
+	broken.readfrom = eavail_readfrom;
+	broken.readerr = failing_readerr;
+	fab->cq->ops = &broken;
+	EXPECT_EQ(-EIO, pd_progress(fab));
+	EXPECT_NE(NULL, strstr(pd_last_error(), "fi_cq_readerr")) TH_LOG("%s", pd_last_error());
+	fab->cq->ops = orig;
+	pd_fabric_close(fab);
+}
+
+/*
+ * Requests that cannot be posted yet queue; past max_pending the caller is
+ * told to progress first.  Multi-chunk receives from any peer with one tag
+ * each wait on the one before (chunk 1 until chunk 0 names the sender), so
+ * with nobody sending they all stay queued.
+ */
+TEST(pending_queue_pushes_back)
+{
+	static char buf[2 * CHUNK];
+	struct pd_req *q[9];
+	struct pd_fabric *fab;
+	struct pd_mr *mr;
+	int i;
+
+	ASSERT_EQ(0, open_fab(&fab, 8, 0));
+	ASSERT_EQ(0, pd_mr_reg_host(fab, buf, sizeof(buf), 0, &mr));
+	for (i = 0; i < 8; i++)
+		ASSERT_EQ(0, pd_trecv(fab, mr, 0, sizeof(buf), PD_ANY_PEER, 4, &q[i]))
+			TH_LOG("%d: %s", i, pd_last_error());
+	EXPECT_EQ(-EAGAIN, pd_trecv(fab, mr, 0, sizeof(buf), PD_ANY_PEER, 4, &q[8]));
+	EXPECT_NE(NULL, strstr(pd_last_error(), "8 requests already wait")) TH_LOG("%s", pd_last_error());
+	pd_req_free(q[7]);
+	ASSERT_EQ(0, pd_trecv(fab, mr, 0, sizeof(buf), PD_ANY_PEER, 4, &q[7]));
+	for (i = 0; i < 8; i++)
+		pd_req_free(q[i]);
+	pd_mr_dereg(mr);
+	pd_fabric_close(fab);
+}
+
+/*
+ * A receive from, and a send to, a peer that is gone: both end with the
+ * peer's death well before the caller's own timeout.  `talked`: the two had
+ * a connection before (its reset), or never (refused reconnects).
+ */
+static void dead_peer(struct __test_metadata *_metadata, bool talked)
+{
+	static char buf[8];
+	struct pd_fabric *a, *b;
+	struct pd_mr *am, *bm;
+	struct pd_req *r, *s;
+	uint64_t b_in_a, a_in_b;
+	int64_t t0;
+	int ret;
+
+	ASSERT_EQ(0, open_fab(&a, 0, 500));
+	ASSERT_EQ(0, open_fab(&b, 0, 500));
+	ASSERT_EQ(0, introduce(b, a, &b_in_a));
+	ASSERT_EQ(0, introduce(a, b, &a_in_b));
+	ASSERT_EQ(0, pd_mr_reg_host(a, buf, sizeof(buf), 0, &am));
+	if (talked) {
+		ASSERT_EQ(0, pd_mr_reg_host(b, buf, sizeof(buf), 0, &bm));
+		ASSERT_EQ(0, pd_trecv(b, bm, 0, 8, a_in_b, 1, &r));
+		ASSERT_EQ(0, pd_tsend(a, am, 0, 8, b_in_a, 1, &s));
+		ASSERT_TRUE(PROGRESS_UNTIL(a, WAIT_MS, pd_test(r, NULL) == 1 && pd_test(s, NULL) == 1));
+		pd_req_free(r);
+		pd_req_free(s);
+		pd_mr_dereg(bm);
+	}
+	pd_fabric_close(b);		/* the peer is gone */
+
+	ASSERT_EQ(0, pd_trecv(a, am, 0, 8, b_in_a, 2, &r));
+	t0 = mono_ms();
+	ret = pd_wait(r, 10000, NULL);
+	fprintf(stderr, "# after %lld ms: %s\n", (long long)(mono_ms() - t0), pd_last_error());
+	EXPECT_EQ(-ECONNRESET, ret) TH_LOG("%s", pd_last_error());
+	EXPECT_LT(mono_ms() - t0, 3000);
+	EXPECT_NE(NULL, strstr(pd_last_error(), "is gone")) TH_LOG("%s", pd_last_error());
+	pd_req_free(r);
+	/* Known dead: a new operation with it fails at once. */
+	t0 = mono_ms();
+	ret = pd_tsend(a, am, 0, 8, b_in_a, 3, &s);
+	if (!ret) {
+		ret = pd_wait(s, 10000, NULL);
+		pd_req_free(s);
+	}
+	EXPECT_EQ(-ECONNRESET, ret) TH_LOG("%s", pd_last_error());
+	EXPECT_LT(mono_ms() - t0, 1000);
+	pd_mr_dereg(am);
+	pd_fabric_close(a);
+}
+
+TEST(receive_from_a_dead_peer_reports_its_death)
+{
+	dead_peer(_metadata, false);
+}
+
+TEST(receive_from_a_peer_that_died_after_talking_reports_its_death)
+{
+	dead_peer(_metadata, true);
+}
+
+/* A live peer that simply has not sent yet is not declared dead. */
+TEST(slow_live_peer_is_not_declared_dead)
+{
+	static char abuf[8], bbuf[8];
+	struct pd_fabric *a, *b;
+	struct pd_mr *am, *bm;
+	struct pd_req *r, *s;
+	uint64_t b_in_a, a_in_b;
+	int64_t end;
+
+	ASSERT_EQ(0, open_fab(&a, 0, 200));
+	ASSERT_EQ(0, open_fab(&b, 0, 200));
+	ASSERT_EQ(0, introduce(b, a, &b_in_a));
+	ASSERT_EQ(0, introduce(a, b, &a_in_b));
+	ASSERT_EQ(0, pd_mr_reg_host(a, abuf, sizeof(abuf), 0, &am));
+	ASSERT_EQ(0, pd_mr_reg_host(b, bbuf, sizeof(bbuf), 0, &bm));
+	ASSERT_EQ(0, pd_trecv(a, am, 0, 8, b_in_a, 5, &r));
+	/* Four peer timeouts pass with b alive and progressing, not sending. */
+	end = mono_ms() + 800;
+	while (mono_ms() < end) {
+		EXPECT_EQ(0, pd_test(r, NULL)) TH_LOG("%s", pd_last_error());
+		pd_progress(b);
+	}
+	ASSERT_EQ(0, pd_tsend(b, bm, 0, 8, a_in_b, 5, &s));
+	EXPECT_TRUE(PROGRESS_UNTIL(b, WAIT_MS, pd_test(r, NULL) == 1 && pd_test(s, NULL) == 1));
+	pd_req_free(r);
+	pd_req_free(s);
+	pd_mr_dereg(am);
+	pd_mr_dereg(bm);
+	pd_fabric_close(a);
+	pd_fabric_close(b);
+}
+
+TEST_HARNESS_MAIN
