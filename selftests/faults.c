@@ -174,4 +174,60 @@ TEST_F(faults, every_allocation_failure_is_clean)
 	EXPECT_LT(10, injected);
 }
 
+/*
+ * A reset with several pinned exports waits for them all within one
+ * revoke_timeout_ms, whichever allocation fails along the way: the walk
+ * allocates nothing, so no failure can turn it into one wait per export.
+ */
+TEST_F(faults, pinned_exports_revoked_within_one_timeout)
+{
+	const int nr = 3, timeout = 300;
+	char saved[32], restore_rr[8] = "";
+	int nth, left = 1;
+
+	if (!self->supported)
+		return;
+	ASSERT_EQ(0, pd_param_read("revoke_timeout_ms", saved, sizeof(saved)));
+	ASSERT_EQ(0, pd_param_write("revoke_timeout_ms", "300"));
+	if (self->q.features & PEERDIRECT_FEAT_REVOCABLE_ONLY) {
+		strcpy(restore_rr, "1");
+		ASSERT_EQ(0, pd_param_write("require_revocable", "0"));
+	}
+	for (nth = 1; nth < 50 && left; nth++) {
+		struct peerdirect_reset rs = { 0 };
+		int fd = pd_open(PD_DEV0), d[3], imp[3], i, ret;
+		int64_t h;
+		long long t0, dt;
+
+		ASSERT_LE(0, fd);
+		h = pd_alloc(fd, self->q.page_size);
+		ASSERT_LT(0, h);
+		for (i = 0; i < nr; i++) {
+			d[i] = pd_export(fd, h, 0, self->q.page_size);
+			ASSERT_LE(0, d[i]);
+			imp[i] = pdti_open_as(self->has_pci ? &self->pci : NULL);
+			ASSERT_LE(0, imp[i]);
+			ASSERT_EQ(0, pdti_import(imp[i], d[i], PDTI_PINNED | PDTI_NO_VERIFY, 0));
+		}
+		t0 = pd_now_ms();
+		ASSERT_EQ(0, arm(nth));
+		ret = pd_reset(fd, &rs);
+		left = disarm();
+		dt = pd_now_ms() - t0;
+		EXPECT_EQ(0, ret) TH_LOG("reset with allocation %d failed: %s", nth, strerror(-ret));
+		EXPECT_EQ(nr, rs.revoked);
+		EXPECT_EQ(nr, rs.pending);
+		EXPECT_GT(2 * timeout, dt) TH_LOG("allocation %d failed: %lld ms for %d pinned exports",
+						  nth, dt, nr);
+		for (i = 0; i < nr; i++) {
+			close(imp[i]);
+			close(d[i]);
+		}
+		close(fd);
+	}
+	pd_param_write("revoke_timeout_ms", saved);
+	if (restore_rr[0])
+		pd_param_write("require_revocable", restore_rr);
+}
+
 TEST_HARNESS_MAIN
