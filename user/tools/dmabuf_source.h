@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Where the tools get "device memory": a real export from /dev/peerdirectN
- * (in the VM with the module), a memfd standing in for a dma-buf (on a host
+ * (in the VM with the module), a dma-buf of another exporter (udmabuf, where
+ * the kernel has it: the library must treat it as foreign, with no device
+ * and no revocation events), a memfd standing in for a dma-buf (on a host
  * without it: mmap works, SYNC answers ENOTTY and is accepted), or plain
  * host memory.  The tools touch the bytes only through a SYNC-bracketed
  * mapping of their own, as an accelerator runtime would.
@@ -11,6 +13,7 @@
 
 /* needs _GNU_SOURCE (memfd_create): the Makefile defines it for every file */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,11 +22,12 @@
 #include <unistd.h>
 
 #include <linux/dma-buf.h>
+#include <linux/udmabuf.h>
 
 #include "peerdirect.h"
 #include "bounce_pool.h"
 
-enum src_kind { SRC_HOST, SRC_MEMFD, SRC_DEVICE };
+enum src_kind { SRC_HOST, SRC_MEMFD, SRC_DEVICE, SRC_FOREIGN };
 
 struct dmabuf_source {
 	enum src_kind kind;
@@ -44,7 +48,32 @@ static inline int memfd_sync(int fd, uint64_t flags)
 	return -errno;
 }
 
-/* spec: "host", "memfd" or "device:N" */
+/* A udmabuf over a sealed memfd of whole pages; returns the dma-buf fd. */
+static inline int udmabuf_open(size_t len)
+{
+	struct udmabuf_create c = { .flags = UDMABUF_FLAGS_CLOEXEC, .size = len };
+	int memfd, dev, fd, err;
+
+	memfd = memfd_create("pd-tool-udmabuf", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	if (memfd < 0)
+		return -errno;
+	dev = open("/dev/udmabuf", O_RDWR | O_CLOEXEC);
+	if (dev < 0 || ftruncate(memfd, (off_t)len) ||
+	    fcntl(memfd, F_ADD_SEALS, F_SEAL_SHRINK)) {
+		err = -errno;
+		fd = -1;
+	} else {
+		c.memfd = (__u32)memfd;
+		fd = ioctl(dev, UDMABUF_CREATE, &c);
+		err = -errno;
+	}
+	if (dev >= 0)
+		close(dev);
+	close(memfd);
+	return fd >= 0 ? fd : err;
+}
+
+/* spec: "host", "memfd", "udmabuf" or "device:N" */
 static inline int source_open(struct dmabuf_source *s, const char *spec, size_t len)
 {
 	struct pd_device_info info;
@@ -61,6 +90,18 @@ static inline int source_open(struct dmabuf_source *s, const char *spec, size_t 
 		if (s->fd < 0 || ftruncate(s->fd, (off_t)len))
 			return -errno;
 		pd_set_dmabuf_sync(memfd_sync);
+	} else if (!strcmp(spec, "udmabuf")) {
+		size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+
+		s->kind = SRC_FOREIGN;
+		s->len = (len + pg - 1) / pg * pg;
+		s->fd = udmabuf_open(s->len);
+		if (s->fd < 0) {
+			ret = s->fd;
+			s->fd = -1;
+			fprintf(stderr, "udmabuf: %s\n", strerror(-ret));
+			return ret;
+		}
 	} else if (!strncmp(spec, "device:", 7)) {
 		s->kind = SRC_DEVICE;
 		ret = pd_device_open((unsigned int)atoi(spec + 7), &s->dev) ?:
@@ -75,7 +116,7 @@ static inline int source_open(struct dmabuf_source *s, const char *spec, size_t 
 			return ret;
 		s->fd = s->exp.fd;
 	} else {
-		fprintf(stderr, "memory '%s' is not host, memfd or device:N\n", spec);
+		fprintf(stderr, "memory '%s' is not host, memfd, udmabuf or device:N\n", spec);
 		return -EINVAL;
 	}
 	s->map = mmap(NULL, s->len, PROT_READ | PROT_WRITE,

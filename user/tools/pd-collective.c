@@ -309,7 +309,7 @@ static void usage(void)
 {
 	fprintf(stderr,
 		"usage: pd-collective --rank R --nranks N --rendezvous HOST:PORT [options]\n"
-		"  --memory KIND    device:N | memfd | host (default device:0)\n"
+		"  --memory KIND    device:N | udmabuf | memfd | host (default device:0)\n"
 		"  --provider NAME  libfabric provider (default auto)\n"
 		"  --sizes LIST     bytes per rank, multiples of 4 (default 4K,64K,1M,8M,32M,64M)\n"
 		"  --warmup N       untimed iterations per size and path (default 2)\n"

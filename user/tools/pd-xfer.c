@@ -59,7 +59,7 @@ static void usage(void)
 		"usage: pd-xfer --rank 0|1 --rendezvous HOST:PORT [options]\n"
 		"  --size BYTES       transfer size (default 4M; K/M/G suffixes)\n"
 		"  --iters N          iterations (default 10)\n"
-		"  --memory KIND      device:N | memfd | host (default device:0)\n"
+		"  --memory KIND      device:N | udmabuf | memfd | host (default device:0)\n"
 		"  --provider NAME    libfabric provider (default auto)\n"
 		"  --path PATH        auto|dmabuf|mapped|bounce (default auto)\n"
 		"  --timeout MS       bound on every wait (default 10000)\n"
