@@ -32,12 +32,8 @@ while [ $# -gt 0 ]; do
 done
 scripts/packaging/deps.sh || exit 1
 
-pass=0
-fail=0
-skip=0
-ok() { pass=$((pass + 1)); echo "ok $*"; }
-notok() { fail=$((fail + 1)); echo "not ok $*"; }
-skipped() { skip=$((skip + 1)); echo "ok $* # SKIP"; }
+# shellcheck source=packaging/tap.sh
+. scripts/packaging/tap.sh
 t_all=$SECONDS
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/pd-dkms.XXXXXX")

@@ -34,17 +34,8 @@ while [ $# -gt 0 ]; do
 done
 scripts/packaging/deps.sh || exit 1
 
-pass=0
-fail=0
-skip=0
-ok() { pass=$((pass + 1)); echo "ok $*"; }
-notok() { fail=$((fail + 1)); echo "not ok $*"; }
-skipped() { skip=$((skip + 1)); echo "ok $* # SKIP"; }
-check() {	# check DESCRIPTION COMMAND...: ok when the command succeeds
-	local what=$1
-	shift
-	if "$@"; then ok "$what"; else notok "$what"; fi
-}
+# shellcheck source=packaging/tap.sh
+. scripts/packaging/tap.sh
 t_all=$SECONDS
 log=$top/build/package-test
 rm -rf "$log"
