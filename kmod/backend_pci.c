@@ -97,12 +97,20 @@ struct pd_bar {
 	void __iomem *va;
 	struct pd_device *pdev;
 	struct p2pdma_provider *provider;	/* P2PDMA routing (7.x), else NULL */
-	/* Hardware access (zero, map) against removal and reset. */
+	/* Hardware access (zero, map) against removal. */
 	struct rw_semaphore hw_lock;
 	bool gone;
-	bool resetting;
-	wait_queue_head_t hw_wq;	/* zeroing waits out a reset */
+	struct list_head zombie;	/* on pd_bar_zombies after remove */
 };
+
+/*
+ * BARs of removed devices whose memory may still be reached by an importer
+ * that never unmapped (a pinned RDMA MR, a kernel vmap).  Until the last
+ * reference goes, a new device over the same range is refused, so that
+ * memory is never handed to a new owner.
+ */
+static LIST_HEAD(pd_bar_zombies);
+static DEFINE_MUTEX(pd_bar_zombie_lock);
 
 /*
  * Only a PCI function has a P2PDMA path (the 7.x map type refuses anything
@@ -302,7 +310,7 @@ static struct sg_table *pd_bar_map(struct pd_device *pdev,
 	struct sg_table *sgt;
 
 	down_read(&bar->hw_lock);
-	if (bar->gone || bar->resetting)
+	if (bar->gone)
 		sgt = ERR_PTR(-ENODEV);
 	else
 		sgt = pd_bar_map_ranges(bar, attach, offset, length, dir);
@@ -341,16 +349,6 @@ static void pd_bar_vunmap(struct pd_device *pdev, struct iosys_map *map)
 {
 }
 
-/* Under hw_lock (read); returns with it held, the device out of reset. */
-static void pd_bar_wait_reset(struct pd_bar *bar)
-{
-	while (bar->resetting && !bar->gone) {
-		up_read(&bar->hw_lock);
-		wait_event(bar->hw_wq, !READ_ONCE(bar->resetting) || READ_ONCE(bar->gone));
-		down_read(&bar->hw_lock);
-	}
-}
-
 static void pd_bar_zero(struct pd_device *pdev, u64 offset, u64 length)
 {
 	struct pd_bar *bar = pdev->backend;
@@ -358,35 +356,12 @@ static void pd_bar_zero(struct pd_device *pdev, u64 offset, u64 length)
 
 	/* Multi-GiB allocations: in chunks, without hogging the CPU. */
 	down_read(&bar->hw_lock);
-	pd_bar_wait_reset(bar);
 	for (done = 0; done < length && !bar->gone; done += n) {
 		n = min_t(u64, length - done, SZ_1M);
 		memset_io(bar->va + offset + done, 0, n);
 		cond_resched();
 	}
-	/*
-	 * The zeros went through a write-combining mapping: drain the CPU's
-	 * WC buffers before the memory is handed out, so that neither a
-	 * peer's DMA nor another CPU mapping can see what was there before.
-	 */
-	wmb();
 	up_read(&bar->hw_lock);
-}
-
-/* No hardware access from here until pd_bar_hw_resume(). */
-static void pd_bar_hw_block(struct pd_bar *bar)
-{
-	down_write(&bar->hw_lock);
-	bar->resetting = true;
-	up_write(&bar->hw_lock);
-}
-
-static void pd_bar_hw_resume(struct pd_bar *bar)
-{
-	down_write(&bar->hw_lock);
-	bar->resetting = false;
-	up_write(&bar->hw_lock);
-	wake_up_all(&bar->hw_wq);
 }
 
 /* After every export was revoked: no new hardware access from here on. */
@@ -397,7 +372,10 @@ static void pd_bar_unplug(struct pd_device *pdev)
 	down_write(&bar->hw_lock);
 	bar->gone = true;
 	up_write(&bar->hw_lock);
-	wake_up_all(&bar->hw_wq);
+
+	mutex_lock(&pd_bar_zombie_lock);
+	list_add(&bar->zombie, &pd_bar_zombies);
+	mutex_unlock(&pd_bar_zombie_lock);
 }
 
 /* The kernel mapping and the PCI device outlive remove() until the last user. */
@@ -405,9 +383,26 @@ static void pd_bar_release(struct pd_device *pdev)
 {
 	struct pd_bar *bar = pdev->backend;
 
+	mutex_lock(&pd_bar_zombie_lock);
+	if (!list_empty(&bar->zombie))
+		list_del(&bar->zombie);
+	mutex_unlock(&pd_bar_zombie_lock);
 	iounmap(bar->va);
 	pci_dev_put(bar->pci);
 	kfree(bar);
+}
+
+static bool pd_bar_in_use(phys_addr_t phys, u64 len)
+{
+	struct pd_bar *bar;
+	bool busy = false;
+
+	mutex_lock(&pd_bar_zombie_lock);
+	list_for_each_entry(bar, &pd_bar_zombies, zombie)
+		if (phys < bar->phys + bar->len && bar->phys < phys + len)
+			busy = true;
+	mutex_unlock(&pd_bar_zombie_lock);
+	return busy;
 }
 
 static const struct pd_backend_ops pd_bar_ops = {
@@ -465,6 +460,12 @@ static int pd_bar_probe(struct pci_dev *pci, const struct pci_device_id *id)
 		return -EINVAL;
 	}
 
+	if (pd_bar_in_use(pci_resource_start(pci, PD_BAR_INDEX), len)) {
+		dev_err(&pci->dev, "BAR%d is still held by importers of a removed device; retry once they release it\n",
+			PD_BAR_INDEX);
+		return -EBUSY;
+	}
+
 	ret = pci_enable_device_mem(pci);
 	if (ret)
 		return ret;
@@ -481,7 +482,7 @@ static int pd_bar_probe(struct pci_dev *pci, const struct pci_device_id *id)
 	bar->phys = pci_resource_start(pci, PD_BAR_INDEX);
 	bar->len = len;
 	init_rwsem(&bar->hw_lock);
-	init_waitqueue_head(&bar->hw_wq);
+	INIT_LIST_HEAD(&bar->zombie);
 	bar->va = ioremap_wc(bar->phys, len);
 	if (!bar->va) {
 		ret = -ENOMEM;
@@ -519,93 +520,19 @@ err_disable:
 
 /*
  * Hot-unplug or unbind: revoke every export (importers notified, CPU
- * mappings zapped, bounded wait), then wait, without bound, until no
- * importer can reach the BAR any more (no DMA mapping, no vmap of it), and
- * only then give the BAR back.  Once released, the PCI core may hand the
- * range to another device: an importer still holding DMA addresses into it
- * (a pinned RDMA MR, which remote peers can drive) would then write into
- * that device.  vfio-pci blocks remove() the same way for its users.  On
- * 7.1+ kernels require_revocable keeps importers that cannot let go out
- * in the first place; the wait then ends as soon as they unmapped.
- * Files and dma-bufs still open keep the structures, and every call on
- * them fails with ENODEV.
+ * mappings zapped, bounded wait), then give the BAR back.  Files and
+ * dma-bufs still open keep the structures, and every call on them fails
+ * with ENODEV.
  */
 static void pd_bar_remove(struct pci_dev *pci)
 {
 	struct pd_device *pdev = pci_get_drvdata(pci);
 
 	pd_device_unplug(pdev);
-	pd_device_wait_unreachable(pdev);
 	pci_release_region(pci, PD_BAR_INDEX);
 	pci_disable_device(pci);
 	pd_device_put(pdev);
 }
-
-/*
- * A function reset (sysfs reset, FLR) or AER recovery resets the device
- * while importers and CPU mappings may be live: revoke every export around
- * it (reason RESET) and keep the hardware untouched until it is over, the
- * way vfio-pci zaps and blocks BAR mappings.  Exports asked for meanwhile
- * wait for the end of the reset; allocations survive it.
- */
-static void pd_bar_reset_begin(struct pci_dev *pci)
-{
-	struct pd_device *pdev = pci_get_drvdata(pci);
-	struct pd_revoke_result res = {};
-
-	pd_reset_prepare(pdev, &res);
-	pd_bar_hw_block(pdev->backend);
-	if (res.revoked)
-		dev_info_ratelimited(&pci->dev, "reset: revoked %u export(s), %u still mapped\n",
-				     res.revoked, res.pending);
-}
-
-static void pd_bar_reset_end(struct pci_dev *pci)
-{
-	struct pd_device *pdev = pci_get_drvdata(pci);
-
-	pd_bar_hw_resume(pdev->backend);
-	pd_reset_done(pdev);
-}
-
-static pci_ers_result_t pd_bar_error_detected(struct pci_dev *pci,
-					      pci_channel_state_t state)
-{
-	struct pd_device *pdev = pci_get_drvdata(pci);
-	struct pd_bar *bar = pdev->backend;
-
-	if (state == pci_channel_io_normal)
-		return PCI_ERS_RESULT_CAN_RECOVER;
-	/* Once per recovery: a second report while reset waits for resume(). */
-	if (!READ_ONCE(bar->resetting))
-		pd_bar_reset_begin(pci);
-	return state == pci_channel_io_perm_failure ? PCI_ERS_RESULT_DISCONNECT :
-						      PCI_ERS_RESULT_NEED_RESET;
-}
-
-static pci_ers_result_t pd_bar_slot_reset(struct pci_dev *pci)
-{
-	if (pci_enable_device_mem(pci))
-		return PCI_ERS_RESULT_DISCONNECT;
-	return PCI_ERS_RESULT_RECOVERED;
-}
-
-static void pd_bar_resume(struct pci_dev *pci)
-{
-	struct pd_device *pdev = pci_get_drvdata(pci);
-	struct pd_bar *bar = pdev->backend;
-
-	if (READ_ONCE(bar->resetting))
-		pd_bar_reset_end(pci);
-}
-
-static const struct pci_error_handlers pd_bar_err_handlers = {
-	.error_detected = pd_bar_error_detected,
-	.slot_reset = pd_bar_slot_reset,
-	.resume = pd_bar_resume,
-	.reset_prepare = pd_bar_reset_begin,
-	.reset_done = pd_bar_reset_end,
-};
 
 static const struct pci_device_id pd_bar_ids[] = {
 	{ }	/* ivshmem is added at load only when asked (bind_ivshmem) */
@@ -617,7 +544,6 @@ static struct pci_driver pd_bar_driver = {
 	.id_table = pd_bar_ids,
 	.probe = pd_bar_probe,
 	.remove = pd_bar_remove,
-	.err_handler = &pd_bar_err_handlers,
 };
 
 int pd_pci_init(void)

@@ -9,7 +9,6 @@
 #include <linux/idr.h>
 #include <linux/log2.h>
 #include <linux/module.h>
-#include <linux/sched.h>
 #include <linux/slab.h>
 #include "compat.h"
 #include "peerdirect.h"
@@ -26,33 +25,10 @@ static unsigned int max_events = 1024;
 module_param(max_events, uint, 0444);
 MODULE_PARM_DESC(max_events, "Revocation events queued per open file before overflow (default 1024)");
 
-/*
- * Bounded: a revoke inside remove(), a reset or module exit waits this long
- * at most (once per call, not per export), and the waits are killable.
- */
-#define PD_REVOKE_TIMEOUT_MAX_MS	60000
 unsigned int pd_revoke_timeout_ms = 2000;
-
-static int pd_set_revoke_timeout(const char *val, const struct kernel_param *kp)
-{
-	unsigned int ms;
-	int ret = kstrtouint(val, 0, &ms);
-
-	if (ret)
-		return ret;
-	if (ms > PD_REVOKE_TIMEOUT_MAX_MS)
-		return -EINVAL;
-	WRITE_ONCE(pd_revoke_timeout_ms, ms);
-	return 0;
-}
-
-static const struct kernel_param_ops pd_revoke_timeout_ops = {
-	.set = pd_set_revoke_timeout,
-	.get = param_get_uint,
-};
-module_param_cb(revoke_timeout_ms, &pd_revoke_timeout_ops, &pd_revoke_timeout_ms, 0644);
+module_param_named(revoke_timeout_ms, pd_revoke_timeout_ms, uint, 0644);
 MODULE_PARM_DESC(revoke_timeout_ms,
-		 "How long a revoke waits for importers to unmap before leaving the memory quarantined, 0-60000 (default 2000)");
+		 "How long a revoke waits for importers to unmap before leaving the memory quarantined (default 2000)");
 
 static DEFINE_IDA(pd_ida);
 
@@ -84,8 +60,7 @@ struct pd_device *pd_device_create(const struct pd_backend_ops *ops,
 	INIT_LIST_HEAD(&pdev->files);
 	INIT_LIST_HEAD(&pdev->owners);
 	INIT_LIST_HEAD(&pdev->allocs);
-	init_waitqueue_head(&pdev->reset_wq);
-	init_waitqueue_head(&pdev->reach_wq);
+	init_waitqueue_head(&pdev->dead_wq);
 
 	/*
 	 * genalloc treats address 0 as failure, so device memory offset X is
@@ -170,8 +145,6 @@ void pd_device_unplug(struct pd_device *pdev)
 	pdev->dead = true;
 	mutex_unlock(&pdev->lock);
 
-	wake_up_all(&pdev->reset_wq);
-
 	misc_deregister(&pdev->misc);
 	pd_revoke_device(pdev, PD_REVOKE_UNPLUG, &res);
 	if (res.pending)
@@ -182,48 +155,11 @@ void pd_device_unplug(struct pd_device *pdev)
 
 	mutex_lock(&pdev->lock);
 	list_for_each_entry(file, &pdev->files, node)
-		pd_file_gone(file);
+		wake_up_interruptible_all(&file->ev_wq);
 	mutex_unlock(&pdev->lock);
 
 	pd_debugfs_remove(pdev);
 	pdev->registered = false;
-}
-
-/* An importer mapping or vmap of device memory was made (+1) or dropped (-1). */
-void pd_device_reach(struct pd_device *pdev, int delta)
-{
-	if (atomic_add_return(delta, &pdev->nr_reach) == 0)
-		wake_up_all(&pdev->reach_wq);
-}
-
-/*
- * After unplug, until no importer can reach device memory any more: no DMA
- * mapping and no vmap of it is left.  Without bound, as vfio-pci waits for
- * its users in remove(): the backend must not give the memory back while
- * anyone can still reach it.  Logged every PD_REACH_LOG_S seconds.
- */
-#define PD_REACH_LOG_S	10
-
-void pd_device_wait_unreachable(struct pd_device *pdev)
-{
-	bool interrupted = false;
-	long ret;
-
-	while (atomic_read(&pdev->nr_reach)) {
-		pr_warn_ratelimited("%s: removal waits for %d importer mapping(s) of device memory to be released (task %s, pid %d)\n",
-				    pdev->name, atomic_read(&pdev->nr_reach),
-				    current->comm, task_pid_nr(current));
-		if (interrupted) {
-			wait_event_timeout(pdev->reach_wq, !atomic_read(&pdev->nr_reach),
-					   PD_REACH_LOG_S * HZ);
-			continue;
-		}
-		ret = wait_event_interruptible_timeout(pdev->reach_wq,
-						       !atomic_read(&pdev->nr_reach),
-						       PD_REACH_LOG_S * HZ);
-		if (ret < 0)
-			interrupted = true;
-	}
 }
 
 u64 pd_device_mem_free(struct pd_device *pdev)

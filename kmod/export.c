@@ -16,6 +16,11 @@
 
 static const struct dma_buf_ops pd_dmabuf_ops;
 
+bool pd_is_export(struct dma_buf *dmabuf)
+{
+	return dmabuf->ops == &pd_dmabuf_ops;
+}
+
 u64 pd_export_dev_offset(const struct pd_export *exp)
 {
 	return exp->alloc->offset + exp->offset;
@@ -24,12 +29,6 @@ u64 pd_export_dev_offset(const struct pd_export *exp)
 static struct pd_device *exp_pdev(const struct pd_export *exp)
 {
 	return exp->alloc->pdev;
-}
-
-/* An importer still reaches the memory: a DMA mapping or a vmap of it. */
-bool pd_export_busy(struct pd_export *exp)
-{
-	return atomic_read(&exp->nr_maps) || READ_ONCE(exp->vmapped);
 }
 
 static int pd_dmabuf_attach(struct dma_buf *dmabuf,
@@ -49,8 +48,7 @@ static int pd_dmabuf_attach(struct dma_buf *dmabuf,
 			return ret;
 	}
 
-	/* Charged to the importer's memory cgroup. */
-	pa = kzalloc(sizeof(*pa), GFP_KERNEL_ACCOUNT);
+	pa = kzalloc(sizeof(*pa), GFP_KERNEL);
 	if (!pa)
 		return -ENOMEM;
 	pa->attach = attach;
@@ -119,7 +117,6 @@ static struct sg_table *pd_dmabuf_map(struct dma_buf_attachment *attach,
 	pa->sgt = sgt;
 	pa->dir = dir;
 	atomic_inc(&exp->nr_maps);
-	pd_device_reach(pdev, 1);
 	return sgt;
 }
 
@@ -137,7 +134,6 @@ static void pd_dmabuf_unmap(struct dma_buf_attachment *attach,
 	pdev->ops->unmap(pdev, attach, sgt, dir);
 	if (atomic_dec_and_test(&exp->nr_maps))
 		wake_up_all(&exp->unmap_wq);
-	pd_device_reach(pdev, -1);
 }
 
 /* The last reference to the dma-buf: give back what the export held. */
@@ -154,7 +150,6 @@ static void pd_dmabuf_release(struct dma_buf *dmabuf)
 
 	pd_file_put(exp->file);
 	pd_alloc_put(alloc);
-	mutex_destroy(&exp->vmap_lock);
 	kfree(exp);
 }
 
@@ -236,59 +231,16 @@ static int pd_dmabuf_mmap(struct dma_buf *dmabuf, struct vm_area_struct *vma)
 }
 
 /*
- * A revoked export gives a kernel importer no way back to device memory:
- * its vmap is of one scratch page, repeated (a failure is no option, 6.1's
- * dma_buf_vmap() WARNs on any).  A vmap of device memory taken before the
- * revoke counts as an importer still holding it (pd_export_busy()), which
- * a revoke reports pending and a PCI removal waits for.  The core keeps one
- * vmap per dma-buf, so there is at most one of either kind.
+ * Not refused after revocation: 6.1's dma_buf_vmap() WARNs on any exporter
+ * error, and a kernel importer's vmap is as safe as its DMA mapping, since
+ * the memory stays quarantined while the dma-buf lives.
  */
-static int pd_vmap_scratch(struct pd_export *exp, struct iosys_map *map)
-{
-	unsigned long i, n = exp->length >> PAGE_SHIFT;
-	struct page **pages, *page;
-	void *vaddr;
-
-	page = alloc_page(GFP_KERNEL_ACCOUNT | __GFP_ZERO);
-	if (!page)
-		return -ENOMEM;
-	pages = kvmalloc_array(n, sizeof(*pages), GFP_KERNEL);
-	if (!pages) {
-		__free_page(page);
-		return -ENOMEM;
-	}
-	for (i = 0; i < n; i++)
-		pages[i] = page;
-	vaddr = vmap(pages, n, VM_MAP, PAGE_KERNEL);
-	kvfree(pages);
-	if (!vaddr) {
-		__free_page(page);
-		return -ENOMEM;
-	}
-	exp->vmap_scratch = page;
-	iosys_map_set_vaddr(map, vaddr);
-	return 0;
-}
-
 static int pd_dmabuf_vmap(struct dma_buf *dmabuf, struct iosys_map *map)
 {
 	struct pd_export *exp = dmabuf->priv;
 	struct pd_device *pdev = exp_pdev(exp);
-	int ret;
 
-	/* revoked is set under vmap_lock too: a vmap and a revoke are ordered. */
-	mutex_lock(&exp->vmap_lock);
-	if (exp->revoked) {
-		ret = pd_vmap_scratch(exp, map);
-	} else {
-		ret = pdev->ops->vmap(pdev, pd_export_dev_offset(exp), exp->length, map);
-		if (!ret) {
-			WRITE_ONCE(exp->vmapped, true);
-			pd_device_reach(pdev, 1);
-		}
-	}
-	mutex_unlock(&exp->vmap_lock);
-	return ret;
+	return pdev->ops->vmap(pdev, pd_export_dev_offset(exp), exp->length, map);
 }
 
 static void pd_dmabuf_vunmap(struct dma_buf *dmabuf, struct iosys_map *map)
@@ -296,18 +248,7 @@ static void pd_dmabuf_vunmap(struct dma_buf *dmabuf, struct iosys_map *map)
 	struct pd_export *exp = dmabuf->priv;
 	struct pd_device *pdev = exp_pdev(exp);
 
-	mutex_lock(&exp->vmap_lock);
-	if (exp->vmap_scratch) {
-		vunmap(map->vaddr);
-		__free_page(exp->vmap_scratch);
-		exp->vmap_scratch = NULL;
-	} else {
-		pdev->ops->vunmap(pdev, map);
-		WRITE_ONCE(exp->vmapped, false);
-		wake_up_all(&exp->unmap_wq);
-		pd_device_reach(pdev, -1);
-	}
-	mutex_unlock(&exp->vmap_lock);
+	pdev->ops->vunmap(pdev, map);
 }
 
 static int pd_dmabuf_cpu_access(struct dma_buf *dmabuf, bool begin)
@@ -377,16 +318,10 @@ struct dma_buf *pd_export_create(struct pd_file *file, struct pd_alloc *alloc,
 	struct dma_buf *dmabuf;
 	int fd, ret;
 
-	/* Revocations are queued on the file: its event ring exists first. */
-	ret = pd_file_events_init(file);
-	if (ret)
-		return ERR_PTR(ret);
-	exp = kzalloc(sizeof(*exp), GFP_KERNEL_ACCOUNT);
+	exp = kzalloc(sizeof(*exp), GFP_KERNEL);
 	if (!exp)
 		return ERR_PTR(-ENOMEM);
 	INIT_LIST_HEAD(&exp->attachments);
-	INIT_LIST_HEAD(&exp->revoke_node);
-	mutex_init(&exp->vmap_lock);
 	init_waitqueue_head(&exp->unmap_wq);
 	atomic_set(&exp->nr_maps, 0);
 	exp->offset = args->offset;
@@ -401,15 +336,6 @@ struct dma_buf *pd_export_create(struct pd_file *file, struct pd_alloc *alloc,
 	}
 
 	mutex_lock(&pdev->lock);
-	/* An export made during a reset must not survive it: wait for its end. */
-	while (pdev->resetting && !pdev->dead) {
-		mutex_unlock(&pdev->lock);
-		ret = wait_event_killable(pdev->reset_wq, !READ_ONCE(pdev->resetting) ||
-					  READ_ONCE(pdev->dead));
-		if (ret)
-			goto err_fd;
-		mutex_lock(&pdev->lock);
-	}
 	if (pdev->dead) {
 		ret = -ENODEV;
 		goto err_unlock;
@@ -456,10 +382,8 @@ struct dma_buf *pd_export_create(struct pd_file *file, struct pd_alloc *alloc,
 
 err_unlock:
 	mutex_unlock(&pdev->lock);
-err_fd:
 	put_unused_fd(fd);
 err_free:
-	mutex_destroy(&exp->vmap_lock);
 	kfree(exp);
 	return ERR_PTR(ret);
 }

@@ -18,13 +18,17 @@ static int pd_open(struct inode *inode, struct file *filp)
 					      struct pd_device, misc);
 	struct pd_file *file;
 
-	file = kzalloc(sizeof(*file), GFP_KERNEL_ACCOUNT);
+	file = kzalloc(sizeof(*file), GFP_KERNEL);
 	if (!file)
 		return -ENOMEM;
+	file->ev_ring = kvcalloc(pdev->max_events, sizeof(*file->ev_ring),
+				 GFP_KERNEL);
+	if (!file->ev_ring)
+		goto err_free;
 	file->tgid = task_tgid_nr(current);
 	file->owner = pd_owner_get(pdev, file->tgid);
 	if (!file->owner)
-		goto err_free;
+		goto err_ring;
 
 	kref_init(&file->ref);
 	xa_init_flags(&file->allocs, XA_FLAGS_ALLOC1);
@@ -37,6 +41,7 @@ static int pd_open(struct inode *inode, struct file *filp)
 	if (pdev->dead) {
 		mutex_unlock(&pdev->lock);
 		pd_owner_put(file->owner);
+		kvfree(file->ev_ring);
 		kfree(file);
 		return -ENODEV;
 	}
@@ -47,6 +52,8 @@ static int pd_open(struct inode *inode, struct file *filp)
 	filp->private_data = file;
 	return nonseekable_open(inode, filp);
 
+err_ring:
+	kvfree(file->ev_ring);
 err_free:
 	kfree(file);
 	return -ENOMEM;
@@ -98,71 +105,22 @@ static int pd_release(struct inode *inode, struct file *filp)
 	return 0;
 }
 
-/*
- * The event ring is allocated with the file's first export, the first
- * thing that can be revoked, and charged to the caller's memory cgroup:
- * files that never export cost no ring, and queueing an event never
- * allocates.
- */
-int pd_file_events_init(struct pd_file *file)
-{
-	struct peerdirect_event *ring;
-
-	if (READ_ONCE(file->ev_ring))
-		return 0;
-	ring = kvcalloc(file->pdev->max_events, sizeof(*ring), GFP_KERNEL_ACCOUNT);
-	if (!ring)
-		return -ENOMEM;
-	mutex_lock(&file->ev_lock);
-	if (!file->ev_ring) {
-		file->ev_ring = ring;
-		ring = NULL;
-	}
-	mutex_unlock(&file->ev_lock);
-	kvfree(ring);
-	return 0;
-}
-
-/*
- * Past max_events, or while an OVERFLOW record is waiting to be read,
- * events are dropped: the reader treats every export as revoked when it
- * reads the OVERFLOW record, which covers them.  The record's sequence
- * number is taken when the first event is dropped, so numbers stay unique
- * and increasing in the order records are read.
- */
-/*
- * The device is gone and every UNPLUG record is queued: readers get them,
- * then ENODEV; poll reports hang-up.  Under pd_device.lock, after the
- * unplug's revocation walk.
- */
-void pd_file_gone(struct pd_file *file)
-{
-	mutex_lock(&file->ev_lock);
-	WRITE_ONCE(file->gone, true);
-	mutex_unlock(&file->ev_lock);
-	wake_up_interruptible_all(&file->ev_wq);
-}
-
-void pd_file_queue_event(struct pd_file *file, const struct pd_export *exp,
-			 u32 reason)
+void pd_file_queue_event(struct pd_file *file, const struct pd_export *exp)
 {
 	struct peerdirect_event *ev;
 	u32 max = file->pdev->max_events;
 
 	mutex_lock(&file->ev_lock);
-	if (file->closed || !file->ev_ring)
-		goto out;
-	if (file->ev_overflow)
+	if (file->closed)
 		goto out;
 	if (file->ev_count == max) {
 		file->ev_overflow = true;
-		file->ev_overflow_seq = ++file->ev_seq;
 		goto wake;
 	}
 	ev = &file->ev_ring[(file->ev_head + file->ev_count) % max];
 	memset(ev, 0, sizeof(*ev));
 	ev->size = sizeof(*ev);
-	ev->reason = reason;
+	ev->reason = exp->reason;
 	ev->seq = ++file->ev_seq;
 	ev->export_id = exp->id;
 	ev->handle = exp->alloc->handle;
@@ -179,7 +137,7 @@ out:
 static bool pd_events_ready(struct pd_file *file)
 {
 	return READ_ONCE(file->ev_count) || READ_ONCE(file->ev_overflow) ||
-	       READ_ONCE(file->gone);
+	       READ_ONCE(file->pdev->dead);
 }
 
 /*
@@ -205,7 +163,7 @@ static u32 pd_events_peek(struct pd_file *file, struct peerdirect_event *ev,
 		memset(&ev[n], 0, sizeof(ev[n]));
 		ev[n].size = sizeof(ev[n]);
 		ev[n].reason = PEERDIRECT_REASON_OVERFLOW;
-		ev[n].seq = file->ev_overflow_seq;
+		ev[n].seq = file->ev_seq + 1;
 		*overflow = true;
 		n++;
 	}
@@ -218,6 +176,7 @@ static void pd_events_consume(struct pd_file *file, u32 n, bool overflow)
 	if (overflow) {
 		n--;
 		file->ev_overflow = false;
+		file->ev_seq++;
 	}
 	file->ev_head = (file->ev_head + n) % file->pdev->max_events;
 	file->ev_count -= n;
@@ -265,7 +224,7 @@ static ssize_t pd_read(struct file *filp, char __user *buf, size_t count,
 		}
 		if (done)
 			break;
-		if (READ_ONCE(file->gone)) {
+		if (READ_ONCE(file->pdev->dead)) {
 			ret = -ENODEV;
 			break;
 		}
@@ -293,7 +252,7 @@ static __poll_t pd_poll(struct file *filp, struct poll_table_struct *wait)
 	poll_wait(filp, &file->ev_wq, wait);
 	if (READ_ONCE(file->ev_count) || READ_ONCE(file->ev_overflow))
 		mask |= EPOLLIN | EPOLLRDNORM;
-	if (READ_ONCE(file->gone))
+	if (READ_ONCE(file->pdev->dead))
 		mask |= EPOLLHUP | EPOLLERR;
 	return mask;
 }

@@ -223,8 +223,9 @@ static int pd_ioctl_reset(struct pd_file *file, void __user *uarg)
 	if (r.flags || r.revoked || r.pending)
 		return -EINVAL;
 
-	pd_reset_prepare(file->pdev, &res);
-	pd_reset_done(file->pdev);
+	ret = pd_revoke_device(file->pdev, PD_REVOKE_RESET, &res);
+	if (ret)
+		return ret;
 	pr_info_ratelimited("%s: reset by pid %d revoked %u export(s), %u still mapped\n",
 			    file->pdev->name, task_tgid_nr(current),
 			    res.revoked, res.pending);

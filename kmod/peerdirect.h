@@ -11,12 +11,10 @@
  * covers it is released, whatever the owner did: revoked memory stays
  * quarantined while any importer still holds it.
  *
- * Lock order: mmap_lock -> dma_resv (the fault handler);
- * pd_device.lock -> dma_resv -> pd_export.vmap_lock; pd_device.lock ->
- * pd_file.ev_lock.  ev_lock is a leaf and never held across a user copy (a
- * reader that stalls in copy_to_user must not stall revocation).
- * Revocation marks exports under pd_device.lock and waits for importers
- * with no lock held.
+ * Lock order: pd_device.lock -> dma_resv; pd_file.ev_lock is a leaf, taken
+ * with nothing else held and never held across a user copy (a reader that
+ * stalls in copy_to_user must not stall revocation).  Revocation never holds
+ * pd_device.lock while it waits on importers.
  */
 #ifndef _PEERDIRECT_H
 #define _PEERDIRECT_H
@@ -106,7 +104,6 @@ struct pd_device {
 
 	struct mutex lock;		/* everything below */
 	bool dead;			/* unplugged: no new work */
-	unsigned int resetting;		/* resets in progress: exports wait */
 	struct list_head files;
 	struct list_head owners;
 	struct list_head allocs;
@@ -116,10 +113,7 @@ struct pd_device {
 	u64 nr_revoked[PD_REVOKE_NR_REASONS];
 	u64 nr_revoke_timeouts;
 
-	wait_queue_head_t reset_wq;	/* exports waiting for a reset to end */
-	/* Importer DMA mappings and vmaps of device memory, all exports. */
-	atomic_t nr_reach;
-	wait_queue_head_t reach_wq;
+	wait_queue_head_t dead_wq;	/* readers woken on unplug */
 	struct dentry *debugfs;
 };
 
@@ -135,13 +129,11 @@ struct pd_file {
 	struct mutex ev_read_lock;	/* one reader at a time; outer */
 	struct mutex ev_lock;		/* the event queue; never held over user copies */
 	wait_queue_head_t ev_wq;
-	struct peerdirect_event *ev_ring;	/* from the first export on */
+	struct peerdirect_event *ev_ring;
 	u32 ev_head, ev_count;
 	u64 ev_seq;
 	bool ev_overflow;
-	u64 ev_overflow_seq;
 	bool closed;
-	bool gone;			/* device unplugged, UNPLUG records queued */
 };
 
 struct pd_alloc {
@@ -178,8 +170,6 @@ struct pd_export {
 	 */
 	struct dentry *dentry;
 	struct list_head node;		/* pd_alloc.exports */
-	/* On the list of the call that revoked it, which alone touches it. */
-	struct list_head revoke_node;
 	u64 id;
 	u64 offset;			/* within the allocation */
 	u64 length;
@@ -195,14 +185,6 @@ struct pd_export {
 
 	atomic_t nr_maps;		/* live importer mappings */
 	wait_queue_head_t unmap_wq;
-
-	/*
-	 * Kernel CPU mappings.  The core keeps one vmap per dma-buf; after
-	 * revocation it is of a scratch page, not of device memory.
-	 */
-	struct mutex vmap_lock;
-	bool vmapped;			/* of device memory */
-	struct page *vmap_scratch;
 };
 
 /* core.c: device registry */
@@ -212,18 +194,13 @@ struct pd_device *pd_device_create(const struct pd_backend_ops *ops,
 				   u64 mem_size, u64 page_size);
 int pd_device_register(struct pd_device *pdev);
 void pd_device_unplug(struct pd_device *pdev);
-void pd_device_wait_unreachable(struct pd_device *pdev);
-void pd_device_reach(struct pd_device *pdev, int delta);
 void pd_device_put(struct pd_device *pdev);
 u64 pd_device_mem_free(struct pd_device *pdev);
 
 /* file.c: the character device */
 extern const struct file_operations pd_fops;
 void pd_file_put(struct pd_file *file);
-int pd_file_events_init(struct pd_file *file);
-void pd_file_gone(struct pd_file *file);
-void pd_file_queue_event(struct pd_file *file, const struct pd_export *exp,
-			 u32 reason);
+void pd_file_queue_event(struct pd_file *file, const struct pd_export *exp);
 
 /* memory.c: allocations and quota */
 int pd_alloc_create(struct pd_file *file, u64 size, u64 *handle, u64 *alloc_size);
@@ -238,8 +215,8 @@ void pd_owner_put(struct pd_owner *owner);
 struct dma_buf *pd_export_create(struct pd_file *file, struct pd_alloc *alloc,
 				 struct peerdirect_export *args,
 				 unsigned int open_flags, int *fdp);
+bool pd_is_export(struct dma_buf *dmabuf);
 u64 pd_export_dev_offset(const struct pd_export *exp);
-bool pd_export_busy(struct pd_export *exp);
 
 /* revoke.c */
 struct pd_revoke_result {
@@ -251,10 +228,8 @@ int pd_revoke_alloc(struct pd_alloc *alloc, u32 reason,
 		    struct pd_revoke_result *res);
 int pd_revoke_export_id(struct pd_device *pdev, struct pd_file *owner,
 			u64 export_id, u32 reason, struct pd_revoke_result *res);
-void pd_revoke_device(struct pd_device *pdev, u32 reason,
-		      struct pd_revoke_result *res);
-void pd_reset_prepare(struct pd_device *pdev, struct pd_revoke_result *res);
-void pd_reset_done(struct pd_device *pdev);
+int pd_revoke_device(struct pd_device *pdev, u32 reason,
+		     struct pd_revoke_result *res);
 
 /* ioctl.c */
 long pd_ioctl(struct file *filp, unsigned int cmd, unsigned long arg);
