@@ -69,7 +69,13 @@ for log in "$dir"/k*-shim.log; do
 	grep -a '^# matrix: ' "$log" | sed 's/^# matrix: //' |
 		awk -v k="${kernel:-?}" '{
 			why = $0; sub(/^.* why=/, "", why); gsub(/\|/, "\\|", why)
-			for (i = 1; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
+			# key=value fields come before why=, whose text may hold anything
+			head = $0; sub(/ why=.*$/, "", head)
+			split("", v); nf = split(head, f, " ")
+			for (i = 1; i <= nf; i++) {
+				eq = index(f[i], "=")
+				if (eq) v[substr(f[i], 1, eq - 1)] = substr(f[i], eq + 1)
+			}
 			printf "| %s | sim | %s | %s | %s | %s | %s | %s |\n", k, v["libfabric"], v["provider"], v["asked"], v["took"], v["result"], why
 		}'
 done
