@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <linux/dma-buf.h>
 #include <rdma/fabric.h>
@@ -91,6 +92,48 @@ char *pd_bounce_slot_ptr(struct pd_bounce_pool *p, int slot)
 void *pd_bounce_desc(struct pd_bounce_pool *p)
 {
 	return fi_mr_desc(p->mr);
+}
+
+size_t pd_bounce_nfree(const struct pd_bounce_pool *p)
+{
+	return p->nfree;
+}
+
+int pd_stage_alloc(struct fid_domain *domain, size_t len, uint64_t key,
+		   struct pd_stage **out)
+{
+	size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+	struct pd_stage *s = calloc(1, sizeof(*s));
+	int ret;
+
+	if (!s)
+		return pd_error(-ENOMEM, "staging buffer: out of memory");
+	s->len = (len + pg - 1) & ~(pg - 1);
+	s->mem = mmap(NULL, s->len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (s->mem == MAP_FAILED) {
+		ret = -errno;
+		free(s);
+		return pd_error(ret, "staging buffer: mmap of %zu bytes: %s", len, strerror(-ret));
+	}
+	ret = fi_mr_reg(domain, s->mem, s->len, FI_SEND | FI_RECV | FI_WRITE | FI_READ, 0, key,
+			0, &s->mr, NULL);
+	if (ret) {
+		munmap(s->mem, s->len);
+		free(s);
+		return pd_error(ret, "staging buffer: fi_mr_reg of %zu bytes: %s", len, fi_strerror(-ret));
+	}
+	s->desc = fi_mr_desc(s->mr);
+	*out = s;
+	return 0;
+}
+
+void pd_stage_free(struct pd_stage *s)
+{
+	if (!s)
+		return;
+	fi_close(&s->mr->fid);
+	munmap(s->mem, s->len);
+	free(s);
 }
 
 static int ioctl_sync(int fd, uint64_t flags)

@@ -19,6 +19,19 @@ int pd_bounce_slot_get(struct pd_bounce_pool *pool);
 void pd_bounce_slot_put(struct pd_bounce_pool *pool, int slot);
 char *pd_bounce_slot_ptr(struct pd_bounce_pool *pool, int slot);
 void *pd_bounce_desc(struct pd_bounce_pool *pool);
+size_t pd_bounce_nfree(const struct pd_bounce_pool *pool);
+
+/* A staging buffer of its own for a request that found no free slot:
+ * len bytes (page-rounded), registered with the requested key. */
+struct pd_stage {
+	char *mem;
+	size_t len;
+	struct fid_mr *mr;
+	void *desc;
+};
+int pd_stage_alloc(struct fid_domain *domain, size_t len, uint64_t key,
+		   struct pd_stage **out);
+void pd_stage_free(struct pd_stage *stage);
 
 /*
  * CPU copies between a dma-buf mapping and host memory, bracketed by

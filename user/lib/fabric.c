@@ -333,6 +333,7 @@ int pd_fabric_open(const struct pd_fabric_attr *attr, struct pd_fabric **out)
 		return pd_error(-ENOMEM, "pd_fabric_open: out of memory");
 	pthread_mutex_init(&fab->lock, NULL);
 	pthread_mutex_init(&fab->devs_lock, NULL);
+	pthread_cond_init(&fab->jobs_done, NULL);
 	fab->refs = 1;
 	ops.ctx = fab;
 	ret = get_info(fab, &s);
@@ -430,6 +431,7 @@ static void fabric_destroy(struct pd_fabric *fab)
 	fi_freeinfo(fab->info);
 	pthread_mutex_destroy(&fab->lock);
 	pthread_mutex_destroy(&fab->devs_lock);
+	pthread_cond_destroy(&fab->jobs_done);
 	free(fab);
 }
 

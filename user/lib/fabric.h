@@ -26,7 +26,9 @@
 #define PD_MAX_DEVICES 64
 
 struct pd_bounce_pool;
+struct pd_op;
 struct pd_req;
+struct pd_stage;
 
 struct pd_fabric {
 	struct fi_info *info;
@@ -56,9 +58,9 @@ struct pd_fabric {
 	 * the bounce slots.  Registration is not (FI_THREAD_SAFE domain). */
 	pthread_mutex_t lock;
 	struct pd_bounce_pool *bounce;
-	/* Receives and sends each get half the slots, so a side whose sends
-	 * wait for the peer's receives can still receive (and vice versa). */
-	size_t bounce_recv_used, bounce_send_used;
+	struct pd_op *jobs;		/* staging copies to run outside the lock */
+	pthread_cond_t jobs_done;	/* a batch of jobs was settled */
+	struct pd_stage *dead_stages;	/* own staging buffers to free after the lock */
 	/* Requests with chunks left to post, in the order they were made:
 	 * chunk i of a request never goes before chunk i of an earlier one
 	 * with the same tag and peer. */

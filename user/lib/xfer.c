@@ -14,8 +14,16 @@
  *  - a multi-chunk receive from any peer posts chunk 0 alone, learns the
  *    sender from its completion (FI_SOURCE), and receives the rest from
  *    that sender only (FI_DIRECTED_RECV).
+ * Staging (bounce path): every request owns one staging buffer from start
+ * to finish, a pool slot if one is free, else a buffer registered for it
+ * alone; so a request never waits for another's slot, and receives that
+ * are not matched yet cannot starve the others (an MPI-legal pattern
+ * deadlocked when they held all the slots).  Once a request's chunk 0 has
+ * completed, its later chunks may also borrow free pool slots to pipeline.
+ * The CPU copies and their DMA_BUF_IOCTL_SYNC brackets run outside the
+ * fabric lock, in the thread that found them to do ("jobs").
  * Progress is manual: fi_cq_read from test/wait, which also posts chunks
- * that met -FI_EAGAIN, waited for a bounce slot or for an earlier request.
+ * that met -FI_EAGAIN, waited for a staging buffer or an earlier request.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -43,12 +51,26 @@
 enum req_kind { REQ_SEND, REQ_RECV, REQ_WRITE };
 static const char *const kind_names[] = { "send", "recv", "write" };
 
+/* Where an operation's staged bytes are (bounce path). */
+enum stage_state {
+	ST_NONE,	/* no staging buffer */
+	ST_COPYING,	/* a job copies into it (send, write) or out of it (recv) */
+	ST_STAGED,	/* holds the chunk, ready to post (send, write) */
+	ST_POSTED,	/* the provider has it */
+};
+
 struct pd_op {
 	struct fi_context2 ctx;		/* first: libfabric's FI_CONTEXT2 space */
 	struct pd_req *req;		/* NULL: a probe (peer liveness) */
 	uint32_t chunk;
-	int slot;			/* bounce slot, or -1 */
+	int slot;			/* borrowed pool slot, or -1 */
+	bool own;			/* uses the request's own staging buffer */
 	bool inflight, cancelled;
+	uint8_t stage;			/* enum stage_state */
+	size_t len;			/* bytes received (recv), for the copy-out */
+	int copy_ret;
+	char *copy_err;			/* the failed copy's message */
+	struct pd_op *job_next;
 };
 
 /*
@@ -85,8 +107,8 @@ struct pd_peers {
 /*
  * A request holds a reference on its fabric and on the cache entry of its
  * registration (not on the caller's pd_mr handle), so the registration, its
- * mapping and the staging pool stay alive until the provider has reported
- * every posted operation, whatever the caller frees first.
+ * mapping and the staging buffers stay alive until the provider has
+ * reported every posted operation, whatever the caller frees first.
  */
 struct pd_req {
 	struct pd_fabric *fab;
@@ -98,6 +120,8 @@ struct pd_req {
 	size_t off, len;
 	uint64_t peer, tag, raddr, rkey;
 	uint32_t nchunks, next, done, inflight;
+	uint32_t copying;		/* operations with a job queued or running */
+	uint32_t running;		/* jobs running now, outside the lock */
 	/* -FI_EAGAIN answers to posting a chunk: libfabric returns it both for
 	 * a full queue and, forever, for a peer it cannot reach (tcp retries
 	 * the connection on every post), and leaves giving up to the caller. */
@@ -106,6 +130,12 @@ struct pd_req {
 	bool freed, pending;
 	bool await_src;			/* multi-chunk from any peer: chunk 0 names it */
 	bool peer_dead;			/* failed with its peer: done whatever is in flight */
+	bool first_done;		/* chunk 0 completed: the peer is at it */
+	/* The request's own staging buffer (bounce path): a pool slot, or a
+	 * buffer of its own; own_busy while an operation uses it. */
+	int own_slot;
+	struct pd_stage *own_stage;
+	bool own_busy;
 	int64_t start_ms;
 	size_t bytes;
 	struct pd_req *pend_prev, *pend_next, *live_prev, *live_next, *dead_next;
@@ -130,12 +160,19 @@ static void fail_req(struct pd_req *r, int err, const char *msg)
 		 pd_path_name(r->path), msg);
 }
 
+/* Nothing more will happen to it: every operation is back from the
+ * provider and from the copy jobs. */
+static bool idle(const struct pd_req *r)
+{
+	return r->inflight == 0 && r->copying == 0;
+}
+
 /* A request whose peer died is reported at once: what the provider still
  * holds of it may never complete (the request itself lives on until it
  * does, or until the fabric closes). */
 static bool finished(const struct pd_req *r)
 {
-	return (r->inflight == 0 && (r->status || r->done == r->nchunks)) ||
+	return (idle(r) && (r->status || r->done == r->nchunks)) ||
 	       (r->status && r->peer_dead);
 }
 
@@ -199,17 +236,90 @@ static void enqueue_pending(struct pd_req *r)
 	fab->npending++;
 }
 
-static void put_slot(struct pd_req *r, struct pd_op *op);
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* ---- staging buffers ----------------------------------------------------- */
+
+static char *stage_ptr(struct pd_req *r, struct pd_op *op)
+{
+	if (!op->own)
+		return pd_bounce_slot_ptr(r->fab->bounce, op->slot);
+	return r->own_stage ? r->own_stage->mem : pd_bounce_slot_ptr(r->fab->bounce, r->own_slot);
+}
+
+static void *stage_desc(struct pd_req *r, struct pd_op *op)
+{
+	return op->own && r->own_stage ? r->own_stage->desc : pd_bounce_desc(r->fab->bounce);
+}
+
+/* A staging buffer for op: the request's own if it is free; once chunk 0
+ * has completed, a free pool slot too, leaving one for a newcomer. */
+static bool take_stage(struct pd_req *r, struct pd_op *op)
+{
+	struct pd_fabric *fab = r->fab;
+
+	if (!r->own_busy && (r->own_stage || r->own_slot >= 0)) {
+		r->own_busy = true;
+		op->own = true;
+		return true;
+	}
+	if (op->chunk > 0 && r->first_done && pd_bounce_nfree(fab->bounce) > 1) {
+		op->slot = pd_bounce_slot_get(fab->bounce);
+		return true;
+	}
+	return false;
+}
+
+static void put_stage(struct pd_req *r, struct pd_op *op)
+{
+	if (op->own) {
+		r->own_busy = false;
+		op->own = false;
+	} else if (op->slot >= 0) {
+		pd_bounce_slot_put(r->fab->bounce, op->slot);
+		op->slot = -1;
+	}
+	op->stage = ST_NONE;
+}
+
+/* The own buffer goes back as soon as the request is finished, not when
+ * the caller frees it (a window of completed requests would hold them). */
+static void release_own(struct pd_req *r)
+{
+	struct pd_fabric *fab = r->fab;
+
+	if (r->own_busy || !idle(r) || !(r->status || r->freed || r->done == r->nchunks))
+		return;
+	if (r->own_slot >= 0) {
+		pd_bounce_slot_put(fab->bounce, r->own_slot);
+		r->own_slot = -1;
+	}
+	if (r->own_stage) {
+		/* fi_close and munmap: after the lock */
+		r->own_stage->mem = (char *)fab->dead_stages;
+		fab->dead_stages = r->own_stage;
+		r->own_stage = NULL;
+	}
+}
 
 /* The request leaves every list; its references are dropped by
  * pd_xfer_unlock_and_reap, outside the lock (a last put deregisters). */
 static void destroy_locked(struct pd_req *r)
 {
 	struct pd_fabric *fab = r->fab;
+	uint32_t i;
 
-	/* Only the next chunk can hold a slot staged but never posted. */
-	if (r->next < r->nchunks && !r->ops[r->next].inflight && fab->bounce)
-		put_slot(r, &r->ops[r->next]);
+	for (i = 0; i < r->nchunks; i++) {
+		if (r->ops[i].stage != ST_NONE && !r->ops[i].inflight)
+			put_stage(r, &r->ops[i]);
+	}
+	release_own(r);
 	unlink_pending(r);
 	if (r->live_prev)
 		r->live_prev->live_next = r->live_next;
@@ -223,12 +333,27 @@ static void destroy_locked(struct pd_req *r)
 	fab->dead = r;
 }
 
+static void settle(struct pd_req *r)
+{
+	if (idle(r))
+		release_own(r);
+	if (r->freed && idle(r))
+		destroy_locked(r);
+}
+
 void pd_xfer_unlock_and_reap(struct pd_fabric *fab)
 {
 	struct pd_req *dead = fab->dead, *next;
+	struct pd_stage *stages = fab->dead_stages, *snext;
 
 	fab->dead = NULL;
+	fab->dead_stages = NULL;
 	pthread_mutex_unlock(&fab->lock);
+	for (; stages; stages = snext) {
+		snext = (struct pd_stage *)stages->mem;
+		stages->mem = NULL;
+		pd_stage_free(stages);
+	}
 	for (; dead; dead = next) {
 		next = dead->dead_next;
 		pd_mr_cache_put(fab->cache, dead->entry);
@@ -237,32 +362,26 @@ void pd_xfer_unlock_and_reap(struct pd_fabric *fab)
 	}
 }
 
-static size_t *slot_budget(struct pd_fabric *fab, enum req_kind kind, size_t *cap)
-{
-	size_t recv_cap = fab->bounce_slots / 2;
+/* ---- posting ------------------------------------------------------------- */
 
-	*cap = kind == REQ_RECV ? recv_cap : fab->bounce_slots - recv_cap;
-	return kind == REQ_RECV ? &fab->bounce_recv_used : &fab->bounce_send_used;
+static void queue_job(struct pd_req *r, struct pd_op *op)
+{
+	op->stage = ST_COPYING;
+	op->job_next = r->fab->jobs;
+	r->fab->jobs = op;
+	r->copying++;
 }
 
-static void put_slot(struct pd_req *r, struct pd_op *op)
-{
-	size_t cap;
-
-	if (op->slot < 0)
-		return;
-	pd_bounce_slot_put(r->fab->bounce, op->slot);
-	(*slot_budget(r->fab, r->kind, &cap))--;
-	op->slot = -1;
-}
-
-/* 0 posted, -EAGAIN try again after progress, other: the request failed. */
+/*
+ * 0 posted; -EAGAIN try again after progress; -EINPROGRESS its staging
+ * copy is queued (the caller runs the jobs); other: the request failed.
+ */
 static int post_chunk(struct pd_req *r, uint32_t i)
 {
 	struct pd_fabric *fab = r->fab;
 	struct pd_mr_reg *reg = r->reg;
 	struct pd_op *op = &r->ops[i];
-	size_t coff = (size_t)i * fab->chunk, clen = chunk_len(r, i), cap, *used;
+	size_t coff = (size_t)i * fab->chunk, clen = chunk_len(r, i);
 	uint64_t wtag = r->tag | ((uint64_t)i << fab->tag_bits);
 	void *buf, *desc;
 	ssize_t ret;
@@ -270,25 +389,20 @@ static int post_chunk(struct pd_req *r, uint32_t i)
 	op->req = r;
 	op->chunk = i;
 	if (reg->path == PD_PATH_BOUNCE) {
-		/* A slot staged before an -FI_EAGAIN is kept: copy once only. */
-		if (op->slot < 0) {
-			used = slot_budget(fab, r->kind, &cap);
-			if (*used >= cap || (op->slot = pd_bounce_slot_get(fab->bounce)) < 0) {
-				op->slot = -1;
+		if (op->stage == ST_COPYING)
+			return -EINPROGRESS;
+		/* A chunk staged before an -FI_EAGAIN is kept: copy once only. */
+		if (op->stage == ST_NONE) {
+			if (!take_stage(r, op))
 				return -EAGAIN;
-			}
-			(*used)++;
 			if (r->kind != REQ_RECV) {
-				ret = pd_dmabuf_copy_from(reg->fd, pd_bounce_slot_ptr(fab->bounce, op->slot),
-							  r->cpu + coff, clen);
-				if (ret) {
-					put_slot(r, op);
-					return (int)ret;
-				}
+				queue_job(r, op);
+				return -EINPROGRESS;
 			}
+			op->stage = ST_STAGED;
 		}
-		buf = pd_bounce_slot_ptr(fab->bounce, op->slot);
-		desc = pd_bounce_desc(fab->bounce);
+		buf = stage_ptr(r, op);
+		desc = stage_desc(r, op);
 	} else {
 		buf = r->io + coff;
 		desc = reg->desc;
@@ -311,11 +425,14 @@ static int post_chunk(struct pd_req *r, uint32_t i)
 			r->eagain++;
 			return -EAGAIN;
 		}
-		put_slot(r, op);
+		if (op->stage != ST_NONE)
+			put_stage(r, op);
 		return pd_error((int)ret, "fi_%s on %s: %s", r->kind == REQ_WRITE ? "write" :
 				r->kind == REQ_SEND ? "tsend" : "trecv", fab->provider,
 				fi_strerror((int)-ret));
 	}
+	if (op->stage != ST_NONE)
+		op->stage = ST_POSTED;
 	op->inflight = true;
 	r->inflight++;
 	return 0;
@@ -365,7 +482,7 @@ static void post_more(struct pd_req *r)
 		if (!may_post(r, r->next))
 			break;
 		ret = post_chunk(r, r->next);
-		if (ret == -EAGAIN)
+		if (ret == -EAGAIN || ret == -EINPROGRESS)
 			break;
 		if (ret) {
 			fail_and_cancel(r, ret, pd_last_error());
@@ -375,14 +492,93 @@ static void post_more(struct pd_req *r)
 	}
 	if (r->status || r->freed || r->fab->closed || r->next == r->nchunks)
 		unlink_pending(r);
+	settle(r);
 }
 
-static int64_t now_ms(void)
+static void post_pending(struct pd_fabric *fab)
 {
-	struct timespec ts;
+	struct pd_req *r, *next;
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+	for (r = fab->pending; r; r = next) {
+		next = r->pend_next;
+		post_more(r);
+	}
+}
+
+/* ---- copy jobs ----------------------------------------------------------- */
+
+/*
+ * Runs the queued staging copies with the lock dropped, then settles them
+ * under it and posts what they staged (which may queue more).  Called with
+ * the lock held, by whoever queued jobs; returns with it held.  A job of a
+ * freed request copies nothing: the caller has the buffer back, and
+ * pd_req_free waits for a job already running.
+ */
+static void run_jobs(struct pd_fabric *fab)
+{
+	struct pd_op *jobs, *op;
+	struct pd_req *r;
+
+	while ((jobs = fab->jobs)) {
+		fab->jobs = NULL;
+		for (op = jobs; op; op = op->job_next) {
+			op->copy_ret = 0;
+			op->copy_err = NULL;
+			op->req->running++;
+		}
+		pthread_mutex_unlock(&fab->lock);
+		for (op = jobs; op; op = op->job_next) {
+			r = op->req;
+			/* freed and status are written under the lock; a stale
+			 * "not yet" only means one copy pd_req_free waits for. */
+			if (__atomic_load_n(&r->freed, __ATOMIC_ACQUIRE))
+				continue;
+			if (r->kind == REQ_RECV)
+				op->copy_ret = pd_dmabuf_copy_to(r->reg->fd,
+								 r->cpu + (size_t)op->chunk * fab->chunk,
+								 stage_ptr(r, op), op->len);
+			else
+				op->copy_ret = pd_dmabuf_copy_from(r->reg->fd, stage_ptr(r, op),
+								   r->cpu + (size_t)op->chunk * fab->chunk,
+								   chunk_len(r, op->chunk));
+			if (op->copy_ret)
+				op->copy_err = strdup(pd_last_error());
+		}
+		pthread_mutex_lock(&fab->lock);
+		for (op = jobs; op; op = op->job_next) {
+			r = op->req;
+			r->running--;
+			r->copying--;
+			if (op->copy_ret) {
+				put_stage(r, op);
+				fail_and_cancel(r, op->copy_ret, op->copy_err ? op->copy_err : "copy failed");
+				free(op->copy_err);
+				op->copy_err = NULL;
+			} else if (r->kind == REQ_RECV) {
+				put_stage(r, op);
+				if (!r->freed && !r->status) {
+					r->done++;
+					r->bytes += op->len;
+				}
+			} else if (r->freed || r->status) {
+				put_stage(r, op);
+			} else {
+				op->stage = ST_STAGED;
+			}
+		}
+		pthread_cond_broadcast(&fab->jobs_done);
+		for (op = jobs; op; op = op->job_next)
+			settle(op->req);
+		post_pending(fab);
+	}
+}
+
+/* Every public entry point leaves through here: jobs, then the lock, then
+ * what destroyed requests held. */
+static void leave(struct pd_fabric *fab)
+{
+	run_jobs(fab);
+	pd_xfer_unlock_and_reap(fab);
 }
 
 /* ---- peer liveness ----------------------------------------------------- */
@@ -580,7 +776,6 @@ static void complete_op(struct pd_fabric *fab, struct pd_op *op, size_t len, int
 			const char *msg, fi_addr_t src)
 {
 	struct pd_req *r = op->req;
-	int ret;
 
 	if (!r) {
 		probe_done(fab, op, err, msg);
@@ -598,26 +793,25 @@ static void complete_op(struct pd_fabric *fab, struct pd_op *op, size_t len, int
 			r->await_src = false;
 		}
 	}
+	if (!err && op->chunk == 0)
+		r->first_done = true;
 	if (err) {
 		fail_and_cancel(r, err, msg);
 		if (connection_error(err) && r->peer != PD_ANY_PEER)
 			peer_died(fab, r->peer, msg);
+		if (op->stage != ST_NONE)
+			put_stage(r, op);
+	} else if (r->kind == REQ_RECV && op->stage != ST_NONE && !r->status && !r->freed) {
+		/* Out of the staging buffer, outside the lock. */
+		op->len = len;
+		queue_job(r, op);
 	} else {
-		/* A freed request's buffer is the caller's again: a late
-		 * completion copies nothing into it. */
-		if (r->kind == REQ_RECV && op->slot >= 0 && !r->status && !r->freed) {
-			ret = pd_dmabuf_copy_to(r->reg->fd,
-						r->cpu + (size_t)op->chunk * fab->chunk,
-						pd_bounce_slot_ptr(fab->bounce, op->slot), len);
-			if (ret)
-				fail_and_cancel(r, ret, pd_last_error());
-		}
+		if (op->stage != ST_NONE)
+			put_stage(r, op);
 		r->done++;
 		r->bytes += r->kind == REQ_RECV ? len : chunk_len(r, op->chunk);
 	}
-	put_slot(r, op);
-	if (r->freed && r->inflight == 0)
-		destroy_locked(r);
+	settle(r);
 }
 
 /*
@@ -629,7 +823,6 @@ static int progress_locked(struct pd_fabric *fab)
 {
 	struct fi_cq_tagged_entry ent[CQ_BURST];
 	fi_addr_t src[CQ_BURST];
-	struct pd_req *r, *next;
 	unsigned int bursts;
 	ssize_t n;
 	int i, events = 0;
@@ -673,10 +866,7 @@ static int progress_locked(struct pd_fabric *fab)
 		break;
 	}
 	scan_peers(fab);
-	for (r = fab->pending; r; r = next) {
-		next = r->pend_next;
-		post_more(r);
-	}
+	post_pending(fab);
 	return events;
 }
 
@@ -688,7 +878,7 @@ int pd_progress(struct pd_fabric *fab)
 		return pd_error(-EINVAL, "pd_progress: fabric is NULL");
 	pthread_mutex_lock(&fab->lock);
 	ret = progress_locked(fab);
-	pd_xfer_unlock_and_reap(fab);
+	leave(fab);
 	return ret;
 }
 
@@ -751,8 +941,24 @@ static int start(struct pd_fabric *fab, enum req_kind kind, struct pd_mr *mr,
 	};
 	for (i = 0; i < nchunks; i++)
 		r->ops[i].slot = -1;
+	r->own_slot = -1;
 	if (fab->peer_timeout_ms >= 0)
 		r->start_ms = now_ms();
+	/* Its own staging buffer: a pool slot, else one registered for it
+	 * (outside the lock), so it never waits for another request's. */
+	if (r->path == PD_PATH_BOUNCE) {
+		pthread_mutex_lock(&fab->lock);
+		r->own_slot = pd_bounce_slot_get(fab->bounce);
+		pthread_mutex_unlock(&fab->lock);
+		if (r->own_slot < 0) {
+			ret = pd_stage_alloc(fab->domain, len < fab->chunk ? len : fab->chunk,
+					     pd_next_mr_key(), &r->own_stage);
+			if (ret) {
+				free(r);
+				return ret;
+			}
+		}
+	}
 	pd_mr_cache_hold(fab->cache, mr->entry);
 	pd_fabric_get(fab);
 	pthread_mutex_lock(&fab->lock);
@@ -783,13 +989,14 @@ static int start(struct pd_fabric *fab, enum req_kind kind, struct pd_mr *mr,
 		else
 			post_more(r);
 	}
-	if (r->status && r->inflight == 0) {
+	run_jobs(fab);
+	if (r->status && idle(r)) {
 		ret = pd_error(r->status, "%s", r->msg);
 		destroy_locked(r);
 		pd_xfer_unlock_and_reap(fab);
 		return ret;
 	}
-	pthread_mutex_unlock(&fab->lock);
+	leave(fab);
 	*out = r;
 	return 0;
 }
@@ -825,7 +1032,12 @@ int pd_test(struct pd_req *r, size_t *bytes)
 	/* A request completed by an earlier progress call needs none: each
 	 * fi_cq_read can be a poll() syscall (tcp), and waiting on a window of
 	 * requests in order would pay one per request. */
-	ret = finished(r) ? 0 : progress_locked(fab);
+	if (!finished(r)) {
+		ret = progress_locked(fab);
+		run_jobs(fab);
+	} else {
+		ret = 0;
+	}
 	state = finished(r);
 	if (state && r->status)
 		ret = pd_error(r->status, "%s", r->msg);
@@ -833,7 +1045,7 @@ int pd_test(struct pd_req *r, size_t *bytes)
 		ret = 0;
 	if (bytes)
 		*bytes = r->bytes;
-	pthread_mutex_unlock(&fab->lock);
+	leave(fab);
 	if (ret < 0)
 		return ret;
 	/* Data that crossed a revoked dma-buf is not trusted. */
@@ -893,17 +1105,19 @@ void pd_req_free(struct pd_req *r)
 		return;
 	fab = r->fab;
 	pthread_mutex_lock(&fab->lock);
-	if (r->inflight == 0) {
-		destroy_locked(r);
-	} else {
-		r->freed = true;
-		unlink_pending(r);
-		for (i = 0; i < r->next; i++) {
-			if (r->ops[i].inflight)
-				fi_cancel(&fab->ep->fid, &r->ops[i].ctx);
+	__atomic_store_n(&r->freed, true, __ATOMIC_RELEASE);
+	/* After this returns no copy touches the caller's memory. */
+	while (r->running)
+		pthread_cond_wait(&fab->jobs_done, &fab->lock);
+	unlink_pending(r);
+	for (i = 0; i < r->next && !fab->closed; i++) {
+		if (r->ops[i].inflight && !r->ops[i].cancelled) {
+			r->ops[i].cancelled = true;
+			fi_cancel(&fab->ep->fid, &r->ops[i].ctx);
 		}
 	}
-	pd_xfer_unlock_and_reap(fab);
+	settle(r);
+	leave(fab);
 }
 
 /* The endpoint is closed: nothing posted will complete.  Requests the
@@ -920,11 +1134,11 @@ void pd_xfer_close_locked(struct pd_fabric *fab)
 				r->ops[i].inflight = false;
 				r->inflight--;
 			}
-			put_slot(r, &r->ops[i]);
+			if (r->ops[i].stage != ST_NONE && r->ops[i].stage != ST_COPYING)
+				put_stage(r, &r->ops[i]);
 		}
 		unlink_pending(r);
 		fail_req(r, -ECANCELED, "the fabric was closed before it completed");
-		if (r->freed)
-			destroy_locked(r);
+		settle(r);
 	}
 }

@@ -1,0 +1,228 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The bounce pipeline: staging slots must not let an MPI-legal pattern
+ * deadlock, and the CPU copies (with their DMA_BUF_IOCTL_SYNC brackets) must
+ * not hold up other threads' progress.  Memfds stand in for dma-bufs, with
+ * a SYNC stand-in; fabrics in one process over tcp loopback.
+ */
+#include <pthread.h>
+
+#include "kselftest_harness.h"
+#include "loopback.h"
+
+#define CHUNK 4096
+
+static int open_fab(struct pd_fabric **fab, size_t slots)
+{
+	struct pd_fabric_attr attr;
+
+	pd_fabric_attr_init(&attr);
+	attr.provider = "tcp";
+	attr.chunk_size = CHUNK;
+	attr.bounce_slots = slots;
+	attr.path = PD_PATH_BOUNCE;
+	return pd_fabric_open(&attr, fab);
+}
+
+static int introduce(struct pd_fabric *a, struct pd_fabric *b, uint64_t *a_in_b)
+{
+	char addr[512];
+	size_t len = sizeof(addr);
+
+	return pd_fabric_addr(a, addr, &len) ?: pd_fabric_insert(b, addr, len, a_in_b);
+}
+
+/*
+ * A posts a 3-chunk receive from B, then a receive from C, and waits for C;
+ * only then does it send to B, and B sends its message only after it has
+ * heard from A.  Legal in MPI.  With staging slots held by unmatched
+ * receives (A has two slots, one per direction), C's receive never got a
+ * slot and A waited forever.
+ */
+TEST(unmatched_receives_do_not_starve_others)
+{
+	const size_t big = 3 * CHUNK;
+	static char cbuf[64], bbuf[3 * CHUNK], abuf[64], bnote[64];
+	struct pd_fabric *a, *b, *c;
+	struct pd_mr *a_from_b, *a_from_c, *a_note, *cm, *bm, *bn;
+	struct pd_req *rb, *rc, *sc, *sa, *rn, *sb;
+	uint64_t b_in_a, c_in_a, a_in_b, a_in_c;
+	int fd1 = memfd_of(big, 0), fd2 = memfd_of(64, 0);
+
+	ASSERT_LE(0, fd1);
+	ASSERT_LE(0, fd2);
+	pd_set_dmabuf_sync(counting_sync);
+	ASSERT_EQ(0, open_fab(&a, 2));
+	ASSERT_EQ(0, open_fab(&b, 2));
+	ASSERT_EQ(0, open_fab(&c, 2));
+	ASSERT_EQ(0, introduce(b, a, &b_in_a));
+	ASSERT_EQ(0, introduce(c, a, &c_in_a));
+	ASSERT_EQ(0, introduce(a, b, &a_in_b));
+	ASSERT_EQ(0, introduce(a, c, &a_in_c));
+	/* A's receive targets are "device memory" on the bounce path. */
+	ASSERT_EQ(0, pd_mr_reg_dmabuf(a, fd1, 0, big, 0, &a_from_b));
+	ASSERT_EQ(0, pd_mr_reg_dmabuf(a, fd2, 0, 64, 0, &a_from_c));
+	ASSERT_EQ(PD_PATH_BOUNCE, pd_mr_path(a_from_b));
+	ASSERT_EQ(0, pd_mr_reg_host(a, abuf, sizeof(abuf), 0, &a_note));
+	ASSERT_EQ(0, pd_mr_reg_host(c, cbuf, sizeof(cbuf), 0, &cm));
+	ASSERT_EQ(0, pd_mr_reg_host(b, bbuf, sizeof(bbuf), 0, &bm));
+	ASSERT_EQ(0, pd_mr_reg_host(b, bnote, sizeof(bnote), 0, &bn));
+	fill(cbuf, sizeof(cbuf), 3);
+	fill(bbuf, sizeof(bbuf), 2);
+
+	ASSERT_EQ(0, pd_trecv(a, a_from_b, 0, big, b_in_a, 1, &rb));
+	ASSERT_EQ(0, pd_trecv(a, a_from_c, 0, 64, c_in_a, 2, &rc));
+	ASSERT_EQ(0, pd_tsend(c, cm, 0, 64, a_in_c, 2, &sc));
+	/* A waits for C (C and B progress meanwhile, as other processes would). */
+	EXPECT_TRUE(PROGRESS_UNTIL(c, 3000, (pd_progress(b), pd_test(rc, NULL) == 1)))
+		TH_LOG("the receive from C never completed: %s", pd_last_error());
+	EXPECT_EQ(-1, check(pd_mr_cpu_ptr(a_from_c), 64, 3));
+	/* Then A tells B, and B sends. */
+	ASSERT_EQ(0, pd_trecv(b, bn, 0, 64, a_in_b, 3, &rn));
+	ASSERT_EQ(0, pd_tsend(a, a_note, 0, 64, b_in_a, 3, &sa));
+	EXPECT_TRUE(PROGRESS_UNTIL(b, 3000, (pd_progress(a), pd_test(rn, NULL) == 1)));
+	ASSERT_EQ(0, pd_tsend(b, bm, 0, big, a_in_b, 1, &sb));
+	EXPECT_TRUE(PROGRESS_UNTIL(b, 3000, (pd_progress(c), pd_test(rb, NULL) == 1 && pd_test(sb, NULL) == 1)))
+		TH_LOG("%s", pd_last_error());
+	EXPECT_EQ(-1, check(pd_mr_cpu_ptr(a_from_b), big, 2));
+	pd_req_free(rb);
+	pd_req_free(rc);
+	pd_req_free(sc);
+	pd_req_free(sa);
+	pd_req_free(rn);
+	pd_req_free(sb);
+	pd_mr_dereg(a_from_b);
+	pd_mr_dereg(a_from_c);
+	pd_mr_dereg(a_note);
+	pd_mr_dereg(cm);
+	pd_mr_dereg(bm);
+	pd_mr_dereg(bn);
+	pd_fabric_close(a);
+	pd_fabric_close(b);
+	pd_fabric_close(c);
+	pd_set_dmabuf_sync(NULL);
+	close(fd1);
+	close(fd2);
+}
+
+/* A SYNC that holds the first START until the test lets it go. */
+static pthread_mutex_t gate_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t gate_cond = PTHREAD_COND_INITIALIZER;
+static bool gate_entered, gate_open, host_done;
+
+static int gated_sync(int fd, uint64_t flags)
+{
+	(void)fd;
+	if (flags & DMA_BUF_SYNC_END)
+		return 0;
+	pthread_mutex_lock(&gate_lock);
+	gate_entered = true;
+	pthread_cond_broadcast(&gate_cond);
+	while (!gate_open)
+		pthread_cond_wait(&gate_cond, &gate_lock);
+	pthread_mutex_unlock(&gate_lock);
+	return 0;
+}
+
+struct shared {
+	struct pd_fabric *fab;
+	uint64_t me;
+	struct pd_mr *dev, *host;
+	int ret;
+};
+
+/* Thread 1: a bounce send, whose staging copy blocks in SYNC. */
+static void *bounce_sender(void *arg)
+{
+	struct shared *t = arg;
+	struct pd_req *s;
+
+	t->ret = pd_tsend(t->fab, t->dev, 0, CHUNK, t->me, 9, &s);
+	if (!t->ret) {
+		t->ret = pd_wait(s, WAIT_MS, NULL);
+		pd_req_free(s);
+	}
+	return NULL;
+}
+
+/* Thread 2: a host-memory loopback transfer on the same fabric. */
+static void *host_transfer(void *arg)
+{
+	struct shared *t = arg;
+	struct pd_req *s, *r;
+	int ret;
+
+	ret = pd_trecv(t->fab, t->host, 0, 64, t->me, 10, &r);
+	if (!ret) {
+		ret = pd_tsend(t->fab, t->host, 64, 64, t->me, 10, &s);
+		if (!ret) {
+			ret = pd_wait(s, WAIT_MS, NULL) ?: pd_wait(r, WAIT_MS, NULL);
+			pd_req_free(s);
+		}
+		pd_req_free(r);
+	}
+	pthread_mutex_lock(&gate_lock);
+	host_done = true;
+	pthread_cond_broadcast(&gate_cond);
+	pthread_mutex_unlock(&gate_lock);
+	return (void *)(intptr_t)ret;
+}
+
+/*
+ * While one thread's staging copy sits in DMA_BUF_IOCTL_SYNC, another
+ * thread's unrelated transfer on the same fabric must go ahead: the copy
+ * and its SYNCs run outside the fabric lock.
+ */
+TEST(staging_copies_do_not_stall_other_threads)
+{
+	static char host[128], dst[CHUNK];
+	struct shared t = { 0 };
+	struct pd_mr *dstm;
+	struct pd_req *r;
+	pthread_t th1, th2;
+	struct timespec until;
+	void *ret2;
+	bool done;
+	int fd = memfd_of(CHUNK, 6);
+
+	ASSERT_LE(0, fd);
+	ASSERT_EQ(0, open_fab(&t.fab, 8));
+	ASSERT_EQ(0, introduce(t.fab, t.fab, &t.me));
+	ASSERT_EQ(0, pd_mr_reg_dmabuf(t.fab, fd, 0, CHUNK, 0, &t.dev));
+	ASSERT_EQ(0, pd_mr_reg_host(t.fab, host, sizeof(host), 0, &t.host));
+	ASSERT_EQ(0, pd_mr_reg_host(t.fab, dst, sizeof(dst), 0, &dstm));
+	ASSERT_EQ(0, pd_trecv(t.fab, dstm, 0, CHUNK, t.me, 9, &r));
+	pd_set_dmabuf_sync(gated_sync);
+	ASSERT_EQ(0, pthread_create(&th1, NULL, bounce_sender, &t));
+	pthread_mutex_lock(&gate_lock);
+	while (!gate_entered)
+		pthread_cond_wait(&gate_cond, &gate_lock);
+	pthread_mutex_unlock(&gate_lock);
+	ASSERT_EQ(0, pthread_create(&th2, NULL, host_transfer, &t));
+	/* Bounded: with the copy under the fabric lock it never finishes. */
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += 3;
+	pthread_mutex_lock(&gate_lock);
+	while (!host_done && pthread_cond_timedwait(&gate_cond, &gate_lock, &until) == 0)
+		;
+	done = host_done;
+	gate_open = true;
+	pthread_cond_broadcast(&gate_cond);
+	pthread_mutex_unlock(&gate_lock);
+	EXPECT_TRUE(done) TH_LOG("the host transfer waited for another thread's staging copy");
+	pthread_join(th1, NULL);
+	pthread_join(th2, &ret2);
+	EXPECT_EQ(0, t.ret);
+	EXPECT_EQ(0, (int)(intptr_t)ret2);
+	EXPECT_EQ(0, pd_wait(r, WAIT_MS, NULL));
+	EXPECT_EQ(-1, check(dst, CHUNK, 6));
+	pd_req_free(r);
+	pd_mr_dereg(dstm);
+	pd_mr_dereg(t.dev);
+	pd_mr_dereg(t.host);
+	pd_fabric_close(t.fab);
+	pd_set_dmabuf_sync(NULL);
+	close(fd);
+}
+
+TEST_HARNESS_MAIN
