@@ -91,26 +91,18 @@ MODULE_PARM_DESC(require_revocable,
 #define PD_BAR_INDEX	2
 
 struct pd_bar {
-	struct pci_dev *pci;
+	struct pci_dev *pdev;
 	phys_addr_t phys;
 	u64 len;
 	void __iomem *va;
-	struct pd_device *pdev;
+	struct pd_device *pd;
 	struct p2pdma_provider *provider;	/* P2PDMA routing (7.x), else NULL */
-	/* Hardware access (zero, map) against removal. */
+	/* Hardware access (zero, map) against removal and reset. */
 	struct rw_semaphore hw_lock;
 	bool gone;
-	struct list_head zombie;	/* on pd_bar_zombies after remove */
+	bool resetting;
+	wait_queue_head_t hw_wq;	/* zeroing waits out a reset */
 };
-
-/*
- * BARs of removed devices whose memory may still be reached by an importer
- * that never unmapped (a pinned RDMA MR, a kernel vmap).  Until the last
- * reference goes, a new device over the same range is refused, so that
- * memory is never handed to a new owner.
- */
-static LIST_HEAD(pd_bar_zombies);
-static DEFINE_MUTEX(pd_bar_zombie_lock);
 
 /*
  * Only a PCI function has a P2PDMA path (the 7.x map type refuses anything
@@ -120,26 +112,26 @@ static DEFINE_MUTEX(pd_bar_zombie_lock);
  */
 static bool pd_bar_has_path(struct pd_bar *bar, struct device *dev)
 {
-	return dev_is_pci(dev) && pci_p2pdma_distance(bar->pci, dev, false) >= 0;
+	return dev_is_pci(dev) && pci_p2pdma_distance(bar->pdev, dev, false) >= 0;
 }
 
 /*
  * Static importers (plain dma_buf_attach, e.g. a DRM PRIME import) never ask
  * for peer2peer: they expect struct pages, which a BAR does not have.
  */
-static int pd_bar_attach(struct pd_device *pdev, struct dma_buf_attachment *attach)
+static int pd_bar_attach(struct pd_device *pd, struct dma_buf_attachment *attach)
 {
-	struct pd_bar *bar = pdev->backend;
+	struct pd_bar *bar = pd->backend;
 
 	if (!attach->peer2peer) {
-		dev_warn_ratelimited(&bar->pci->dev,
+		dev_warn_ratelimited(&bar->pdev->dev,
 				     "refusing importer %s: it did not ask for peer-to-peer and BAR memory has no struct pages\n",
 				     dev_name(attach->dev));
 		return -EOPNOTSUPP;
 	}
 	if ((IS_ENABLED(CONFIG_PCI_P2PDMA) || READ_ONCE(p2p_policy)) &&
 	    !pd_bar_has_path(bar, attach->dev)) {
-		dev_warn_ratelimited(&bar->pci->dev,
+		dev_warn_ratelimited(&bar->pdev->dev,
 				     "refusing importer %s: no peer-to-peer path to it%s\n",
 				     dev_name(attach->dev),
 				     IS_ENABLED(CONFIG_PCI_P2PDMA) ? "" :
@@ -148,7 +140,7 @@ static int pd_bar_attach(struct pd_device *pdev, struct dma_buf_attachment *atta
 	}
 #ifdef PD_HAVE_DMA_BUF_ATTACH_REVOCABLE
 	if (READ_ONCE(require_revocable) && !dma_buf_attach_revocable(attach)) {
-		dev_warn_ratelimited(&bar->pci->dev,
+		dev_warn_ratelimited(&bar->pdev->dev,
 				     "refusing importer %s: it cannot be revoked (pinned without invalidate_mappings); require_revocable=0 accepts it\n",
 				     dev_name(attach->dev));
 		return -EOPNOTSUPP;
@@ -157,7 +149,7 @@ static int pd_bar_attach(struct pd_device *pdev, struct dma_buf_attachment *atta
 	return 0;
 }
 
-static u64 pd_bar_dyn_features(struct pd_device *pdev)
+static u64 pd_bar_dyn_features(struct pd_device *pd)
 {
 	return READ_ONCE(require_revocable) ? PEERDIRECT_FEAT_REVOCABLE_ONLY : 0;
 }
@@ -251,14 +243,14 @@ static struct sg_table *pd_bar_map_ranges(struct pd_bar *bar,
 		goto err_free;
 	/* The importer is the BAR's own function: never leaves the device. */
 	bt->bus_addr = IS_ENABLED(CONFIG_PCI_P2PDMA) &&
-		       pci_p2pdma_distance(bar->pci, attach->dev, false) == 0;
+		       pci_p2pdma_distance(bar->pdev, attach->dev, false) == 0;
 
 	for_each_sgtable_sg(&bt->sgt, sg, i) {
 		unsigned int len = min_t(u64, max_seg, length - done);
 		dma_addr_t addr;
 
 		if (bt->bus_addr) {
-			addr = pci_bus_address(bar->pci, PD_BAR_INDEX) + offset + done;
+			addr = pci_bus_address(bar->pdev, PD_BAR_INDEX) + offset + done;
 		} else {
 			addr = dma_map_resource(attach->dev, bar->phys + offset + done,
 						len, dir, DMA_ATTR_SKIP_CPU_SYNC);
@@ -301,16 +293,16 @@ static void pd_bar_unmap_ranges(struct dma_buf_attachment *attach,
 }
 #endif
 
-static struct sg_table *pd_bar_map(struct pd_device *pdev,
+static struct sg_table *pd_bar_map(struct pd_device *pd,
 				   struct dma_buf_attachment *attach,
 				   u64 offset, u64 length,
 				   enum dma_data_direction dir)
 {
-	struct pd_bar *bar = pdev->backend;
+	struct pd_bar *bar = pd->backend;
 	struct sg_table *sgt;
 
 	down_read(&bar->hw_lock);
-	if (bar->gone)
+	if (bar->gone || bar->resetting)
 		sgt = ERR_PTR(-ENODEV);
 	else
 		sgt = pd_bar_map_ranges(bar, attach, offset, length, dir);
@@ -318,91 +310,104 @@ static struct sg_table *pd_bar_map(struct pd_device *pdev,
 	return sgt;
 }
 
-static void pd_bar_unmap(struct pd_device *pdev, struct dma_buf_attachment *attach,
+static void pd_bar_unmap(struct pd_device *pd, struct dma_buf_attachment *attach,
 			 struct sg_table *sgt, enum dma_data_direction dir)
 {
 	pd_bar_unmap_ranges(attach, sgt, dir);
 }
 
-static unsigned long pd_bar_pfn(struct pd_device *pdev, u64 offset)
+static unsigned long pd_bar_pfn(struct pd_device *pd, u64 offset)
 {
-	struct pd_bar *bar = pdev->backend;
+	struct pd_bar *bar = pd->backend;
 
 	return PHYS_PFN(bar->phys + offset);
 }
 
-static pgprot_t pd_bar_pgprot(struct pd_device *pdev, pgprot_t prot)
+static pgprot_t pd_bar_pgprot(struct pd_device *pd, pgprot_t prot)
 {
 	return pgprot_writecombine(prot);
 }
 
-static int pd_bar_vmap(struct pd_device *pdev, u64 offset, u64 length,
+static int pd_bar_vmap(struct pd_device *pd, u64 offset, u64 length,
 		       struct iosys_map *map)
 {
-	struct pd_bar *bar = pdev->backend;
+	struct pd_bar *bar = pd->backend;
 
 	iosys_map_set_vaddr_iomem(map, bar->va + offset);
 	return 0;
 }
 
-static void pd_bar_vunmap(struct pd_device *pdev, struct iosys_map *map)
+static void pd_bar_vunmap(struct pd_device *pd, struct iosys_map *map)
 {
 }
 
-static void pd_bar_zero(struct pd_device *pdev, u64 offset, u64 length)
+/* Under hw_lock (read); returns with it held, the device out of reset. */
+static void pd_bar_wait_reset(struct pd_bar *bar)
 {
-	struct pd_bar *bar = pdev->backend;
+	while (bar->resetting && !bar->gone) {
+		up_read(&bar->hw_lock);
+		wait_event(bar->hw_wq, !READ_ONCE(bar->resetting) || READ_ONCE(bar->gone));
+		down_read(&bar->hw_lock);
+	}
+}
+
+static void pd_bar_zero(struct pd_device *pd, u64 offset, u64 length)
+{
+	struct pd_bar *bar = pd->backend;
 	u64 done, n;
 
 	/* Multi-GiB allocations: in chunks, without hogging the CPU. */
 	down_read(&bar->hw_lock);
+	pd_bar_wait_reset(bar);
 	for (done = 0; done < length && !bar->gone; done += n) {
 		n = min_t(u64, length - done, SZ_1M);
 		memset_io(bar->va + offset + done, 0, n);
 		cond_resched();
 	}
+	/*
+	 * The zeros went through a write-combining mapping: drain the CPU's
+	 * WC buffers before the memory is handed out, so that neither a
+	 * peer's DMA nor another CPU mapping can see what was there before.
+	 */
+	wmb();
 	up_read(&bar->hw_lock);
 }
 
-/* After every export was revoked: no new hardware access from here on. */
-static void pd_bar_unplug(struct pd_device *pdev)
+/* No hardware access from here until pd_bar_hw_resume(). */
+static void pd_bar_hw_block(struct pd_bar *bar)
 {
-	struct pd_bar *bar = pdev->backend;
+	down_write(&bar->hw_lock);
+	bar->resetting = true;
+	up_write(&bar->hw_lock);
+}
+
+static void pd_bar_hw_resume(struct pd_bar *bar)
+{
+	down_write(&bar->hw_lock);
+	bar->resetting = false;
+	up_write(&bar->hw_lock);
+	wake_up_all(&bar->hw_wq);
+}
+
+/* After every export was revoked: no new hardware access from here on. */
+static void pd_bar_unplug(struct pd_device *pd)
+{
+	struct pd_bar *bar = pd->backend;
 
 	down_write(&bar->hw_lock);
 	bar->gone = true;
 	up_write(&bar->hw_lock);
-
-	mutex_lock(&pd_bar_zombie_lock);
-	list_add(&bar->zombie, &pd_bar_zombies);
-	mutex_unlock(&pd_bar_zombie_lock);
+	wake_up_all(&bar->hw_wq);
 }
 
 /* The kernel mapping and the PCI device outlive remove() until the last user. */
-static void pd_bar_release(struct pd_device *pdev)
+static void pd_bar_release(struct pd_device *pd)
 {
-	struct pd_bar *bar = pdev->backend;
+	struct pd_bar *bar = pd->backend;
 
-	mutex_lock(&pd_bar_zombie_lock);
-	if (!list_empty(&bar->zombie))
-		list_del(&bar->zombie);
-	mutex_unlock(&pd_bar_zombie_lock);
 	iounmap(bar->va);
-	pci_dev_put(bar->pci);
+	pci_dev_put(bar->pdev);
 	kfree(bar);
-}
-
-static bool pd_bar_in_use(phys_addr_t phys, u64 len)
-{
-	struct pd_bar *bar;
-	bool busy = false;
-
-	mutex_lock(&pd_bar_zombie_lock);
-	list_for_each_entry(bar, &pd_bar_zombies, zombie)
-		if (phys < bar->phys + bar->len && bar->phys < phys + len)
-			busy = true;
-	mutex_unlock(&pd_bar_zombie_lock);
-	return busy;
 }
 
 static const struct pd_backend_ops pd_bar_ops = {
@@ -431,45 +436,39 @@ static const struct pd_backend_ops pd_bar_ops = {
 static int pd_bar_p2pdma_init(struct pd_bar *bar)
 {
 #if IS_ENABLED(CONFIG_PCI_P2PDMA) && defined(PD_HAVE_DMA_BUF_PHYS_VEC_TO_SGT)
-	int ret = pcim_p2pdma_init(bar->pci);
+	int ret = pcim_p2pdma_init(bar->pdev);
 
 	if (ret)
 		return ret;
-	bar->provider = pcim_p2pdma_provider(bar->pci, PD_BAR_INDEX);
+	bar->provider = pcim_p2pdma_provider(bar->pdev, PD_BAR_INDEX);
 	if (IS_ERR_OR_NULL(bar->provider))
 		return bar->provider ? PTR_ERR(bar->provider) : -ENODEV;
 #endif
 	return 0;
 }
 
-static int pd_bar_probe(struct pci_dev *pci, const struct pci_device_id *id)
+static int pd_bar_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 {
 	u64 page_size = (u64)bar_page_kb << 10;
-	struct pd_device *pdev;
+	struct pd_device *pd;
 	struct pd_bar *bar;
 	u64 len;
 	int ret;
 
-	if (!(pci_resource_flags(pci, PD_BAR_INDEX) & IORESOURCE_MEM))
+	if (!(pci_resource_flags(pdev, PD_BAR_INDEX) & IORESOURCE_MEM))
 		return -ENODEV;
-	len = pci_resource_len(pci, PD_BAR_INDEX);
+	len = pci_resource_len(pdev, PD_BAR_INDEX);
 	if (!is_power_of_2(page_size) || page_size < PAGE_SIZE ||
 	    len < page_size || !IS_ALIGNED(len, page_size)) {
-		dev_err(&pci->dev, "BAR%d of %llu bytes does not fit bar_page_kb=%u\n",
+		dev_err(&pdev->dev, "BAR%d of %llu bytes does not fit bar_page_kb=%u\n",
 			PD_BAR_INDEX, len, bar_page_kb);
 		return -EINVAL;
 	}
 
-	if (pd_bar_in_use(pci_resource_start(pci, PD_BAR_INDEX), len)) {
-		dev_err(&pci->dev, "BAR%d is still held by importers of a removed device; retry once they release it\n",
-			PD_BAR_INDEX);
-		return -EBUSY;
-	}
-
-	ret = pci_enable_device_mem(pci);
+	ret = pci_enable_device_mem(pdev);
 	if (ret)
 		return ret;
-	ret = pci_request_region(pci, PD_BAR_INDEX, "peerdirect");
+	ret = pci_request_region(pdev, PD_BAR_INDEX, "peerdirect");
 	if (ret)
 		goto err_disable;
 
@@ -478,11 +477,11 @@ static int pd_bar_probe(struct pci_dev *pci, const struct pci_device_id *id)
 		ret = -ENOMEM;
 		goto err_region;
 	}
-	bar->pci = pci_dev_get(pci);
-	bar->phys = pci_resource_start(pci, PD_BAR_INDEX);
+	bar->pdev = pci_dev_get(pdev);
+	bar->phys = pci_resource_start(pdev, PD_BAR_INDEX);
 	bar->len = len;
 	init_rwsem(&bar->hw_lock);
-	INIT_LIST_HEAD(&bar->zombie);
+	init_waitqueue_head(&bar->hw_wq);
 	bar->va = ioremap_wc(bar->phys, len);
 	if (!bar->va) {
 		ret = -ENOMEM;
@@ -492,58 +491,133 @@ static int pd_bar_probe(struct pci_dev *pci, const struct pci_device_id *id)
 	if (ret)
 		goto err_unmap;
 
-	pdev = pd_device_create(&pd_bar_ops, bar, &pci->dev, len, page_size);
-	if (IS_ERR(pdev)) {
-		ret = PTR_ERR(pdev);
+	pd = pd_device_create(&pd_bar_ops, bar, &pdev->dev, len, page_size);
+	if (IS_ERR(pd)) {
+		ret = PTR_ERR(pd);
 		goto err_unmap;
 	}
-	bar->pdev = pdev;
-	ret = pd_device_register(pdev);
+	bar->pd = pd;
+	ret = pd_device_register(pd);
 	if (ret) {
-		pd_device_put(pdev);	/* releases bar through pd_bar_release */
+		pd_device_put(pd);	/* releases bar through pd_bar_release */
 		goto err_region;
 	}
-	pci_set_drvdata(pci, pdev);
+	pci_set_drvdata(pdev, pd);
 	return 0;
 
 err_unmap:
 	iounmap(bar->va);
 err_bar:
-	pci_dev_put(bar->pci);
+	pci_dev_put(bar->pdev);
 	kfree(bar);
 err_region:
-	pci_release_region(pci, PD_BAR_INDEX);
+	pci_release_region(pdev, PD_BAR_INDEX);
 err_disable:
-	pci_disable_device(pci);
+	pci_disable_device(pdev);
 	return ret;
 }
 
 /*
  * Hot-unplug or unbind: revoke every export (importers notified, CPU
- * mappings zapped, bounded wait), then give the BAR back.  Files and
- * dma-bufs still open keep the structures, and every call on them fails
- * with ENODEV.
+ * mappings zapped, bounded wait), then wait, without bound, until no
+ * importer can reach the BAR any more (no DMA mapping, no vmap of it), and
+ * only then give the BAR back.  Once released, the PCI core may hand the
+ * range to another device: an importer still holding DMA addresses into it
+ * (a pinned RDMA MR, which remote peers can drive) would then write into
+ * that device.  vfio-pci blocks remove() the same way for its users.  On
+ * 7.1+ kernels require_revocable keeps importers that cannot let go out
+ * in the first place; the wait then ends as soon as they unmapped.
+ * Files and dma-bufs still open keep the structures, and every call on
+ * them fails with ENODEV.
  */
-static void pd_bar_remove(struct pci_dev *pci)
+static void pd_bar_remove(struct pci_dev *pdev)
 {
-	struct pd_device *pdev = pci_get_drvdata(pci);
+	struct pd_device *pd = pci_get_drvdata(pdev);
 
-	pd_device_unplug(pdev);
-	pci_release_region(pci, PD_BAR_INDEX);
-	pci_disable_device(pci);
-	pd_device_put(pdev);
+	pd_device_unplug(pd);
+	pd_device_wait_unreachable(pd);
+	pci_release_region(pdev, PD_BAR_INDEX);
+	pci_disable_device(pdev);
+	pd_device_put(pd);
 }
+
+/*
+ * A function reset (sysfs reset, FLR) or AER recovery resets the device
+ * while importers and CPU mappings may be live: revoke every export around
+ * it (reason RESET) and keep the hardware untouched until it is over, the
+ * way vfio-pci zaps and blocks BAR mappings.  Exports asked for meanwhile
+ * wait for the end of the reset; allocations survive it.
+ */
+static void pd_bar_reset_begin(struct pci_dev *pdev)
+{
+	struct pd_device *pd = pci_get_drvdata(pdev);
+	struct pd_revoke_result res = {};
+
+	pd_reset_prepare(pd, &res);
+	pd_bar_hw_block(pd->backend);
+	if (res.revoked)
+		dev_info_ratelimited(&pdev->dev, "reset: revoked %u export(s), %u still mapped\n",
+				     res.revoked, res.pending);
+}
+
+static void pd_bar_reset_end(struct pci_dev *pdev)
+{
+	struct pd_device *pd = pci_get_drvdata(pdev);
+
+	pd_bar_hw_resume(pd->backend);
+	pd_reset_done(pd);
+}
+
+static pci_ers_result_t pd_bar_error_detected(struct pci_dev *pdev,
+					      pci_channel_state_t state)
+{
+	struct pd_device *pd = pci_get_drvdata(pdev);
+	struct pd_bar *bar = pd->backend;
+
+	if (state == pci_channel_io_normal)
+		return PCI_ERS_RESULT_CAN_RECOVER;
+	/* Once per recovery: a second report while reset waits for resume(). */
+	if (!READ_ONCE(bar->resetting))
+		pd_bar_reset_begin(pdev);
+	return state == pci_channel_io_perm_failure ? PCI_ERS_RESULT_DISCONNECT :
+						      PCI_ERS_RESULT_NEED_RESET;
+}
+
+static pci_ers_result_t pd_bar_slot_reset(struct pci_dev *pdev)
+{
+	if (pci_enable_device_mem(pdev))
+		return PCI_ERS_RESULT_DISCONNECT;
+	return PCI_ERS_RESULT_RECOVERED;
+}
+
+static void pd_bar_resume(struct pci_dev *pdev)
+{
+	struct pd_device *pd = pci_get_drvdata(pdev);
+	struct pd_bar *bar = pd->backend;
+
+	if (READ_ONCE(bar->resetting))
+		pd_bar_reset_end(pdev);
+}
+
+static const struct pci_error_handlers pd_bar_err_handlers = {
+	.error_detected = pd_bar_error_detected,
+	.slot_reset = pd_bar_slot_reset,
+	.resume = pd_bar_resume,
+	.reset_prepare = pd_bar_reset_begin,
+	.reset_done = pd_bar_reset_end,
+};
 
 static const struct pci_device_id pd_bar_ids[] = {
 	{ }	/* ivshmem is added at load only when asked (bind_ivshmem) */
 };
-MODULE_DEVICE_TABLE(pci, pd_bar_ids);
+MODULE_DEVICE_TABLE(pdev, pd_bar_ids);
 
 static struct pci_driver pd_bar_driver = {
 	.name = "peerdirect",
 	.id_table = pd_bar_ids,
 	.probe = pd_bar_probe,
 	.remove = pd_bar_remove,
+	.err_handler = &pd_bar_err_handlers,
 };
 
 int pd_pci_init(void)

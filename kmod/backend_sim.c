@@ -36,14 +36,14 @@ struct pd_sim {
 
 static struct pd_device *pd_sim_devs[PD_SIM_MAX_DEVICES];
 
-static struct page **pd_sim_pages(struct pd_device *pdev, u64 offset)
+static struct page **pd_sim_pages(struct pd_device *pd, u64 offset)
 {
-	struct pd_sim *sim = pdev->backend;
+	struct pd_sim *sim = pd->backend;
 
 	return &sim->pages[offset >> PAGE_SHIFT];
 }
 
-static struct sg_table *pd_sim_map(struct pd_device *pdev,
+static struct sg_table *pd_sim_map(struct pd_device *pd,
 				   struct dma_buf_attachment *attach,
 				   u64 offset, u64 length,
 				   enum dma_data_direction dir)
@@ -57,7 +57,7 @@ static struct sg_table *pd_sim_map(struct pd_device *pdev,
 	sgt = kzalloc(sizeof(*sgt), GFP_KERNEL);
 	if (!sgt)
 		return ERR_PTR(-ENOMEM);
-	ret = sg_alloc_table_from_pages_segment(sgt, pd_sim_pages(pdev, offset),
+	ret = sg_alloc_table_from_pages_segment(sgt, pd_sim_pages(pd, offset),
 						length >> PAGE_SHIFT, 0, length,
 						max_seg, GFP_KERNEL);
 	if (ret)
@@ -74,7 +74,7 @@ err_free:
 	return ERR_PTR(ret);
 }
 
-static void pd_sim_unmap(struct pd_device *pdev,
+static void pd_sim_unmap(struct pd_device *pd,
 			 struct dma_buf_attachment *attach,
 			 struct sg_table *sgt, enum dma_data_direction dir)
 {
@@ -83,20 +83,20 @@ static void pd_sim_unmap(struct pd_device *pdev,
 	kfree(sgt);
 }
 
-static unsigned long pd_sim_pfn(struct pd_device *pdev, u64 offset)
+static unsigned long pd_sim_pfn(struct pd_device *pd, u64 offset)
 {
-	return page_to_pfn(*pd_sim_pages(pdev, offset));
+	return page_to_pfn(*pd_sim_pages(pd, offset));
 }
 
-static pgprot_t pd_sim_pgprot(struct pd_device *pdev, pgprot_t prot)
+static pgprot_t pd_sim_pgprot(struct pd_device *pd, pgprot_t prot)
 {
 	return prot;
 }
 
-static int pd_sim_vmap(struct pd_device *pdev, u64 offset, u64 length,
+static int pd_sim_vmap(struct pd_device *pd, u64 offset, u64 length,
 		       struct iosys_map *map)
 {
-	void *vaddr = vmap(pd_sim_pages(pdev, offset), length >> PAGE_SHIFT,
+	void *vaddr = vmap(pd_sim_pages(pd, offset), length >> PAGE_SHIFT,
 			   VM_MAP, PAGE_KERNEL);
 
 	if (!vaddr)
@@ -105,14 +105,14 @@ static int pd_sim_vmap(struct pd_device *pdev, u64 offset, u64 length,
 	return 0;
 }
 
-static void pd_sim_vunmap(struct pd_device *pdev, struct iosys_map *map)
+static void pd_sim_vunmap(struct pd_device *pd, struct iosys_map *map)
 {
 	vunmap(map->vaddr);
 }
 
-static void pd_sim_zero(struct pd_device *pdev, u64 offset, u64 length)
+static void pd_sim_zero(struct pd_device *pd, u64 offset, u64 length)
 {
-	struct page **pages = pd_sim_pages(pdev, offset);
+	struct page **pages = pd_sim_pages(pd, offset);
 	unsigned long i;
 
 	for (i = 0; i < length >> PAGE_SHIFT; i++) {
@@ -123,18 +123,15 @@ static void pd_sim_zero(struct pd_device *pdev, u64 offset, u64 length)
 
 /*
  * Per DMA entry, by DMA address: under DMABUF_DEBUG the core has mangled
- * the table's page links, so nothing here may look at pages.  Memory the
- * device only read (DMA_TO_DEVICE) needs nothing before the CPU reads it.
+ * the table's page links, so nothing here may look at pages.
  */
-static void pd_sim_sync(struct pd_device *pdev, struct dma_buf_attachment *attach,
+static void pd_sim_sync(struct pd_device *pd, struct dma_buf_attachment *attach,
 			struct sg_table *sgt, enum dma_data_direction dir,
 			bool for_cpu)
 {
 	struct scatterlist *sg;
 	int i;
 
-	if (for_cpu && dir == DMA_TO_DEVICE)
-		return;
 	for_each_sgtable_dma_sg(sgt, sg, i) {
 		if (for_cpu)
 			dma_sync_single_for_cpu(attach->dev, sg_dma_address(sg),
@@ -156,9 +153,9 @@ static void pd_sim_free(struct pd_sim *sim)
 	kfree(sim);
 }
 
-static void pd_sim_release(struct pd_device *pdev)
+static void pd_sim_release(struct pd_device *pd)
 {
-	pd_sim_free(pdev->backend);
+	pd_sim_free(pd->backend);
 }
 
 static const struct pd_backend_ops pd_sim_ops = {
@@ -228,25 +225,25 @@ int pd_sim_init(void)
 	}
 
 	for (i = 0; i < sim_devices; i++) {
-		struct pd_device *pdev;
+		struct pd_device *pd;
 		struct pd_sim *sim = pd_sim_alloc(mem_size, page_size);
 
 		if (!sim) {
 			ret = -ENOMEM;
 			goto err;
 		}
-		pdev = pd_device_create(&pd_sim_ops, sim, NULL, mem_size, page_size);
-		if (IS_ERR(pdev)) {
+		pd = pd_device_create(&pd_sim_ops, sim, NULL, mem_size, page_size);
+		if (IS_ERR(pd)) {
 			pd_sim_free(sim);
-			ret = PTR_ERR(pdev);
+			ret = PTR_ERR(pd);
 			goto err;
 		}
-		ret = pd_device_register(pdev);
+		ret = pd_device_register(pd);
 		if (ret) {
-			pd_device_put(pdev);
+			pd_device_put(pd);
 			goto err;
 		}
-		pd_sim_devs[i] = pdev;
+		pd_sim_devs[i] = pd;
 	}
 	return 0;
 

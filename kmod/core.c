@@ -9,6 +9,7 @@
 #include <linux/idr.h>
 #include <linux/log2.h>
 #include <linux/module.h>
+#include <linux/sched.h>
 #include <linux/slab.h>
 #include "compat.h"
 #include "peerdirect.h"
@@ -25,10 +26,33 @@ static unsigned int max_events = 1024;
 module_param(max_events, uint, 0444);
 MODULE_PARM_DESC(max_events, "Revocation events queued per open file before overflow (default 1024)");
 
+/*
+ * Bounded: a revoke inside remove(), a reset or module exit waits this long
+ * at most (once per call, not per export), and the waits are killable.
+ */
+#define PD_REVOKE_TIMEOUT_MAX_MS	60000
 unsigned int pd_revoke_timeout_ms = 2000;
-module_param_named(revoke_timeout_ms, pd_revoke_timeout_ms, uint, 0644);
+
+static int pd_set_revoke_timeout(const char *val, const struct kernel_param *kp)
+{
+	unsigned int ms;
+	int ret = kstrtouint(val, 0, &ms);
+
+	if (ret)
+		return ret;
+	if (ms > PD_REVOKE_TIMEOUT_MAX_MS)
+		return -EINVAL;
+	WRITE_ONCE(pd_revoke_timeout_ms, ms);
+	return 0;
+}
+
+static const struct kernel_param_ops pd_revoke_timeout_ops = {
+	.set = pd_set_revoke_timeout,
+	.get = param_get_uint,
+};
+module_param_cb(revoke_timeout_ms, &pd_revoke_timeout_ops, &pd_revoke_timeout_ms, 0644);
 MODULE_PARM_DESC(revoke_timeout_ms,
-		 "How long a revoke waits for importers to unmap before leaving the memory quarantined (default 2000)");
+		 "How long a revoke waits for importers to unmap before leaving the memory quarantined, 0-60000 (default 2000)");
 
 static DEFINE_IDA(pd_ida);
 
@@ -36,96 +60,106 @@ struct pd_device *pd_device_create(const struct pd_backend_ops *ops,
 				   void *backend, struct device *parent,
 				   u64 mem_size, u64 page_size)
 {
-	struct pd_device *pdev;
+	struct pd_device *pd;
 
 	if (!is_power_of_2(page_size) || page_size < PAGE_SIZE ||
 	    !mem_size || !IS_ALIGNED(mem_size, page_size))
 		return ERR_PTR(-EINVAL);
+	/*
+	 * genalloc addresses and sizes are unsigned long: on a 32-bit kernel
+	 * device memory of 4 GiB and more would be truncated, not refused.
+	 */
+	if (mem_size > ULONG_MAX - page_size) {
+		pr_err("peerdirect: %llu bytes of device memory do not fit this kernel's address size\n",
+		       mem_size);
+		return ERR_PTR(-EOVERFLOW);
+	}
 
-	pdev = kzalloc(sizeof(*pdev), GFP_KERNEL);
-	if (!pdev)
+	pd = kzalloc(sizeof(*pd), GFP_KERNEL);
+	if (!pd)
 		return ERR_PTR(-ENOMEM);
 
-	kref_init(&pdev->ref);
-	pdev->index = -1;
-	pdev->ops = ops;
-	pdev->backend = backend;
-	pdev->parent = parent;
-	pdev->mem_size = mem_size;
-	pdev->page_size = page_size;
-	pdev->quota = quota_mb ? min_t(u64, (u64)quota_mb << 20, mem_size) : mem_size;
-	pdev->max_exports = max(max_exports, 1U);
-	pdev->max_events = clamp(max_events, 16U, 65536U);
-	mutex_init(&pdev->lock);
-	INIT_LIST_HEAD(&pdev->files);
-	INIT_LIST_HEAD(&pdev->owners);
-	INIT_LIST_HEAD(&pdev->allocs);
-	init_waitqueue_head(&pdev->dead_wq);
+	kref_init(&pd->ref);
+	pd->index = -1;
+	pd->ops = ops;
+	pd->backend = backend;
+	pd->parent = parent;
+	pd->mem_size = mem_size;
+	pd->page_size = page_size;
+	pd->quota = quota_mb ? min_t(u64, (u64)quota_mb << 20, mem_size) : mem_size;
+	pd->max_exports = max(max_exports, 1U);
+	pd->max_events = clamp(max_events, 16U, 65536U);
+	mutex_init(&pd->lock);
+	INIT_LIST_HEAD(&pd->files);
+	INIT_LIST_HEAD(&pd->owners);
+	INIT_LIST_HEAD(&pd->allocs);
+	init_waitqueue_head(&pd->reset_wq);
+	init_waitqueue_head(&pd->reach_wq);
 
 	/*
 	 * genalloc treats address 0 as failure, so device memory offset X is
 	 * pool address X + page_size.
 	 */
-	pdev->pool = gen_pool_create(ilog2(page_size), NUMA_NO_NODE);
-	if (!pdev->pool)
+	pd->pool = gen_pool_create(ilog2(page_size), NUMA_NO_NODE);
+	if (!pd->pool)
 		goto err_free;
-	if (gen_pool_add(pdev->pool, page_size, mem_size, NUMA_NO_NODE))
+	if (gen_pool_add(pd->pool, page_size, mem_size, NUMA_NO_NODE))
 		goto err_pool;
-	return pdev;
+	return pd;
 
 err_pool:
-	gen_pool_destroy(pdev->pool);
+	gen_pool_destroy(pd->pool);
 err_free:
-	kfree(pdev);
+	kfree(pd);
 	return ERR_PTR(-ENOMEM);
 }
 
-int pd_device_register(struct pd_device *pdev)
+int pd_device_register(struct pd_device *pd)
 {
 	int ret;
 
 	ret = ida_alloc(&pd_ida, GFP_KERNEL);
 	if (ret < 0)
 		return ret;
-	pdev->index = ret;
-	snprintf(pdev->name, sizeof(pdev->name), "peerdirect%d", pdev->index);
+	pd->index = ret;
+	snprintf(pd->name, sizeof(pd->name), "peerdirect%d", pd->index);
 
-	pdev->misc.minor = MISC_DYNAMIC_MINOR;
-	pdev->misc.name = pdev->name;
-	pdev->misc.fops = &pd_fops;
-	pdev->misc.mode = 0660;
-	pdev->misc.parent = pdev->parent;
-	ret = misc_register(&pdev->misc);
+	pd->misc.minor = MISC_DYNAMIC_MINOR;
+	pd->misc.name = pd->name;
+	pd->misc.fops = &pd_fops;
+	pd->misc.mode = 0660;
+	pd->misc.parent = pd->parent;
+	ret = misc_register(&pd->misc);
 	if (ret) {
-		ida_free(&pd_ida, pdev->index);
-		pdev->index = -1;
+		ida_free(&pd_ida, pd->index);
+		pd->index = -1;
 		return ret;
 	}
-	pdev->registered = true;
-	pd_debugfs_add(pdev);
-	dev_info(pdev->misc.this_device, "%s backend, %llu MiB, %llu KiB pages\n",
-		 pdev->ops->name, pdev->mem_size >> 20, pdev->page_size >> 10);
+	pd->registered = true;
+	pd_debugfs_add(pd);
+	dev_info(pd->misc.this_device, "%s backend, %llu MiB, %llu KiB pages\n",
+		 pd->ops->name, pd->mem_size >> 20, pd->page_size >> 10);
 	return 0;
 }
 
 static void pd_device_release(struct kref *ref)
 {
-	struct pd_device *pdev = container_of(ref, struct pd_device, ref);
+	struct pd_device *pd = container_of(ref, struct pd_device, ref);
 
-	WARN_ON(!list_empty(&pdev->allocs));
+	WARN_ON(!list_empty(&pd->allocs));
 	/* Every allocation returned its range, so the pool is whole again. */
-	gen_pool_destroy(pdev->pool);
-	if (pdev->ops->release)
-		pdev->ops->release(pdev);
-	if (pdev->index >= 0)
-		ida_free(&pd_ida, pdev->index);
-	mutex_destroy(&pdev->lock);
-	kfree(pdev);
+	gen_pool_destroy(pd->pool);
+	if (pd->ops->release)
+		pd->ops->release(pd);
+	if (pd->index >= 0)
+		ida_free(&pd_ida, pd->index);
+	mutex_destroy(&pd->lock);
+	kfree(pd);
 }
 
-void pd_device_put(struct pd_device *pdev)
+void pd_device_put(struct pd_device *pd)
 {
-	kref_put(&pdev->ref, pd_device_release);
+	kref_put(&pd->ref, pd_device_release);
 }
 
 /*
@@ -133,38 +167,77 @@ void pd_device_put(struct pd_device *pdev)
  * (importers notified, CPU mappings zapped), readers woken.  Open files and
  * live dma-bufs keep the structure; their calls now fail with ENODEV.
  */
-void pd_device_unplug(struct pd_device *pdev)
+void pd_device_unplug(struct pd_device *pd)
 {
 	struct pd_revoke_result res = {};
-	struct pd_file *file;
+	struct pd_file *pfile;
 
-	if (!pdev->registered)
+	if (!pd->registered)
 		return;
 
-	mutex_lock(&pdev->lock);
-	pdev->dead = true;
-	mutex_unlock(&pdev->lock);
+	mutex_lock(&pd->lock);
+	pd->dead = true;
+	mutex_unlock(&pd->lock);
 
-	misc_deregister(&pdev->misc);
-	pd_revoke_device(pdev, PD_REVOKE_UNPLUG, &res);
+	wake_up_all(&pd->reset_wq);
+
+	misc_deregister(&pd->misc);
+	pd_revoke_device(pd, PD_REVOKE_UNPLUG, &res);
 	if (res.pending)
 		pr_warn("%s: removed with %u export(s) still mapped by importers\n",
-			pdev->name, res.pending);
-	if (pdev->ops->unplug)
-		pdev->ops->unplug(pdev);
+			pd->name, res.pending);
+	if (pd->ops->unplug)
+		pd->ops->unplug(pd);
 
-	mutex_lock(&pdev->lock);
-	list_for_each_entry(file, &pdev->files, node)
-		wake_up_interruptible_all(&file->ev_wq);
-	mutex_unlock(&pdev->lock);
+	mutex_lock(&pd->lock);
+	list_for_each_entry(pfile, &pd->files, node)
+		pd_file_gone(pfile);
+	mutex_unlock(&pd->lock);
 
-	pd_debugfs_remove(pdev);
-	pdev->registered = false;
+	pd_debugfs_remove(pd);
+	pd->registered = false;
 }
 
-u64 pd_device_mem_free(struct pd_device *pdev)
+/* An importer mapping or vmap of device memory was made (+1) or dropped (-1). */
+void pd_device_reach(struct pd_device *pd, int delta)
 {
-	return gen_pool_avail(pdev->pool);
+	if (atomic_add_return(delta, &pd->nr_reach) == 0)
+		wake_up_all(&pd->reach_wq);
+}
+
+/*
+ * After unplug, until no importer can reach device memory any more: no DMA
+ * mapping and no vmap of it is left.  Without bound, as vfio-pci waits for
+ * its users in remove(): the backend must not give the memory back while
+ * anyone can still reach it.  Logged every PD_REACH_LOG_S seconds.
+ */
+#define PD_REACH_LOG_S	10
+
+void pd_device_wait_unreachable(struct pd_device *pd)
+{
+	bool interrupted = false;
+	long ret;
+
+	while (atomic_read(&pd->nr_reach)) {
+		pr_warn_ratelimited("%s: removal waits for %d importer mapping(s) of device memory to be released (task %s, pid %d)\n",
+				    pd->name, atomic_read(&pd->nr_reach),
+				    current->comm, task_pid_nr(current));
+		if (interrupted) {
+			wait_event_timeout(pd->reach_wq, !atomic_read(&pd->nr_reach),
+					   PD_REACH_LOG_S * HZ);
+			continue;
+		}
+		ret = wait_event_interruptible_timeout(pd->reach_wq,
+						       !atomic_read(&pd->nr_reach),
+						       PD_REACH_LOG_S * HZ);
+		if (ret < 0)
+			interrupted = true;
+	}
+}
+
+u64 pd_device_mem_free(struct pd_device *pd)
+{
+	return gen_pool_avail(pd->pool);
 }
 
 static int __init peerdirect_init(void)

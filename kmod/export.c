@@ -16,42 +16,45 @@
 
 static const struct dma_buf_ops pd_dmabuf_ops;
 
-bool pd_is_export(struct dma_buf *dmabuf)
-{
-	return dmabuf->ops == &pd_dmabuf_ops;
-}
-
 u64 pd_export_dev_offset(const struct pd_export *exp)
 {
 	return exp->alloc->offset + exp->offset;
 }
 
-static struct pd_device *exp_pdev(const struct pd_export *exp)
+static struct pd_device *exp_pd(const struct pd_export *exp)
 {
-	return exp->alloc->pdev;
+	return exp->alloc->pd;
+}
+
+/* An importer still reaches the memory: a DMA mapping or a vmap of it. */
+bool pd_export_busy(struct pd_export *exp)
+{
+	return atomic_read(&exp->nr_maps) || READ_ONCE(exp->vmapped);
 }
 
 static int pd_dmabuf_attach(struct dma_buf *dmabuf,
 			    struct dma_buf_attachment *attach)
 {
 	struct pd_export *exp = dmabuf->priv;
-	struct pd_device *pdev = exp_pdev(exp);
+	struct pd_device *pd = exp_pd(exp);
 	struct pd_attach *pa;
 	int ret;
 
 	/* Racy by design: map and pin recheck under the reservation lock. */
 	if (READ_ONCE(exp->revoked))
 		return -ENODEV;
-	if (pdev->ops->attach) {
-		ret = pdev->ops->attach(pdev, attach);
+	if (pd->ops->attach) {
+		ret = pd->ops->attach(pd, attach);
 		if (ret)
 			return ret;
 	}
 
-	pa = kzalloc(sizeof(*pa), GFP_KERNEL);
+	/* Charged to the importer's memory cgroup. */
+	pa = kzalloc(sizeof(*pa), GFP_KERNEL_ACCOUNT);
 	if (!pa)
 		return -ENOMEM;
 	pa->attach = attach;
+	INIT_LIST_HEAD(&pa->map_list);
 	attach->priv = pa;
 
 	dma_resv_lock(dmabuf->resv, NULL);
@@ -97,26 +100,40 @@ static void pd_dmabuf_unpin(struct dma_buf_attachment *attach)
 	exp->nr_pins--;
 }
 
+/*
+ * A read-only export is mapped for the device to read only (DMA_TO_DEVICE),
+ * whatever the importer asked: behind an IOMMU the device cannot write it,
+ * and no CPU cache maintenance ever assumes it did.  RDMA importers map
+ * bidirectionally and keep working for sends and remote reads.
+ */
 static struct sg_table *pd_dmabuf_map(struct dma_buf_attachment *attach,
 				      enum dma_data_direction dir)
 {
 	struct pd_export *exp = attach->dmabuf->priv;
-	struct pd_device *pdev = exp_pdev(exp);
+	struct pd_device *pd = exp_pd(exp);
 	struct pd_attach *pa = attach->priv;
 	struct sg_table *sgt;
+	struct pd_map *m;
 
 	dma_resv_assert_held(attach->dmabuf->resv);
 	if (exp->revoked)
 		return ERR_PTR(-ENODEV);
 
-	sgt = pdev->ops->map(pdev, attach, pd_export_dev_offset(exp),
-			     exp->length, dir);
-	if (IS_ERR(sgt))
+	m = kzalloc(sizeof(*m), GFP_KERNEL_ACCOUNT);
+	if (!m)
+		return ERR_PTR(-ENOMEM);
+	m->dir = exp->rdonly ? DMA_TO_DEVICE : dir;
+	sgt = pd->ops->map(pd, attach, pd_export_dev_offset(exp),
+			     exp->length, m->dir);
+	if (IS_ERR(sgt)) {
+		kfree(m);
 		return sgt;
+	}
+	m->sgt = sgt;
+	list_add_tail(&m->node, &pa->map_list);
 	pa->maps++;
-	pa->sgt = sgt;
-	pa->dir = dir;
 	atomic_inc(&exp->nr_maps);
+	pd_device_reach(pd, 1);
 	return sgt;
 }
 
@@ -124,16 +141,24 @@ static void pd_dmabuf_unmap(struct dma_buf_attachment *attach,
 			    struct sg_table *sgt, enum dma_data_direction dir)
 {
 	struct pd_export *exp = attach->dmabuf->priv;
-	struct pd_device *pdev = exp_pdev(exp);
+	struct pd_device *pd = exp_pd(exp);
 	struct pd_attach *pa = attach->priv;
+	struct pd_map *m;
 
 	dma_resv_assert_held(attach->dmabuf->resv);
-	if (pa->sgt == sgt)
-		pa->sgt = NULL;
+	list_for_each_entry(m, &pa->map_list, node)
+		if (m->sgt == sgt)
+			break;
+	/* An importer unmapping what it never mapped: the core's bug or its. */
+	if (WARN_ON_ONCE(list_entry_is_head(m, &pa->map_list, node)))
+		return;
+	list_del(&m->node);
 	pa->maps--;
-	pdev->ops->unmap(pdev, attach, sgt, dir);
+	pd->ops->unmap(pd, attach, sgt, m->dir);
+	kfree(m);
 	if (atomic_dec_and_test(&exp->nr_maps))
 		wake_up_all(&exp->unmap_wq);
+	pd_device_reach(pd, -1);
 }
 
 /* The last reference to the dma-buf: give back what the export held. */
@@ -141,15 +166,16 @@ static void pd_dmabuf_release(struct dma_buf *dmabuf)
 {
 	struct pd_export *exp = dmabuf->priv;
 	struct pd_alloc *alloc = exp->alloc;
-	struct pd_device *pdev = alloc->pdev;
+	struct pd_device *pd = alloc->pd;
 
-	mutex_lock(&pdev->lock);
+	mutex_lock(&pd->lock);
 	list_del(&exp->node);
 	alloc->nr_exports--;
-	mutex_unlock(&pdev->lock);
+	mutex_unlock(&pd->lock);
 
-	pd_file_put(exp->file);
+	pd_file_put(exp->pfile);
 	pd_alloc_put(alloc);
+	mutex_destroy(&exp->vmap_lock);
 	kfree(exp);
 }
 
@@ -160,7 +186,7 @@ static vm_fault_t pd_vm_fault(struct vm_fault *vmf)
 {
 	struct vm_area_struct *vma = vmf->vma;
 	struct pd_export *exp = vma->vm_private_data;
-	struct pd_device *pdev = exp_pdev(exp);
+	struct pd_device *pd = exp_pd(exp);
 	struct dma_resv *resv = exp->dmabuf->resv;
 	u64 off = (u64)vmf->pgoff << PAGE_SHIFT;
 	unsigned long addr = vmf->address & PAGE_MASK;
@@ -181,7 +207,7 @@ static vm_fault_t pd_vm_fault(struct vm_fault *vmf)
 		goto out;
 	}
 	ret = vmf_insert_pfn(vma, addr,
-			     pdev->ops->pfn(pdev, pd_export_dev_offset(exp) + off));
+			     pd->ops->pfn(pd, pd_export_dev_offset(exp) + off));
 	for (i = 1; ret == VM_FAULT_NOPAGE && i < PD_FAULT_AROUND; i++) {
 		addr += PAGE_SIZE;
 		off += PAGE_SIZE;
@@ -189,7 +215,7 @@ static vm_fault_t pd_vm_fault(struct vm_fault *vmf)
 			break;
 		/* Best effort: a failure here only means another fault later. */
 		if (vmf_insert_pfn(vma, addr,
-				   pdev->ops->pfn(pdev, pd_export_dev_offset(exp) + off)) !=
+				   pd->ops->pfn(pd, pd_export_dev_offset(exp) + off)) !=
 		    VM_FAULT_NOPAGE)
 			break;
 	}
@@ -210,7 +236,7 @@ static const struct vm_operations_struct pd_vm_ops = {
 static int pd_dmabuf_mmap(struct dma_buf *dmabuf, struct vm_area_struct *vma)
 {
 	struct pd_export *exp = dmabuf->priv;
-	struct pd_device *pdev = exp_pdev(exp);
+	struct pd_device *pd = exp_pd(exp);
 
 	/* VM_MAYSHARE: mmap() drops VM_SHARED for read-only files. */
 	if (!(vma->vm_flags & VM_MAYSHARE))
@@ -224,48 +250,112 @@ static int pd_dmabuf_mmap(struct dma_buf *dmabuf, struct vm_area_struct *vma)
 		return -ENODEV;
 
 	pd_vm_flags_set(vma, VM_IO | VM_PFNMAP | VM_DONTEXPAND | VM_DONTDUMP);
-	vma->vm_page_prot = pdev->ops->pgprot(pdev, vm_get_page_prot(vma->vm_flags));
+	vma->vm_page_prot = pd->ops->pgprot(pd, vm_get_page_prot(vma->vm_flags));
 	vma->vm_ops = &pd_vm_ops;
 	vma->vm_private_data = exp;
 	return 0;
 }
 
 /*
- * Not refused after revocation: 6.1's dma_buf_vmap() WARNs on any exporter
- * error, and a kernel importer's vmap is as safe as its DMA mapping, since
- * the memory stays quarantined while the dma-buf lives.
+ * A revoked export gives a kernel importer no way back to device memory:
+ * its vmap is of one scratch page, repeated (a failure is no option, 6.1's
+ * dma_buf_vmap() WARNs on any).  A vmap of device memory taken before the
+ * revoke counts as an importer still holding it (pd_export_busy()), which
+ * a revoke reports pending and a PCI removal waits for.  The core keeps one
+ * vmap per dma-buf, so there is at most one of either kind.
  */
+static int pd_vmap_scratch(struct pd_export *exp, struct iosys_map *map)
+{
+	unsigned long i, n = exp->length >> PAGE_SHIFT;
+	struct page **pages, *page;
+	void *vaddr;
+
+	page = alloc_page(GFP_KERNEL_ACCOUNT | __GFP_ZERO);
+	if (!page)
+		return -ENOMEM;
+	pages = kvmalloc_array(n, sizeof(*pages), GFP_KERNEL);
+	if (!pages) {
+		__free_page(page);
+		return -ENOMEM;
+	}
+	for (i = 0; i < n; i++)
+		pages[i] = page;
+	vaddr = vmap(pages, n, VM_MAP, PAGE_KERNEL);
+	kvfree(pages);
+	if (!vaddr) {
+		__free_page(page);
+		return -ENOMEM;
+	}
+	exp->vmap_scratch = page;
+	iosys_map_set_vaddr(map, vaddr);
+	return 0;
+}
+
 static int pd_dmabuf_vmap(struct dma_buf *dmabuf, struct iosys_map *map)
 {
 	struct pd_export *exp = dmabuf->priv;
-	struct pd_device *pdev = exp_pdev(exp);
+	struct pd_device *pd = exp_pd(exp);
+	int ret;
 
-	return pdev->ops->vmap(pdev, pd_export_dev_offset(exp), exp->length, map);
+	/* revoked is set under vmap_lock too: a vmap and a revoke are ordered. */
+	mutex_lock(&exp->vmap_lock);
+	if (exp->revoked) {
+		ret = pd_vmap_scratch(exp, map);
+	} else {
+		ret = pd->ops->vmap(pd, pd_export_dev_offset(exp), exp->length, map);
+		if (!ret) {
+			WRITE_ONCE(exp->vmapped, true);
+			pd_device_reach(pd, 1);
+		}
+	}
+	mutex_unlock(&exp->vmap_lock);
+	return ret;
 }
 
 static void pd_dmabuf_vunmap(struct dma_buf *dmabuf, struct iosys_map *map)
 {
 	struct pd_export *exp = dmabuf->priv;
-	struct pd_device *pdev = exp_pdev(exp);
+	struct pd_device *pd = exp_pd(exp);
 
-	pdev->ops->vunmap(pdev, map);
+	mutex_lock(&exp->vmap_lock);
+	if (exp->vmap_scratch) {
+		vunmap(map->vaddr);
+		__free_page(exp->vmap_scratch);
+		exp->vmap_scratch = NULL;
+	} else {
+		pd->ops->vunmap(pd, map);
+		WRITE_ONCE(exp->vmapped, false);
+		wake_up_all(&exp->unmap_wq);
+		pd_device_reach(pd, -1);
+	}
+	mutex_unlock(&exp->vmap_lock);
 }
 
-static int pd_dmabuf_cpu_access(struct dma_buf *dmabuf, bool begin)
+/*
+ * CPU cache maintenance for every live importer mapping, each in the
+ * direction it was made (the DMA API wants the mapping's direction), and
+ * only where it matters: before CPU access if the device may have written
+ * (not a DMA_TO_DEVICE mapping), after it if the CPU may have written (not
+ * a read-only access).
+ */
+static int pd_dmabuf_cpu_access(struct dma_buf *dmabuf,
+				enum dma_data_direction cpu_dir, bool begin)
 {
 	struct pd_export *exp = dmabuf->priv;
-	struct pd_device *pdev = exp_pdev(exp);
+	struct pd_device *pd = exp_pd(exp);
 	struct pd_attach *pa;
+	struct pd_map *m;
 	int ret = 0;
 
 	dma_resv_lock(dmabuf->resv, NULL);
 	if (exp->revoked) {
 		ret = -ENODEV;
-	} else if (pdev->ops->sync) {
-		/* In the direction each importer mapped with, not the CPU's. */
+	} else if (pd->ops->sync && (begin || cpu_dir != DMA_FROM_DEVICE)) {
 		list_for_each_entry(pa, &exp->attachments, node)
-			if (pa->sgt)
-				pdev->ops->sync(pdev, pa->attach, pa->sgt, pa->dir, begin);
+			list_for_each_entry(m, &pa->map_list, node)
+				if (!begin || m->dir != DMA_TO_DEVICE)
+					pd->ops->sync(pd, pa->attach, m->sgt,
+							m->dir, begin);
 	}
 	dma_resv_unlock(dmabuf->resv);
 	return ret;
@@ -274,13 +364,13 @@ static int pd_dmabuf_cpu_access(struct dma_buf *dmabuf, bool begin)
 static int pd_dmabuf_begin_cpu_access(struct dma_buf *dmabuf,
 				      enum dma_data_direction dir)
 {
-	return pd_dmabuf_cpu_access(dmabuf, true);
+	return pd_dmabuf_cpu_access(dmabuf, dir, true);
 }
 
 static int pd_dmabuf_end_cpu_access(struct dma_buf *dmabuf,
 				    enum dma_data_direction dir)
 {
-	return pd_dmabuf_cpu_access(dmabuf, false);
+	return pd_dmabuf_cpu_access(dmabuf, dir, false);
 }
 
 static const struct dma_buf_ops pd_dmabuf_ops = {
@@ -308,26 +398,35 @@ static const struct dma_buf_ops pd_dmabuf_ops = {
  * The whole check-and-link runs under pd_device.lock so an export cannot
  * slip past a concurrent free or unplug that is walking the export list.
  */
-struct dma_buf *pd_export_create(struct pd_file *file, struct pd_alloc *alloc,
+struct dma_buf *pd_export_create(struct pd_file *pfile, struct pd_alloc *alloc,
 				 struct peerdirect_export *args,
 				 unsigned int open_flags, int *fdp)
 {
-	struct pd_device *pdev = file->pdev;
+	struct pd_device *pd = pfile->pd;
 	DEFINE_DMA_BUF_EXPORT_INFO(exp_info);
 	struct pd_export *exp;
 	struct dma_buf *dmabuf;
 	int fd, ret;
 
-	exp = kzalloc(sizeof(*exp), GFP_KERNEL);
+	/* The dma-buf's size is a size_t: 4 GiB and more on a 32-bit kernel. */
+	if (args->length > SIZE_MAX)
+		return ERR_PTR(-EINVAL);
+	/* Revocations are queued on the file: its event ring exists first. */
+	ret = pd_file_events_init(pfile);
+	if (ret)
+		return ERR_PTR(ret);
+	exp = kzalloc(sizeof(*exp), GFP_KERNEL_ACCOUNT);
 	if (!exp)
 		return ERR_PTR(-ENOMEM);
 	INIT_LIST_HEAD(&exp->attachments);
+	INIT_LIST_HEAD(&exp->revoke_node);
+	mutex_init(&exp->vmap_lock);
 	init_waitqueue_head(&exp->unmap_wq);
 	atomic_set(&exp->nr_maps, 0);
 	exp->offset = args->offset;
 	exp->length = args->length;
 	exp->rdonly = (open_flags & O_ACCMODE) == O_RDONLY;
-	exp->tgid = file->tgid;
+	exp->tgid = task_tgid_nr(current);
 
 	fd = get_unused_fd_flags(open_flags & O_CLOEXEC);
 	if (fd < 0) {
@@ -335,8 +434,17 @@ struct dma_buf *pd_export_create(struct pd_file *file, struct pd_alloc *alloc,
 		goto err_free;
 	}
 
-	mutex_lock(&pdev->lock);
-	if (pdev->dead) {
+	mutex_lock(&pd->lock);
+	/* An export made during a reset must not survive it: wait for its end. */
+	while (pd->resetting && !pd->dead) {
+		mutex_unlock(&pd->lock);
+		ret = wait_event_killable(pd->reset_wq, !READ_ONCE(pd->resetting) ||
+					  READ_ONCE(pd->dead));
+		if (ret)
+			goto err_fd;
+		mutex_lock(&pd->lock);
+	}
+	if (pd->dead) {
 		ret = -ENODEV;
 		goto err_unlock;
 	}
@@ -344,7 +452,7 @@ struct dma_buf *pd_export_create(struct pd_file *file, struct pd_alloc *alloc,
 		ret = -ENOENT;
 		goto err_unlock;
 	}
-	if (alloc->nr_exports >= pdev->max_exports) {
+	if (alloc->nr_exports >= pd->max_exports) {
 		ret = -ENOSPC;
 		goto err_unlock;
 	}
@@ -354,6 +462,7 @@ struct dma_buf *pd_export_create(struct pd_file *file, struct pd_alloc *alloc,
 	exp_info.size = exp->length;
 	exp_info.flags = open_flags;
 	exp_info.priv = exp;
+	exp_info.resv = &alloc->resv;
 	dmabuf = dma_buf_export(&exp_info);
 	if (IS_ERR(dmabuf)) {
 		ret = PTR_ERR(dmabuf);
@@ -364,15 +473,15 @@ struct dma_buf *pd_export_create(struct pd_file *file, struct pd_alloc *alloc,
 	exp->dmabuf = dmabuf;
 	exp->dentry = dmabuf->file->f_path.dentry;
 	exp->inode = file_inode(dmabuf->file)->i_ino;
-	exp->id = ++pdev->next_export_id;
+	exp->id = ++pd->next_export_id;
 	pd_alloc_get(alloc);
 	exp->alloc = alloc;
-	kref_get(&file->ref);
-	exp->file = file;
+	kref_get(&pfile->ref);
+	exp->pfile = pfile;
 	list_add_tail(&exp->node, &alloc->exports);
 	alloc->nr_exports++;
-	pdev->nr_exports_total++;
-	mutex_unlock(&pdev->lock);
+	pd->nr_exports_total++;
+	mutex_unlock(&pd->lock);
 
 	args->fd = fd;
 	args->export_id = exp->id;
@@ -381,9 +490,11 @@ struct dma_buf *pd_export_create(struct pd_file *file, struct pd_alloc *alloc,
 	return dmabuf;
 
 err_unlock:
-	mutex_unlock(&pdev->lock);
+	mutex_unlock(&pd->lock);
+err_fd:
 	put_unused_fd(fd);
 err_free:
+	mutex_destroy(&exp->vmap_lock);
 	kfree(exp);
 	return ERR_PTR(ret);
 }

@@ -14,68 +14,51 @@
 static int pd_open(struct inode *inode, struct file *filp)
 {
 	/* misc_open() holds misc_mtx, which unplug's misc_deregister() takes. */
-	struct pd_device *pdev = container_of(filp->private_data,
+	struct pd_device *pd = container_of(filp->private_data,
 					      struct pd_device, misc);
-	struct pd_file *file;
+	struct pd_file *pfile;
 
-	file = kzalloc(sizeof(*file), GFP_KERNEL);
-	if (!file)
+	pfile = kzalloc(sizeof(*pfile), GFP_KERNEL_ACCOUNT);
+	if (!pfile)
 		return -ENOMEM;
-	file->ev_ring = kvcalloc(pdev->max_events, sizeof(*file->ev_ring),
-				 GFP_KERNEL);
-	if (!file->ev_ring)
-		goto err_free;
-	file->tgid = task_tgid_nr(current);
-	file->owner = pd_owner_get(pdev, file->tgid);
-	if (!file->owner)
-		goto err_ring;
 
-	kref_init(&file->ref);
-	xa_init_flags(&file->allocs, XA_FLAGS_ALLOC1);
-	mutex_init(&file->ev_read_lock);
-	mutex_init(&file->ev_lock);
-	init_waitqueue_head(&file->ev_wq);
-	file->pdev = pdev;
+	kref_init(&pfile->ref);
+	xa_init_flags(&pfile->allocs, XA_FLAGS_ALLOC1);
+	mutex_init(&pfile->ev_read_lock);
+	mutex_init(&pfile->ev_lock);
+	init_waitqueue_head(&pfile->ev_wq);
+	pfile->pd = pd;
 
-	mutex_lock(&pdev->lock);
-	if (pdev->dead) {
-		mutex_unlock(&pdev->lock);
-		pd_owner_put(file->owner);
-		kvfree(file->ev_ring);
-		kfree(file);
+	mutex_lock(&pd->lock);
+	if (pd->dead) {
+		mutex_unlock(&pd->lock);
+		kfree(pfile);
 		return -ENODEV;
 	}
-	kref_get(&pdev->ref);
-	list_add_tail(&file->node, &pdev->files);
-	mutex_unlock(&pdev->lock);
+	kref_get(&pd->ref);
+	list_add_tail(&pfile->node, &pd->files);
+	mutex_unlock(&pd->lock);
 
-	filp->private_data = file;
+	filp->private_data = pfile;
 	return nonseekable_open(inode, filp);
-
-err_ring:
-	kvfree(file->ev_ring);
-err_free:
-	kfree(file);
-	return -ENOMEM;
 }
 
 static void pd_file_release_ref(struct kref *ref)
 {
-	struct pd_file *file = container_of(ref, struct pd_file, ref);
-	struct pd_device *pdev = file->pdev;
+	struct pd_file *pfile = container_of(ref, struct pd_file, ref);
+	struct pd_device *pd = pfile->pd;
 
-	xa_destroy(&file->allocs);
-	pd_owner_put(file->owner);
-	mutex_destroy(&file->ev_read_lock);
-	mutex_destroy(&file->ev_lock);
-	kvfree(file->ev_ring);
-	kfree(file);
-	pd_device_put(pdev);
+	xa_destroy(&pfile->allocs);
+	mutex_destroy(&pfile->ev_read_lock);
+	mutex_destroy(&pfile->ev_lock);
+	kvfree(pfile->ev_ring);
+	kfree(pfile);
+	pd_device_put(pd);
 }
 
-void pd_file_put(struct pd_file *file)
+void pd_file_put(struct pd_file *pfile)
 {
-	kref_put(&file->ref, pd_file_release_ref);
+	kref_put(&pfile->ref, pd_file_release_ref);
 }
 
 /*
@@ -85,59 +68,108 @@ void pd_file_put(struct pd_file *file)
  */
 static int pd_release(struct inode *inode, struct file *filp)
 {
-	struct pd_file *file = filp->private_data;
-	struct pd_device *pdev = file->pdev;
+	struct pd_file *pfile = filp->private_data;
+	struct pd_device *pd = pfile->pd;
 	struct pd_alloc *alloc;
 	unsigned long handle;
 
-	mutex_lock(&file->ev_lock);
-	file->closed = true;
-	mutex_unlock(&file->ev_lock);
+	mutex_lock(&pfile->ev_lock);
+	pfile->closed = true;
+	mutex_unlock(&pfile->ev_lock);
 
-	xa_for_each(&file->allocs, handle, alloc)
-		pd_alloc_free(file, handle);
+	xa_for_each(&pfile->allocs, handle, alloc)
+		pd_alloc_free(pfile, handle);
 
-	mutex_lock(&pdev->lock);
-	list_del(&file->node);
-	mutex_unlock(&pdev->lock);
+	mutex_lock(&pd->lock);
+	list_del(&pfile->node);
+	mutex_unlock(&pd->lock);
 
-	pd_file_put(file);
+	pd_file_put(pfile);
 	return 0;
 }
 
-void pd_file_queue_event(struct pd_file *file, const struct pd_export *exp)
+/*
+ * The event ring is allocated with the file's first export, the first
+ * thing that can be revoked, and charged to the caller's memory cgroup:
+ * files that never export cost no ring, and queueing an event never
+ * allocates.
+ */
+int pd_file_events_init(struct pd_file *pfile)
+{
+	struct peerdirect_event *ring;
+
+	if (READ_ONCE(pfile->ev_ring))
+		return 0;
+	ring = kvcalloc(pfile->pd->max_events, sizeof(*ring), GFP_KERNEL_ACCOUNT);
+	if (!ring)
+		return -ENOMEM;
+	mutex_lock(&pfile->ev_lock);
+	if (!pfile->ev_ring) {
+		pfile->ev_ring = ring;
+		ring = NULL;
+	}
+	mutex_unlock(&pfile->ev_lock);
+	kvfree(ring);
+	return 0;
+}
+
+/*
+ * Past max_events, or while an OVERFLOW record is waiting to be read,
+ * events are dropped: the reader treats every export as revoked when it
+ * reads the OVERFLOW record, which covers them.  The record's sequence
+ * number is taken when the first event is dropped, so numbers stay unique
+ * and increasing in the order records are read.
+ */
+/*
+ * The device is gone and every UNPLUG record is queued: readers get them,
+ * then ENODEV; poll reports hang-up.  Under pd_device.lock, after the
+ * unplug's revocation walk.
+ */
+void pd_file_gone(struct pd_file *pfile)
+{
+	mutex_lock(&pfile->ev_lock);
+	WRITE_ONCE(pfile->gone, true);
+	mutex_unlock(&pfile->ev_lock);
+	wake_up_interruptible_all(&pfile->ev_wq);
+}
+
+void pd_file_queue_event(struct pd_file *pfile, const struct pd_export *exp,
+			 u32 reason)
 {
 	struct peerdirect_event *ev;
-	u32 max = file->pdev->max_events;
+	u32 max = pfile->pd->max_events;
 
-	mutex_lock(&file->ev_lock);
-	if (file->closed)
+	mutex_lock(&pfile->ev_lock);
+	if (pfile->closed || !pfile->ev_ring)
 		goto out;
-	if (file->ev_count == max) {
-		file->ev_overflow = true;
+	if (pfile->ev_overflow)
+		goto out;
+	if (pfile->ev_count == max) {
+		pfile->ev_overflow = true;
+		pfile->ev_overflow_seq = ++pfile->ev_seq;
 		goto wake;
 	}
-	ev = &file->ev_ring[(file->ev_head + file->ev_count) % max];
+	ev = &pfile->ev_ring[(pfile->ev_head + pfile->ev_count) % max];
 	memset(ev, 0, sizeof(*ev));
 	ev->size = sizeof(*ev);
-	ev->reason = exp->reason;
-	ev->seq = ++file->ev_seq;
+	ev->reason = reason;
+	ev->seq = ++pfile->ev_seq;
 	ev->export_id = exp->id;
 	ev->handle = exp->alloc->handle;
 	ev->inode = exp->inode;
 	ev->offset = exp->offset;
 	ev->length = exp->length;
-	file->ev_count++;
+	pfile->ev_count++;
 wake:
-	wake_up_interruptible(&file->ev_wq);
+	wake_up_interruptible(&pfile->ev_wq);
 out:
-	mutex_unlock(&file->ev_lock);
+	mutex_unlock(&pfile->ev_lock);
 }
 
-static bool pd_events_ready(struct pd_file *file)
+static bool pd_events_ready(struct pd_file *pfile)
 {
-	return READ_ONCE(file->ev_count) || READ_ONCE(file->ev_overflow) ||
-	       READ_ONCE(file->pdev->dead);
+	return READ_ONCE(pfile->ev_count) || READ_ONCE(pfile->ev_overflow) ||
+	       READ_ONCE(pfile->gone);
 }
 
 /*
@@ -151,19 +183,19 @@ static bool pd_events_ready(struct pd_file *file)
  * Copies up to @max records from the head of the queue, without consuming
  * them; the overflow marker comes last.  Under ev_lock.
  */
-static u32 pd_events_peek(struct pd_file *file, struct peerdirect_event *ev,
+static u32 pd_events_peek(struct pd_file *pfile, struct peerdirect_event *ev,
 			  u32 max, bool *overflow)
 {
-	u32 qmax = file->pdev->max_events, n;
+	u32 qmax = pfile->pd->max_events, n;
 
 	*overflow = false;
-	for (n = 0; n < max && n < file->ev_count; n++)
-		ev[n] = file->ev_ring[(file->ev_head + n) % qmax];
-	if (n < max && n == file->ev_count && file->ev_overflow) {
+	for (n = 0; n < max && n < pfile->ev_count; n++)
+		ev[n] = pfile->ev_ring[(pfile->ev_head + n) % qmax];
+	if (n < max && n == pfile->ev_count && pfile->ev_overflow) {
 		memset(&ev[n], 0, sizeof(ev[n]));
 		ev[n].size = sizeof(ev[n]);
 		ev[n].reason = PEERDIRECT_REASON_OVERFLOW;
-		ev[n].seq = file->ev_seq + 1;
+		ev[n].seq = pfile->ev_overflow_seq;
 		*overflow = true;
 		n++;
 	}
@@ -171,15 +203,14 @@ static u32 pd_events_peek(struct pd_file *file, struct peerdirect_event *ev,
 }
 
 /* Consumes what pd_events_peek() returned and the reader delivered. */
-static void pd_events_consume(struct pd_file *file, u32 n, bool overflow)
+static void pd_events_consume(struct pd_file *pfile, u32 n, bool overflow)
 {
 	if (overflow) {
 		n--;
-		file->ev_overflow = false;
-		file->ev_seq++;
+		pfile->ev_overflow = false;
 	}
-	file->ev_head = (file->ev_head + n) % file->pdev->max_events;
-	file->ev_count -= n;
+	pfile->ev_head = (pfile->ev_head + n) % pfile->pd->max_events;
+	pfile->ev_count -= n;
 }
 
 /*
@@ -191,7 +222,7 @@ static void pd_events_consume(struct pd_file *file, u32 n, bool overflow)
 static ssize_t pd_read(struct file *filp, char __user *buf, size_t count,
 		       loff_t *ppos)
 {
-	struct pd_file *file = filp->private_data;
+	struct pd_file *pfile = filp->private_data;
 	struct peerdirect_event ev[PD_READ_BATCH];
 	size_t done = 0;
 	bool overflow;
@@ -200,31 +231,31 @@ static ssize_t pd_read(struct file *filp, char __user *buf, size_t count,
 
 	if (count < sizeof(ev[0]))
 		return -EINVAL;
-	ret = mutex_lock_interruptible(&file->ev_read_lock);
+	ret = mutex_lock_interruptible(&pfile->ev_read_lock);
 	if (ret)
 		return ret;
 
 	for (;;) {
 		u32 room = min_t(size_t, (count - done) / sizeof(ev[0]), PD_READ_BATCH);
 
-		mutex_lock(&file->ev_lock);
-		n = room ? pd_events_peek(file, ev, room, &overflow) : 0;
-		mutex_unlock(&file->ev_lock);
+		mutex_lock(&pfile->ev_lock);
+		n = room ? pd_events_peek(pfile, ev, room, &overflow) : 0;
+		mutex_unlock(&pfile->ev_lock);
 
 		if (n) {
 			if (copy_to_user(buf + done, ev, n * sizeof(ev[0]))) {
 				ret = done ? 0 : -EFAULT;
 				break;
 			}
-			mutex_lock(&file->ev_lock);
-			pd_events_consume(file, n, overflow);
-			mutex_unlock(&file->ev_lock);
+			mutex_lock(&pfile->ev_lock);
+			pd_events_consume(pfile, n, overflow);
+			mutex_unlock(&pfile->ev_lock);
 			done += n * sizeof(ev[0]);
 			continue;
 		}
 		if (done)
 			break;
-		if (READ_ONCE(file->pdev->dead)) {
+		if (READ_ONCE(pfile->gone)) {
 			ret = -ENODEV;
 			break;
 		}
@@ -232,27 +263,27 @@ static ssize_t pd_read(struct file *filp, char __user *buf, size_t count,
 			ret = -EAGAIN;
 			break;
 		}
-		mutex_unlock(&file->ev_read_lock);
-		ret = wait_event_interruptible(file->ev_wq, pd_events_ready(file));
+		mutex_unlock(&pfile->ev_read_lock);
+		ret = wait_event_interruptible(pfile->ev_wq, pd_events_ready(pfile));
 		if (ret)
 			return ret;
-		ret = mutex_lock_interruptible(&file->ev_read_lock);
+		ret = mutex_lock_interruptible(&pfile->ev_read_lock);
 		if (ret)
 			return ret;
 	}
-	mutex_unlock(&file->ev_read_lock);
+	mutex_unlock(&pfile->ev_read_lock);
 	return done ? done : ret;
 }
 
 static __poll_t pd_poll(struct file *filp, struct poll_table_struct *wait)
 {
-	struct pd_file *file = filp->private_data;
+	struct pd_file *pfile = filp->private_data;
 	__poll_t mask = 0;
 
-	poll_wait(filp, &file->ev_wq, wait);
-	if (READ_ONCE(file->ev_count) || READ_ONCE(file->ev_overflow))
+	poll_wait(filp, &pfile->ev_wq, wait);
+	if (READ_ONCE(pfile->ev_count) || READ_ONCE(pfile->ev_overflow))
 		mask |= EPOLLIN | EPOLLRDNORM;
-	if (READ_ONCE(file->pdev->dead))
+	if (READ_ONCE(pfile->gone))
 		mask |= EPOLLHUP | EPOLLERR;
 	return mask;
 }

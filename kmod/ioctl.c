@@ -43,9 +43,9 @@ static int pd_copy_out(void __user *uarg, const void *karg, size_t ksize,
 	return copy_to_user(uarg, karg, min_t(size_t, ksize, usize)) ? -EFAULT : 0;
 }
 
-static int pd_ioctl_query(struct pd_file *file, void __user *uarg)
+static int pd_ioctl_query(struct pd_file *pfile, void __user *uarg)
 {
-	struct pd_device *pdev = file->pdev;
+	struct pd_device *pd = pfile->pd;
 	struct peerdirect_query q;
 	u32 usize;
 	int ret;
@@ -61,26 +61,26 @@ static int pd_ioctl_query(struct pd_file *file, void __user *uarg)
 	q.abi_minor = PEERDIRECT_ABI_MINOR;
 	q.features = PEERDIRECT_FEAT_EXPORT | PEERDIRECT_FEAT_PIN |
 		     PEERDIRECT_FEAT_CPU_MMAP | PEERDIRECT_FEAT_EVENTS |
-		     pdev->ops->features;
-	if (pdev->ops->dyn_features)
-		q.features |= pdev->ops->dyn_features(pdev);
+		     pd->ops->features;
+	if (pd->ops->dyn_features)
+		q.features |= pd->ops->dyn_features(pd);
 	if (PD_MOVE_NOTIFY)
 		q.features |= PEERDIRECT_FEAT_MOVE_NOTIFY;
-	q.backend = pdev->ops->kind;
-	q.index = pdev->index;
-	q.mem_size = pdev->mem_size;
-	q.page_size = pdev->page_size;
-	q.quota = pdev->quota;
-	q.max_exports = pdev->max_exports;
-	q.max_events = pdev->max_events;
-	mutex_lock(&pdev->lock);
-	q.mem_free = pd_device_mem_free(pdev);
-	q.quota_used = file->owner->used;
-	mutex_unlock(&pdev->lock);
+	q.backend = pd->ops->kind;
+	q.index = pd->index;
+	q.mem_size = pd->mem_size;
+	q.page_size = pd->page_size;
+	q.quota = pd->quota;
+	q.max_exports = pd->max_exports;
+	q.max_events = pd->max_events;
+	mutex_lock(&pd->lock);
+	q.mem_free = pd_device_mem_free(pd);
+	mutex_unlock(&pd->lock);
+	q.quota_used = pd_owner_used(pd);
 	return pd_copy_out(uarg, &q, sizeof(q), usize);
 }
 
-static int pd_ioctl_alloc(struct pd_file *file, void __user *uarg)
+static int pd_ioctl_alloc(struct pd_file *pfile, void __user *uarg)
 {
 	struct peerdirect_alloc a;
 	u32 usize;
@@ -92,16 +92,16 @@ static int pd_ioctl_alloc(struct pd_file *file, void __user *uarg)
 	if (a.flags || a.handle || a.alloc_size)
 		return -EINVAL;
 
-	ret = pd_alloc_create(file, a.size, &a.handle, &a.alloc_size);
+	ret = pd_alloc_create(pfile, a.size, &a.handle, &a.alloc_size);
 	if (ret)
 		return ret;
 	ret = pd_copy_out(uarg, &a, sizeof(a), usize);
 	if (ret)
-		pd_alloc_free(file, a.handle);
+		pd_alloc_free(pfile, a.handle);
 	return ret;
 }
 
-static int pd_ioctl_free(struct pd_file *file, void __user *uarg)
+static int pd_ioctl_free(struct pd_file *pfile, void __user *uarg)
 {
 	struct peerdirect_free f;
 	u32 usize;
@@ -112,10 +112,10 @@ static int pd_ioctl_free(struct pd_file *file, void __user *uarg)
 		return ret;
 	if (f.flags)
 		return -EINVAL;
-	return pd_alloc_free(file, f.handle);
+	return pd_alloc_free(pfile, f.handle);
 }
 
-static int pd_ioctl_export(struct pd_file *file, void __user *uarg)
+static int pd_ioctl_export(struct pd_file *pfile, void __user *uarg)
 {
 	struct peerdirect_export e;
 	struct pd_alloc *alloc;
@@ -138,7 +138,7 @@ static int pd_ioctl_export(struct pd_file *file, void __user *uarg)
 	    check_add_overflow(e.offset, e.length, &end))
 		return -EINVAL;
 
-	alloc = pd_alloc_lookup(file, e.handle);
+	alloc = pd_alloc_lookup(pfile, e.handle);
 	if (!alloc)
 		return -ENOENT;
 	if (end > alloc->size) {
@@ -146,7 +146,7 @@ static int pd_ioctl_export(struct pd_file *file, void __user *uarg)
 		goto out_put;
 	}
 
-	dmabuf = pd_export_create(file, alloc, &e, open_flags, &fd);
+	dmabuf = pd_export_create(pfile, alloc, &e, open_flags, &fd);
 	if (IS_ERR(dmabuf)) {
 		ret = PTR_ERR(dmabuf);
 		goto out_put;
@@ -163,7 +163,7 @@ out_put:
 	return ret;
 }
 
-static int pd_ioctl_revoke(struct pd_file *file, void __user *uarg, bool admin)
+static int pd_ioctl_revoke(struct pd_file *pfile, void __user *uarg, bool admin)
 {
 	struct pd_revoke_result res = {};
 	struct peerdirect_revoke r;
@@ -182,17 +182,17 @@ static int pd_ioctl_revoke(struct pd_file *file, void __user *uarg, bool admin)
 	if (admin) {
 		if (r.flags != PEERDIRECT_REVOKE_EXPORT || r.handle)
 			return -EINVAL;
-		ret = pd_revoke_export_id(file->pdev, NULL, r.export_id,
+		ret = pd_revoke_export_id(pfile->pd, NULL, r.export_id,
 					  PD_REVOKE_ADMIN, &res);
 	} else if (r.flags == PEERDIRECT_REVOKE_EXPORT) {
 		if (r.handle)
 			return -EINVAL;
-		ret = pd_revoke_export_id(file->pdev, file, r.export_id,
+		ret = pd_revoke_export_id(pfile->pd, pfile, r.export_id,
 					  PD_REVOKE_USER, &res);
 	} else if (r.flags == PEERDIRECT_REVOKE_ALLOC) {
 		if (r.export_id)
 			return -EINVAL;
-		alloc = pd_alloc_lookup(file, r.handle);
+		alloc = pd_alloc_lookup(pfile, r.handle);
 		if (!alloc)
 			return -ENOENT;
 		ret = pd_revoke_alloc(alloc, PD_REVOKE_USER, &res);
@@ -208,7 +208,7 @@ static int pd_ioctl_revoke(struct pd_file *file, void __user *uarg, bool admin)
 	return pd_copy_out(uarg, &r, sizeof(r), usize);
 }
 
-static int pd_ioctl_reset(struct pd_file *file, void __user *uarg)
+static int pd_ioctl_reset(struct pd_file *pfile, void __user *uarg)
 {
 	struct pd_revoke_result res = {};
 	struct peerdirect_reset r;
@@ -223,11 +223,10 @@ static int pd_ioctl_reset(struct pd_file *file, void __user *uarg)
 	if (r.flags || r.revoked || r.pending)
 		return -EINVAL;
 
-	ret = pd_revoke_device(file->pdev, PD_REVOKE_RESET, &res);
-	if (ret)
-		return ret;
+	pd_reset_prepare(pfile->pd, &res);
+	pd_reset_done(pfile->pd);
 	pr_info_ratelimited("%s: reset by pid %d revoked %u export(s), %u still mapped\n",
-			    file->pdev->name, task_tgid_nr(current),
+			    pfile->pd->name, task_tgid_nr(current),
 			    res.revoked, res.pending);
 	r.revoked = res.revoked;
 	r.pending = res.pending;
@@ -236,29 +235,29 @@ static int pd_ioctl_reset(struct pd_file *file, void __user *uarg)
 
 long pd_ioctl(struct file *filp, unsigned int cmd, unsigned long arg)
 {
-	struct pd_file *file = filp->private_data;
+	struct pd_file *pfile = filp->private_data;
 	void __user *uarg = (void __user *)arg;
 
 	if (_IOC_TYPE(cmd) != PEERDIRECT_IOCTL_MAGIC)
 		return -ENOTTY;
-	if (READ_ONCE(file->pdev->dead))
+	if (READ_ONCE(pfile->pd->dead))
 		return -ENODEV;
 
 	switch (_IOC_NR(cmd)) {
 	case _IOC_NR(PEERDIRECT_IOCTL_QUERY):
-		return pd_ioctl_query(file, uarg);
+		return pd_ioctl_query(pfile, uarg);
 	case _IOC_NR(PEERDIRECT_IOCTL_ALLOC):
-		return pd_ioctl_alloc(file, uarg);
+		return pd_ioctl_alloc(pfile, uarg);
 	case _IOC_NR(PEERDIRECT_IOCTL_FREE):
-		return pd_ioctl_free(file, uarg);
+		return pd_ioctl_free(pfile, uarg);
 	case _IOC_NR(PEERDIRECT_IOCTL_EXPORT):
-		return pd_ioctl_export(file, uarg);
+		return pd_ioctl_export(pfile, uarg);
 	case _IOC_NR(PEERDIRECT_IOCTL_REVOKE):
-		return pd_ioctl_revoke(file, uarg, false);
+		return pd_ioctl_revoke(pfile, uarg, false);
 	case _IOC_NR(PEERDIRECT_IOCTL_RESET):
-		return pd_ioctl_reset(file, uarg);
+		return pd_ioctl_reset(pfile, uarg);
 	case _IOC_NR(PEERDIRECT_IOCTL_ADMIN_REVOKE):
-		return pd_ioctl_revoke(file, uarg, true);
+		return pd_ioctl_revoke(pfile, uarg, true);
 	default:
 		return -ENOTTY;
 	}

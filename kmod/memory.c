@@ -4,36 +4,55 @@
  * to the allocating process, zeroed before they are handed out, and
  * returned to the pool only when the last export covering them is gone.
  */
+#include <linux/cred.h>
+#include <linux/dma-resv.h>
 #include <linux/genalloc.h>
 #include <linux/sched.h>
 #include <linux/slab.h>
 #include "peerdirect.h"
 
-struct pd_owner *pd_owner_get(struct pd_device *pdev, pid_t tgid)
+/*
+ * The quota is per user and device: the real uid of the process that
+ * allocates, the identity the kernel charges RLIMIT_MEMLOCK-style
+ * resources to.  Processes cannot multiply it (fork children, fds passed
+ * with SCM_RIGHTS: same user, same quota) nor inherit another's usage
+ * through a recycled pid.
+ */
+static struct pd_owner *pd_owner_find(struct pd_device *pd, kuid_t uid)
+{
+	struct pd_owner *owner;
+
+	lockdep_assert_held(&pd->lock);
+	list_for_each_entry(owner, &pd->owners, node)
+		if (uid_eq(owner->uid, uid))
+			return owner;
+	return NULL;
+}
+
+static struct pd_owner *pd_owner_get(struct pd_device *pd, kuid_t uid)
 {
 	struct pd_owner *owner, *new;
 
-	new = kzalloc(sizeof(*new), GFP_KERNEL);
+	new = kzalloc(sizeof(*new), GFP_KERNEL_ACCOUNT);
 	if (!new)
 		return NULL;
 
-	mutex_lock(&pdev->lock);
-	list_for_each_entry(owner, &pdev->owners, node) {
-		if (owner->tgid == tgid) {
-			kref_get(&owner->ref);
-			mutex_unlock(&pdev->lock);
-			kfree(new);
-			return owner;
-		}
+	mutex_lock(&pd->lock);
+	owner = pd_owner_find(pd, uid);
+	if (owner) {
+		kref_get(&owner->ref);
+		mutex_unlock(&pd->lock);
+		kfree(new);
+		return owner;
 	}
 	kref_init(&new->ref);
-	new->pdev = pdev;
-	new->tgid = tgid;
-	list_add(&new->node, &pdev->owners);
-	mutex_unlock(&pdev->lock);
+	new->uid = uid;
+	list_add(&new->node, &pd->owners);
+	mutex_unlock(&pd->lock);
 	return new;
 }
 
+/* Owners live on pd_device.owners: the final put happens under its lock. */
 static void pd_owner_release(struct kref *ref)
 {
 	struct pd_owner *owner = container_of(ref, struct pd_owner, ref);
@@ -42,14 +61,17 @@ static void pd_owner_release(struct kref *ref)
 	kfree(owner);
 }
 
-/* Owners live on pd_device.owners, so the final put happens under its lock. */
-void pd_owner_put(struct pd_owner *owner)
+/* What the calling process's user has charged on @pd. */
+u64 pd_owner_used(struct pd_device *pd)
 {
-	struct pd_device *pdev = owner->pdev;
+	struct pd_owner *owner;
+	u64 used;
 
-	mutex_lock(&pdev->lock);
-	kref_put(&owner->ref, pd_owner_release);
-	mutex_unlock(&pdev->lock);
+	mutex_lock(&pd->lock);
+	owner = pd_owner_find(pd, current_uid());
+	used = owner ? owner->used : 0;
+	mutex_unlock(&pd->lock);
+	return used;
 }
 
 /*
@@ -57,56 +79,61 @@ void pd_owner_put(struct pd_owner *owner)
  * is in the xarray another thread may free it, so *handle and *alloc_size
  * are filled before and nothing touches the allocation after.
  */
-int pd_alloc_create(struct pd_file *file, u64 size, u64 *handlep, u64 *sizep)
+int pd_alloc_create(struct pd_file *pfile, u64 size, u64 *handlep, u64 *sizep)
 {
-	struct pd_device *pdev = file->pdev;
-	struct pd_owner *owner = file->owner;
+	struct pd_device *pd = pfile->pd;
+	struct pd_owner *owner;
 	struct pd_alloc *alloc;
 	unsigned long addr;
 	u32 handle;
 	int ret;
 
-	if (!size || size > pdev->mem_size)
+	if (!size || size > pd->mem_size)
 		return size ? -ENOMEM : -EINVAL;
-	size = round_up(size, pdev->page_size);
+	size = round_up(size, pd->page_size);
 
-	alloc = kzalloc(sizeof(*alloc), GFP_KERNEL);
+	alloc = kzalloc(sizeof(*alloc), GFP_KERNEL_ACCOUNT);
 	if (!alloc)
 		return -ENOMEM;
+	owner = pd_owner_get(pd, current_uid());
+	if (!owner) {
+		kfree(alloc);
+		return -ENOMEM;
+	}
 	kref_init(&alloc->ref);
+	dma_resv_init(&alloc->resv);
 	INIT_LIST_HEAD(&alloc->exports);
-	alloc->pdev = pdev;
+	alloc->pd = pd;
 	alloc->size = size;
-	alloc->tgid = file->tgid;
+	alloc->tgid = task_tgid_nr(current);
 
-	mutex_lock(&pdev->lock);
-	if (pdev->dead) {
+	mutex_lock(&pd->lock);
+	if (pd->dead) {
 		ret = -ENODEV;
 		goto err_unlock;
 	}
-	if (owner->used + size > pdev->quota) {
+	if (owner->used + size > pd->quota) {
 		ret = -EDQUOT;
 		goto err_unlock;
 	}
-	addr = gen_pool_alloc(pdev->pool, size);
+	addr = gen_pool_alloc(pd->pool, size);
 	if (!addr) {
 		ret = -ENOMEM;
 		goto err_unlock;
 	}
 	owner->used += size;
-	kref_get(&owner->ref);
 	alloc->owner = owner;
-	alloc->offset = addr - pdev->page_size;
-	list_add_tail(&alloc->node, &pdev->allocs);
-	kref_get(&pdev->ref);
-	mutex_unlock(&pdev->lock);
+	alloc->offset = addr - pd->page_size;
+	list_add_tail(&alloc->node, &pd->allocs);
+	kref_get(&pd->ref);
+	mutex_unlock(&pd->lock);
 
 	/* Never hand out a previous user's bytes. */
-	pdev->ops->zero(pdev, alloc->offset, size);
+	pd->ops->zero(pd, alloc->offset, size);
 
 	/* A NULL entry reserves the index without making it visible. */
-	ret = xa_alloc_cyclic(&file->allocs, &handle, NULL, XA_LIMIT(1, U32_MAX),
-			      &file->next_handle, GFP_KERNEL);
+	ret = xa_alloc_cyclic(&pfile->allocs, &handle, NULL, XA_LIMIT(1, U32_MAX),
+			      &pfile->next_handle, GFP_KERNEL_ACCOUNT);
 	if (ret < 0) {
 		pd_alloc_put(alloc);
 		return ret == -EBUSY ? -ENOSPC : ret;
@@ -114,16 +141,18 @@ int pd_alloc_create(struct pd_file *file, u64 size, u64 *handlep, u64 *sizep)
 	alloc->handle = handle;
 	*handlep = handle;
 	*sizep = size;
-	ret = xa_err(xa_store(&file->allocs, handle, alloc, GFP_KERNEL));
+	ret = xa_err(xa_store(&pfile->allocs, handle, alloc, GFP_KERNEL_ACCOUNT));
 	if (ret) {
-		xa_release(&file->allocs, handle);
+		xa_release(&pfile->allocs, handle);
 		pd_alloc_put(alloc);
 		return ret;
 	}
 	return 0;
 
 err_unlock:
-	mutex_unlock(&pdev->lock);
+	kref_put(&owner->ref, pd_owner_release);
+	mutex_unlock(&pd->lock);
+	dma_resv_fini(&alloc->resv);
 	kfree(alloc);
 	return ret;
 }
@@ -131,20 +160,21 @@ err_unlock:
 static void pd_alloc_release(struct kref *ref)
 {
 	struct pd_alloc *alloc = container_of(ref, struct pd_alloc, ref);
-	struct pd_device *pdev = alloc->pdev;
+	struct pd_device *pd = alloc->pd;
 	struct pd_owner *owner = alloc->owner;
 
-	mutex_lock(&pdev->lock);
+	mutex_lock(&pd->lock);
 	list_del(&alloc->node);
-	gen_pool_free(pdev->pool, alloc->offset + pdev->page_size, alloc->size);
+	gen_pool_free(pd->pool, alloc->offset + pd->page_size, alloc->size);
 	owner->used -= alloc->size;
 	if (alloc->freed)
-		pdev->quarantined -= alloc->size;
+		pd->quarantined -= alloc->size;
 	kref_put(&owner->ref, pd_owner_release);
-	mutex_unlock(&pdev->lock);
+	mutex_unlock(&pd->lock);
 
+	dma_resv_fini(&alloc->resv);
 	kfree(alloc);
-	pd_device_put(pdev);
+	pd_device_put(pd);
 }
 
 void pd_alloc_get(struct pd_alloc *alloc)
@@ -158,17 +188,17 @@ void pd_alloc_put(struct pd_alloc *alloc)
 }
 
 /* Returns the allocation with a reference held, or NULL. */
-struct pd_alloc *pd_alloc_lookup(struct pd_file *file, u64 handle)
+struct pd_alloc *pd_alloc_lookup(struct pd_file *pfile, u64 handle)
 {
 	struct pd_alloc *alloc;
 
 	if (!handle || handle > U32_MAX)
 		return NULL;
-	xa_lock(&file->allocs);
-	alloc = xa_load(&file->allocs, handle);
+	xa_lock(&pfile->allocs);
+	alloc = xa_load(&pfile->allocs, handle);
 	if (alloc)
 		pd_alloc_get(alloc);
-	xa_unlock(&file->allocs);
+	xa_unlock(&pfile->allocs);
 	return alloc;
 }
 
@@ -177,22 +207,22 @@ struct pd_alloc *pd_alloc_lookup(struct pd_file *file, u64 handle)
  * itself stays charged and out of the pool until the last dma-buf over it
  * is released.
  */
-int pd_alloc_free(struct pd_file *file, u64 handle)
+int pd_alloc_free(struct pd_file *pfile, u64 handle)
 {
-	struct pd_device *pdev = file->pdev;
+	struct pd_device *pd = pfile->pd;
 	struct pd_alloc *alloc;
 	struct pd_revoke_result res = {};
 
 	if (!handle || handle > U32_MAX)
 		return -ENOENT;
-	alloc = xa_erase(&file->allocs, handle);
+	alloc = xa_erase(&pfile->allocs, handle);
 	if (!alloc)
 		return -ENOENT;
 
-	mutex_lock(&pdev->lock);
+	mutex_lock(&pd->lock);
 	alloc->freed = true;
-	pdev->quarantined += alloc->size;
-	mutex_unlock(&pdev->lock);
+	pd->quarantined += alloc->size;
+	mutex_unlock(&pd->lock);
 
 	pd_revoke_alloc(alloc, PD_REVOKE_FREE, &res);
 	pd_alloc_put(alloc);

@@ -11,20 +11,29 @@
  * covers it is released, whatever the owner did: revoked memory stays
  * quarantined while any importer still holds it.
  *
- * Lock order: pd_device.lock -> dma_resv; pd_file.ev_lock is a leaf, taken
- * with nothing else held and never held across a user copy (a reader that
- * stalls in copy_to_user must not stall revocation).  Revocation never holds
- * pd_device.lock while it waits on importers.
+ * Lock order (dma_resv: the allocation's, shared by its exports):
+ * mmap_lock -> dma_resv (the fault handler);
+ * pd_device.lock -> dma_resv -> pd_export.vmap_lock (revocation);
+ * dma_resv -> pd_bar.hw_lock (a BAR map); pd_device.lock ->
+ * pd_file.ev_lock.  ev_lock is a leaf and never held across a user copy (a
+ * reader that stalls in copy_to_user must not stall revocation).
+ * Revocation marks exports under pd_device.lock and waits for importers
+ * with no lock held; pd_device.lock is never taken under dma_resv.
+ *
+ * Names: pd is a struct pd_device, pdev a struct pci_dev (as everywhere in
+ * the kernel), pfile a struct pd_file, filp a struct file.
  */
 #ifndef _PEERDIRECT_H
 #define _PEERDIRECT_H
 
 #include <linux/dma-buf.h>
+#include <linux/dma-resv.h>
 #include <linux/kref.h>
 #include <linux/list.h>
 #include <linux/miscdevice.h>
 #include <linux/mutex.h>
 #include <linux/types.h>
+#include <linux/uidgid.h>
 #include <linux/wait.h>
 #include <linux/xarray.h>
 #include "../uapi/linux/peerdirect.h"
@@ -42,37 +51,36 @@ struct pd_backend_ops {
 	u32 kind;		/* PEERDIRECT_BACKEND_* */
 	u64 features;		/* extra PEERDIRECT_FEAT_* bits */
 	/* Bits that follow run-time settings; may be NULL. */
-	u64 (*dyn_features)(struct pd_device *pdev);
+	u64 (*dyn_features)(struct pd_device *pd);
 	/* Refuse importers the backend cannot serve (peer-to-peer policy). */
-	int (*attach)(struct pd_device *pdev, struct dma_buf_attachment *attach);
-	struct sg_table *(*map)(struct pd_device *pdev,
+	int (*attach)(struct pd_device *pd, struct dma_buf_attachment *attach);
+	struct sg_table *(*map)(struct pd_device *pd,
 				struct dma_buf_attachment *attach,
 				u64 offset, u64 length,
 				enum dma_data_direction dir);
-	void (*unmap)(struct pd_device *pdev, struct dma_buf_attachment *attach,
+	void (*unmap)(struct pd_device *pd, struct dma_buf_attachment *attach,
 		      struct sg_table *sgt, enum dma_data_direction dir);
-	unsigned long (*pfn)(struct pd_device *pdev, u64 offset);
-	pgprot_t (*pgprot)(struct pd_device *pdev, pgprot_t prot);
-	int (*vmap)(struct pd_device *pdev, u64 offset, u64 length,
+	unsigned long (*pfn)(struct pd_device *pd, u64 offset);
+	pgprot_t (*pgprot)(struct pd_device *pd, pgprot_t prot);
+	int (*vmap)(struct pd_device *pd, u64 offset, u64 length,
 		    struct iosys_map *map);
-	void (*vunmap)(struct pd_device *pdev, struct iosys_map *map);
-	void (*zero)(struct pd_device *pdev, u64 offset, u64 length);
+	void (*vunmap)(struct pd_device *pd, struct iosys_map *map);
+	void (*zero)(struct pd_device *pd, u64 offset, u64 length);
 	/* CPU cache maintenance around DMA_BUF_IOCTL_SYNC; may be NULL. */
-	void (*sync)(struct pd_device *pdev, struct dma_buf_attachment *attach,
+	void (*sync)(struct pd_device *pd, struct dma_buf_attachment *attach,
 		     struct sg_table *sgt, enum dma_data_direction dir,
 		     bool for_cpu);
 	/* The device is gone (after every export was revoked); may be NULL. */
-	void (*unplug)(struct pd_device *pdev);
+	void (*unplug)(struct pd_device *pd);
 	/* The last reference to the device is gone. */
-	void (*release)(struct pd_device *pdev);
+	void (*release)(struct pd_device *pd);
 };
 
-/* Per-process memory accounting on one device. */
+/* Per-user memory accounting on one device (the quota's key: a real uid). */
 struct pd_owner {
-	struct kref ref;
+	struct kref ref;	/* one per allocation charged */
 	struct list_head node;	/* pd_device.owners */
-	struct pd_device *pdev;
-	pid_t tgid;
+	kuid_t uid;
 	u64 used;		/* under pd_device.lock */
 };
 
@@ -104,6 +112,7 @@ struct pd_device {
 
 	struct mutex lock;		/* everything below */
 	bool dead;			/* unplugged: no new work */
+	unsigned int resetting;		/* resets in progress: exports wait */
 	struct list_head files;
 	struct list_head owners;
 	struct list_head allocs;
@@ -113,32 +122,35 @@ struct pd_device {
 	u64 nr_revoked[PD_REVOKE_NR_REASONS];
 	u64 nr_revoke_timeouts;
 
-	wait_queue_head_t dead_wq;	/* readers woken on unplug */
+	wait_queue_head_t reset_wq;	/* exports waiting for a reset to end */
+	/* Importer DMA mappings and vmaps of device memory, all exports. */
+	atomic_t nr_reach;
+	wait_queue_head_t reach_wq;
 	struct dentry *debugfs;
 };
 
 struct pd_file {
 	struct kref ref;
-	struct pd_device *pdev;
-	struct pd_owner *owner;
+	struct pd_device *pd;
 	struct list_head node;		/* pd_device.files */
-	pid_t tgid;
 	struct xarray allocs;		/* handle -> pd_alloc */
 	u32 next_handle;
 
 	struct mutex ev_read_lock;	/* one reader at a time; outer */
 	struct mutex ev_lock;		/* the event queue; never held over user copies */
 	wait_queue_head_t ev_wq;
-	struct peerdirect_event *ev_ring;
+	struct peerdirect_event *ev_ring;	/* from the first export on */
 	u32 ev_head, ev_count;
 	u64 ev_seq;
 	bool ev_overflow;
+	u64 ev_overflow_seq;
 	bool closed;
+	bool gone;			/* device unplugged, UNPLUG records queued */
 };
 
 struct pd_alloc {
 	struct kref ref;
-	struct pd_device *pdev;
+	struct pd_device *pd;
 	struct pd_owner *owner;
 	struct list_head node;		/* pd_device.allocs */
 	struct list_head exports;	/* under pd_device.lock */
@@ -148,6 +160,19 @@ struct pd_alloc {
 	u64 size;
 	pid_t tgid;
 	bool freed;			/* handle gone; memory quarantined */
+	/*
+	 * Every export of the allocation shares it: a fence one importer adds
+	 * is seen by the others, by SYNC and by a revoke of any export of the
+	 * same memory (as PRIME objects share their exporter's).
+	 */
+	struct dma_resv resv;
+};
+
+/* One importer mapping: what SYNC maintains, in the direction it was made. */
+struct pd_map {
+	struct list_head node;		/* pd_attach.maps */
+	struct sg_table *sgt;
+	enum dma_data_direction dir;	/* DMA_TO_DEVICE for read-only exports */
 };
 
 struct pd_attach {
@@ -155,13 +180,12 @@ struct pd_attach {
 	struct dma_buf_attachment *attach;
 	u32 pins;
 	u32 maps;
-	struct sg_table *sgt;		/* the latest mapping, for SYNC */
-	enum dma_data_direction dir;
+	struct list_head map_list;	/* pd_map, under resv */
 };
 
 struct pd_export {
 	struct pd_alloc *alloc;
-	struct pd_file *file;
+	struct pd_file *pfile;
 	struct dma_buf *dmabuf;
 	/*
 	 * The dma-buf's dentry: it lives until .release has run (6.1 releases
@@ -170,6 +194,8 @@ struct pd_export {
 	 */
 	struct dentry *dentry;
 	struct list_head node;		/* pd_alloc.exports */
+	/* On the list of the call that revoked it, which alone touches it. */
+	struct list_head revoke_node;
 	u64 id;
 	u64 offset;			/* within the allocation */
 	u64 length;
@@ -185,6 +211,14 @@ struct pd_export {
 
 	atomic_t nr_maps;		/* live importer mappings */
 	wait_queue_head_t unmap_wq;
+
+	/*
+	 * Kernel CPU mappings.  The core keeps one vmap per dma-buf; after
+	 * revocation it is of a scratch page, not of device memory.
+	 */
+	struct mutex vmap_lock;
+	bool vmapped;			/* of device memory */
+	struct page *vmap_scratch;
 };
 
 /* core.c: device registry */
@@ -192,31 +226,35 @@ extern unsigned int pd_revoke_timeout_ms;
 struct pd_device *pd_device_create(const struct pd_backend_ops *ops,
 				   void *backend, struct device *parent,
 				   u64 mem_size, u64 page_size);
-int pd_device_register(struct pd_device *pdev);
-void pd_device_unplug(struct pd_device *pdev);
-void pd_device_put(struct pd_device *pdev);
-u64 pd_device_mem_free(struct pd_device *pdev);
+int pd_device_register(struct pd_device *pd);
+void pd_device_unplug(struct pd_device *pd);
+void pd_device_wait_unreachable(struct pd_device *pd);
+void pd_device_reach(struct pd_device *pd, int delta);
+void pd_device_put(struct pd_device *pd);
+u64 pd_device_mem_free(struct pd_device *pd);
 
 /* file.c: the character device */
 extern const struct file_operations pd_fops;
-void pd_file_put(struct pd_file *file);
-void pd_file_queue_event(struct pd_file *file, const struct pd_export *exp);
+void pd_file_put(struct pd_file *pfile);
+int pd_file_events_init(struct pd_file *pfile);
+void pd_file_gone(struct pd_file *pfile);
+void pd_file_queue_event(struct pd_file *pfile, const struct pd_export *exp,
+			 u32 reason);
 
 /* memory.c: allocations and quota */
-int pd_alloc_create(struct pd_file *file, u64 size, u64 *handle, u64 *alloc_size);
-struct pd_alloc *pd_alloc_lookup(struct pd_file *file, u64 handle);
-int pd_alloc_free(struct pd_file *file, u64 handle);
+int pd_alloc_create(struct pd_file *pfile, u64 size, u64 *handle, u64 *alloc_size);
+struct pd_alloc *pd_alloc_lookup(struct pd_file *pfile, u64 handle);
+int pd_alloc_free(struct pd_file *pfile, u64 handle);
 void pd_alloc_get(struct pd_alloc *alloc);
 void pd_alloc_put(struct pd_alloc *alloc);
-struct pd_owner *pd_owner_get(struct pd_device *pdev, pid_t tgid);
-void pd_owner_put(struct pd_owner *owner);
+u64 pd_owner_used(struct pd_device *pd);
 
 /* export.c: dma-buf exporter */
-struct dma_buf *pd_export_create(struct pd_file *file, struct pd_alloc *alloc,
+struct dma_buf *pd_export_create(struct pd_file *pfile, struct pd_alloc *alloc,
 				 struct peerdirect_export *args,
 				 unsigned int open_flags, int *fdp);
-bool pd_is_export(struct dma_buf *dmabuf);
 u64 pd_export_dev_offset(const struct pd_export *exp);
+bool pd_export_busy(struct pd_export *exp);
 
 /* revoke.c */
 struct pd_revoke_result {
@@ -226,10 +264,12 @@ struct pd_revoke_result {
 
 int pd_revoke_alloc(struct pd_alloc *alloc, u32 reason,
 		    struct pd_revoke_result *res);
-int pd_revoke_export_id(struct pd_device *pdev, struct pd_file *owner,
+int pd_revoke_export_id(struct pd_device *pd, struct pd_file *owner,
 			u64 export_id, u32 reason, struct pd_revoke_result *res);
-int pd_revoke_device(struct pd_device *pdev, u32 reason,
-		     struct pd_revoke_result *res);
+void pd_revoke_device(struct pd_device *pd, u32 reason,
+		      struct pd_revoke_result *res);
+void pd_reset_prepare(struct pd_device *pd, struct pd_revoke_result *res);
+void pd_reset_done(struct pd_device *pd);
 
 /* ioctl.c */
 long pd_ioctl(struct file *filp, unsigned int cmd, unsigned long arg);
@@ -237,8 +277,8 @@ long pd_ioctl(struct file *filp, unsigned int cmd, unsigned long arg);
 /* debugfs.c */
 void pd_debugfs_init(void);
 void pd_debugfs_exit(void);
-void pd_debugfs_add(struct pd_device *pdev);
-void pd_debugfs_remove(struct pd_device *pdev);
+void pd_debugfs_add(struct pd_device *pd);
+void pd_debugfs_remove(struct pd_device *pd);
 
 /* backend_sim.c */
 int pd_sim_init(void);

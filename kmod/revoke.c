@@ -2,229 +2,273 @@
 /*
  * Revocation: take device memory away from importers and CPU mappings.
  *
- * Phase 1, per export, under its reservation lock: mark it revoked (attach,
- * pin, map, fault and CPU access fail from now on), tell dynamic importers
- * through move_notify, and zap CPU PTEs.  Phase 2, with no lock held: wait,
- * bounded by revoke_timeout_ms for the whole call, for fences to signal and
- * for importers to unmap (not for a free, see below).  An importer that
- * does not let go (a pinned one such as an RDMA MR, or a static one such as
- * a PRIME import) keeps its mapping; the memory under it stays quarantined
+ * Phase 1 runs under pd_device.lock, export by export under its reservation
+ * lock: mark it revoked (attach, pin, map, fault, CPU access and vmap refuse
+ * it from now on), invalidate the importers the kernel's contract lets us
+ * invalidate, zap CPU PTEs, and queue the owner's event.  Holding
+ * pd_device.lock over the walk means it allocates nothing (it links the
+ * exports it revoked through pd_export.revoke_node) and no export can be
+ * created or released in the middle of it.
+ *
+ * Phase 2 runs with no lock held: wait, bounded by revoke_timeout_ms for
+ * the whole call and killable, for fences to signal and for importers to
+ * unmap (not for a free, see below).  It waits only for the exports this
+ * call revoked; "pending" counts those still mapped.  An importer that does
+ * not let go (a pinned one such as an RDMA MR, or a static one such as a
+ * PRIME import) keeps its mapping; the memory under it stays quarantined
  * until its dma-buf is released, so it is never handed to anyone else.
  */
 #include <linux/dcache.h>
 #include <linux/dma-resv.h>
-#include <linux/file.h>
 #include <linux/mm.h>
-#include <linux/slab.h>
+#include <linux/sched/signal.h>
 #include "compat.h"
 #include "peerdirect.h"
 
-struct pd_revoke_set {
-	struct pd_export **exps;
-	unsigned int nr;
-	unsigned int cap;
+struct pd_revoke_ctx {
+	u32 reason;
+	u32 revoked;
+	struct list_head list;	/* exports this call revoked, dentries held */
 };
 
+static void pd_revoke_ctx_init(struct pd_revoke_ctx *ctx, u32 reason)
+{
+	ctx->reason = reason;
+	ctx->revoked = 0;
+	INIT_LIST_HEAD(&ctx->list);
+}
+
 /*
- * Under pd_device.lock.  The dentry reference keeps the dma-buf (and so the
- * export) alive; a dentry already dying is skipped, its release is waiting
- * for pd_device.lock to unlink the export.
+ * Before 7.1 the kernel cannot tell a pinned importer that may be
+ * invalidated from one that may not (RDMA's pinned importers only log "Invalidate callback
+ * should not be called when memory is pinned"), and the contract of
+ * dma_buf_pin() is that pinned memory does not move: such attachments are
+ * not invalidated but quarantined.  Without CONFIG_DMABUF_MOVE_NOTIFY the
+ * core pins once per map on the importer's behalf; only pins beyond those
+ * are the importer's.  From 7.1 dma_buf_invalidate_mappings() reaches only
+ * importers with the op, and for a pinned one the op is a revocation it
+ * agreed to (dma_buf_attach_revocable()).
  */
-static void pd_set_add(struct pd_revoke_set *set, struct pd_export *exp)
+#ifdef PD_HAVE_DMA_BUF_ATTACH_REVOCABLE
+static void pd_invalidate(struct pd_export *exp)
 {
-	if (set->nr >= set->cap)
-		return;
-	if (!lockref_get_not_dead(&exp->dentry->d_lockref))
-		return;
-	set->exps[set->nr++] = exp;
+	pd_dma_buf_invalidate(exp->dmabuf);
+}
+#else
+static bool pd_attach_pinned(const struct pd_attach *pa)
+{
+	return pa->pins > (PD_MOVE_NOTIFY ? 0 : pa->maps);
 }
 
-static int pd_set_alloc(struct pd_revoke_set *set, unsigned int cap)
+static void pd_invalidate(struct pd_export *exp)
 {
-	set->nr = 0;
-	set->cap = cap;
-	set->exps = NULL;
-	if (!cap)
-		return 0;
-	set->exps = kvmalloc_array(cap, sizeof(*set->exps), GFP_KERNEL);
-	return set->exps ? 0 : -ENOMEM;
-}
+	struct pd_attach *pa;
 
-static bool pd_revoke_one(struct pd_export *exp, u32 reason)
+	dma_resv_assert_held(exp->dmabuf->resv);
+	list_for_each_entry(pa, &exp->attachments, node) {
+		const struct dma_buf_attach_ops *ops = pa->attach->importer_ops;
+
+		if (ops && ops->PD_IMPORTER_INVALIDATE && !pd_attach_pinned(pa))
+			ops->PD_IMPORTER_INVALIDATE(pa->attach);
+	}
+}
+#endif
+
+/*
+ * Under pd_device.lock, which keeps @exp and its dma-buf from being
+ * released (release waits for it to unlink the export).  A dma-buf whose
+ * dentry is already dying has no fd, mapping or importer left and is
+ * skipped.  The dentry reference taken for a newly revoked export keeps it
+ * alive through phase 2.
+ */
+static void pd_revoke_locked(struct pd_revoke_ctx *ctx, struct pd_export *exp)
 {
-	struct dma_buf *dmabuf = exp->dmabuf;
+	struct dma_resv *resv = exp->dmabuf->resv;
 	bool first = false;
 
-	dma_resv_lock(dmabuf->resv, NULL);
-	if (!exp->revoked) {
+	dma_resv_lock(resv, NULL);
+	if (!exp->revoked && lockref_get_not_dead(&exp->dentry->d_lockref)) {
+		mutex_lock(&exp->vmap_lock);
 		exp->revoked = true;
-		exp->reason = reason;
+		exp->reason = ctx->reason;
+		mutex_unlock(&exp->vmap_lock);
+		pd_invalidate(exp);
+		/* Under the lock, so a racing fault cannot reinstall a PTE. */
+		unmap_mapping_range(d_inode(exp->dentry)->i_mapping, 0, 0, 1);
 		first = true;
-		pd_dma_buf_invalidate(dmabuf);
 	}
-	/* Under the lock, so a racing fault cannot reinstall a PTE. */
-	unmap_mapping_range(d_inode(exp->dentry)->i_mapping, 0, 0, 1);
-	dma_resv_unlock(dmabuf->resv);
-	return first;
+	dma_resv_unlock(resv);
+
+	if (first) {
+		list_add_tail(&exp->revoke_node, &ctx->list);
+		ctx->revoked++;
+		pd_file_queue_event(exp->pfile, exp, ctx->reason);
+	} else if (ctx->reason == PD_REVOKE_UNPLUG) {
+		/* Revoked earlier, but its owner still learns the device is gone. */
+		pd_file_queue_event(exp->pfile, exp, PD_REVOKE_UNPLUG);
+	}
 }
 
-static void pd_revoke_set_run(struct pd_device *pdev, struct pd_revoke_set *set,
-			      u32 reason, struct pd_revoke_result *res)
+/* Fences of every usage, in slices so that a fatal signal ends the wait. */
+static void pd_wait_fences(struct dma_resv *resv, unsigned long deadline)
 {
+	while (!dma_resv_test_signaled(resv, DMA_RESV_USAGE_BOOKKEEP)) {
+		long left = (long)(deadline - jiffies);
+
+		if (left <= 0 || fatal_signal_pending(current))
+			return;
+		dma_resv_wait_timeout(resv, DMA_RESV_USAGE_BOOKKEEP, false,
+				      min_t(long, left, HZ / 10));
+	}
+}
+
+static void pd_wait_idle(struct pd_export *exp, unsigned long deadline)
+{
+	long left;
+
+	pd_wait_fences(exp->dmabuf->resv, deadline);
+	left = max_t(long, (long)(deadline - jiffies), 0);
+	wait_event_killable_timeout(exp->unmap_wq, !pd_export_busy(exp), left);
+}
+
+/*
+ * Phase 2: one deadline for the whole call.  A free (or the owner's close)
+ * gains nothing from waiting: the memory stays quarantined until the
+ * importers let go anyway, and a close with many allocations must not sleep
+ * revoke_timeout_ms for each.
+ */
+static void pd_revoke_finish(struct pd_device *pd, struct pd_revoke_ctx *ctx,
+			     struct pd_revoke_result *res)
+{
+	bool wait = ctx->reason != PD_REVOKE_FREE;
 	unsigned long deadline = jiffies +
 		msecs_to_jiffies(READ_ONCE(pd_revoke_timeout_ms));
-	unsigned int i, newly = 0, pending = 0;
+	struct pd_export *exp, *tmp;
+	u32 pending = 0;
 
-	for (i = 0; i < set->nr; i++) {
-		if (pd_revoke_one(set->exps[i], reason)) {
-			newly++;
-			pd_file_queue_event(set->exps[i]->file, set->exps[i]);
-		}
-	}
-
-	for (i = 0; i < set->nr; i++) {
-		struct pd_export *exp = set->exps[i];
-		long left;
-
-		/*
-		 * A free (or the owner's close) gains nothing from waiting:
-		 * the memory stays quarantined until the importers let go
-		 * anyway, and a close with many allocations must not sleep
-		 * revoke_timeout_ms for each.
-		 */
-		if (reason == PD_REVOKE_FREE) {
-			pending += atomic_read(&exp->nr_maps) != 0;
-			continue;
-		}
-		left = max_t(long, (long)(deadline - jiffies), 0);
-		dma_resv_wait_timeout(exp->dmabuf->resv, DMA_RESV_USAGE_BOOKKEEP,
-				      false, left ? left : 1);
-		left = max_t(long, (long)(deadline - jiffies), 0);
-		if (!wait_event_timeout(exp->unmap_wq,
-					!atomic_read(&exp->nr_maps), left)) {
+	list_for_each_entry_safe(exp, tmp, &ctx->list, revoke_node) {
+		if (wait)
+			pd_wait_idle(exp, deadline);
+		if (pd_export_busy(exp)) {
 			pending++;
-			pr_warn_ratelimited("%s: export %llu (pid %d) still mapped by %d importer mapping(s) after revoke; memory quarantined until released\n",
-					    pdev->name, exp->id, exp->tgid,
-					    atomic_read(&exp->nr_maps));
+			if (wait)
+				pr_warn_ratelimited("%s: export %llu (pid %d) still mapped by %d importer mapping(s)%s after revoke; memory quarantined until released\n",
+						    pd->name, exp->id, exp->tgid,
+						    atomic_read(&exp->nr_maps),
+						    READ_ONCE(exp->vmapped) ? " and a vmap" : "");
 		}
+		list_del_init(&exp->revoke_node);
+		dput(exp->dentry);
 	}
 
-	mutex_lock(&pdev->lock);
-	pdev->nr_revoked[reason - 1] += newly;
-	if (reason != PD_REVOKE_FREE)
-		pdev->nr_revoke_timeouts += pending;
-	mutex_unlock(&pdev->lock);
-
-	for (i = 0; i < set->nr; i++)
-		dput(set->exps[i]->dentry);
-
-	res->revoked += newly;
+	if (wait && pending) {
+		mutex_lock(&pd->lock);
+		pd->nr_revoke_timeouts += pending;
+		mutex_unlock(&pd->lock);
+	}
+	res->revoked += ctx->revoked;
 	res->pending += pending;
 }
 
-/*
- * Without memory for the whole set (a free, a reset or an unplug must not
- * give up): one export at a time, each picked while it still looks
- * unrevoked.  @alloc NULL: every export of the device.
- */
-static void pd_revoke_slowly(struct pd_device *pdev, struct pd_alloc *alloc,
-			     u32 reason, struct pd_revoke_result *res)
+/* Under pd_device.lock. */
+static void pd_revoke_count(struct pd_device *pd, struct pd_revoke_ctx *ctx)
 {
-	struct pd_export *one, *exp;
-	struct pd_revoke_set set = { .exps = &one, .cap = 1 };
-	struct pd_alloc *a;
-
-	do {
-		set.nr = 0;
-		mutex_lock(&pdev->lock);
-		list_for_each_entry(a, &pdev->allocs, node) {
-			if (alloc && a != alloc)
-				continue;
-			list_for_each_entry(exp, &a->exports, node) {
-				if (READ_ONCE(exp->revoked))
-					continue;
-				pd_set_add(&set, exp);
-				if (set.nr)
-					goto found;
-			}
-		}
-found:
-		mutex_unlock(&pdev->lock);
-		if (set.nr)
-			pd_revoke_set_run(pdev, &set, reason, res);
-	} while (set.nr);
+	pd->nr_revoked[ctx->reason - 1] += ctx->revoked;
 }
 
 int pd_revoke_alloc(struct pd_alloc *alloc, u32 reason,
 		    struct pd_revoke_result *res)
 {
-	struct pd_device *pdev = alloc->pdev;
-	struct pd_revoke_set set;
+	struct pd_device *pd = alloc->pd;
+	struct pd_revoke_ctx ctx;
 	struct pd_export *exp;
 
-	mutex_lock(&pdev->lock);
-	if (pd_set_alloc(&set, alloc->nr_exports)) {
-		mutex_unlock(&pdev->lock);
-		pd_revoke_slowly(pdev, alloc, reason, res);
-		return 0;
-	}
+	pd_revoke_ctx_init(&ctx, reason);
+	mutex_lock(&pd->lock);
 	list_for_each_entry(exp, &alloc->exports, node)
-		pd_set_add(&set, exp);
-	mutex_unlock(&pdev->lock);
+		pd_revoke_locked(&ctx, exp);
+	pd_revoke_count(pd, &ctx);
+	mutex_unlock(&pd->lock);
 
-	pd_revoke_set_run(pdev, &set, reason, res);
-	kvfree(set.exps);
+	pd_revoke_finish(pd, &ctx, res);
 	return 0;
 }
 
 /* @owner NULL: any process's export (administrator). */
-int pd_revoke_export_id(struct pd_device *pdev, struct pd_file *owner,
+int pd_revoke_export_id(struct pd_device *pd, struct pd_file *owner,
 			u64 export_id, u32 reason, struct pd_revoke_result *res)
 {
-	struct pd_export *one, *exp;
-	struct pd_revoke_set set = { .exps = &one, .cap = 1 };
+	struct pd_revoke_ctx ctx;
+	struct pd_export *exp;
 	struct pd_alloc *alloc;
+	int ret = -ENOENT;
 
-	mutex_lock(&pdev->lock);
-	list_for_each_entry(alloc, &pdev->allocs, node) {
+	pd_revoke_ctx_init(&ctx, reason);
+	mutex_lock(&pd->lock);
+	list_for_each_entry(alloc, &pd->allocs, node) {
 		list_for_each_entry(exp, &alloc->exports, node) {
 			if (exp->id != export_id)
 				continue;
-			if (!owner || exp->file == owner)
-				pd_set_add(&set, exp);
+			if (!owner || exp->pfile == owner) {
+				pd_revoke_locked(&ctx, exp);
+				ret = 0;
+			}
 			goto found;
 		}
 	}
 found:
-	mutex_unlock(&pdev->lock);
+	pd_revoke_count(pd, &ctx);
+	mutex_unlock(&pd->lock);
 
-	if (set.nr)
-		pd_revoke_set_run(pdev, &set, reason, res);
-	return set.nr ? 0 : -ENOENT;
+	pd_revoke_finish(pd, &ctx, res);
+	return ret;
 }
 
-int pd_revoke_device(struct pd_device *pdev, u32 reason,
-		     struct pd_revoke_result *res)
+static void pd_revoke_all(struct pd_device *pd, struct pd_revoke_ctx *ctx,
+			  bool begin_reset)
 {
-	struct pd_revoke_set set;
 	struct pd_export *exp;
 	struct pd_alloc *alloc;
-	unsigned int n = 0;
 
-	mutex_lock(&pdev->lock);
-	list_for_each_entry(alloc, &pdev->allocs, node)
-		n += alloc->nr_exports;
-	if (pd_set_alloc(&set, n)) {
-		mutex_unlock(&pdev->lock);
-		pd_revoke_slowly(pdev, NULL, reason, res);
-		return 0;
-	}
-	list_for_each_entry(alloc, &pdev->allocs, node)
+	mutex_lock(&pd->lock);
+	if (begin_reset)
+		pd->resetting++;
+	list_for_each_entry(alloc, &pd->allocs, node)
 		list_for_each_entry(exp, &alloc->exports, node)
-			pd_set_add(&set, exp);
-	mutex_unlock(&pdev->lock);
+			pd_revoke_locked(ctx, exp);
+	pd_revoke_count(pd, ctx);
+	mutex_unlock(&pd->lock);
+}
 
-	pd_revoke_set_run(pdev, &set, reason, res);
-	kvfree(set.exps);
-	return 0;
+void pd_revoke_device(struct pd_device *pd, u32 reason,
+		      struct pd_revoke_result *res)
+{
+	struct pd_revoke_ctx ctx;
+
+	pd_revoke_ctx_init(&ctx, reason);
+	pd_revoke_all(pd, &ctx, false);
+	pd_revoke_finish(pd, &ctx, res);
+}
+
+/*
+ * A device reset: from the walk on, exports wait (killably) until
+ * pd_reset_done(), so none made during the reset survives it, and the
+ * walk revokes every export that exists (reason RESET).  Allocations stay.
+ */
+void pd_reset_prepare(struct pd_device *pd, struct pd_revoke_result *res)
+{
+	struct pd_revoke_ctx ctx;
+
+	pd_revoke_ctx_init(&ctx, PD_REVOKE_RESET);
+	pd_revoke_all(pd, &ctx, true);
+	pd_revoke_finish(pd, &ctx, res);
+}
+
+void pd_reset_done(struct pd_device *pd)
+{
+	mutex_lock(&pd->lock);
+	if (!WARN_ON_ONCE(!pd->resetting))
+		pd->resetting--;
+	mutex_unlock(&pd->lock);
+	wake_up_all(&pd->reset_wq);
 }

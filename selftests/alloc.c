@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 /* Allocation, free, zeroing and the per-process quota. */
+#define _GNU_SOURCE
 #include <sys/wait.h>
 #include "kselftest_harness.h"
 #include "pd_test.h"
@@ -111,8 +112,12 @@ TEST_F(dev, quota_is_edquot_and_recovers)
 	EXPECT_EQ(0, pd_free(self->fd, h2));
 }
 
-/* The quota is per process: a second open file shares it, a child does not. */
-TEST_F(dev, quota_is_per_process)
+/*
+ * The quota is per user: a second open file shares it, and so does a
+ * child; a process of another user has its own (here: a child that drops
+ * to uid 65534 and allocates through the fd it inherited).
+ */
+TEST_F(dev, quota_is_per_user)
 {
 	int fd2 = pd_open(PD_DEV0);
 	int64_t h;
@@ -130,19 +135,37 @@ TEST_F(dev, quota_is_per_process)
 	ASSERT_LE(0, pid);
 	if (!pid) {
 		int cfd = pd_open(PD_DEV0);
-		uint64_t left = self->q.mem_size - self->q.quota;
 
 		if (cfd < 0)
 			_exit(10);
-		/* Only what the parent left on the device: ENOMEM past it. */
-		if (pd_alloc(cfd, left + self->q.page_size) != -ENOMEM)
+		if (pd_alloc(cfd, self->q.page_size) != -EDQUOT)
 			_exit(11);
-		if (pd_alloc(cfd, left) <= 0)
-			_exit(12);
 		_exit(0);
 	}
 	ASSERT_EQ(pid, waitpid(pid, &status, 0));
-	EXPECT_EQ(0, WEXITSTATUS(status));
+	EXPECT_EQ(0, WEXITSTATUS(status)) TH_LOG("child of the same user: step %d", WEXITSTATUS(status));
+
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (!pid) {
+		struct peerdirect_query q;
+		uint64_t left = self->q.mem_size - self->q.quota;
+
+		if (setresuid(65534, 65534, 65534))
+			_exit(10);
+		if (pd_query(fd2, &q) || q.quota_used)
+			_exit(11);
+		/* its own quota, and only what the other user left on the device */
+		if (pd_alloc(fd2, left + self->q.page_size) != -ENOMEM)
+			_exit(12);
+		if (pd_alloc(fd2, left) <= 0)
+			_exit(13);
+		if (pd_query(fd2, &q) || q.quota_used != left)
+			_exit(14);
+		_exit(0);
+	}
+	ASSERT_EQ(pid, waitpid(pid, &status, 0));
+	EXPECT_EQ(0, WEXITSTATUS(status)) TH_LOG("child of another user: step %d", WEXITSTATUS(status));
 	EXPECT_EQ(0, pd_free(self->fd, h));
 	close(fd2);
 }

@@ -2,6 +2,8 @@
 /* Revocation events: read()/poll() on the device fd. */
 #include <poll.h>
 #include <pthread.h>
+#include <sys/syscall.h>
+#include <linux/userfaultfd.h>
 #include "kselftest_harness.h"
 #include "pd_test.h"
 
@@ -189,6 +191,113 @@ TEST_F(ev, blocking_read_wakes_on_revoke)
 	pthread_join(t, NULL);
 	close(d);
 	close(blocking);
+}
+
+struct uffd_reader {
+	int fd;
+	void *buf;
+	size_t len;
+	ssize_t got;
+};
+
+static void *read_into(void *arg)
+{
+	struct uffd_reader *r = arg;
+
+	r->got = read(r->fd, r->buf, r->len);
+	return NULL;
+}
+
+/* Export and revoke one page of @h: one event on @fd. */
+static int revoke_one(int fd, int64_t h)
+{
+	__u64 id = 0;
+	int d = pd_export_id(fd, h, 0, 4096, PEERDIRECT_EXPORT_RDWR, &id), ret;
+
+	if (d < 0)
+		return d;
+	ret = pd_revoke(fd, PEERDIRECT_REVOKE_EXPORT, 0, id, NULL);
+	close(d);
+	return ret;
+}
+
+/*
+ * Sequence numbers stay unique and increasing when a revoke lands while a
+ * reader is copying the OVERFLOW record out: the reader's buffer is a
+ * userfaultfd page, so the copy stops in the fault until this thread has
+ * revoked one more export.
+ */
+TEST_F(ev, overflow_seq_is_unique_under_a_racing_reader)
+{
+	struct uffdio_api api = { .api = UFFD_API };
+	struct uffdio_register reg = { .mode = UFFDIO_REGISTER_MODE_MISSING };
+	struct uffdio_zeropage zp = { 0 };
+	struct peerdirect_event ev[64], *rec;
+	struct uffd_reader rd = { .fd = self->fd };
+	unsigned int i, n = 0, max = self->q.max_events;
+	struct uffd_msg msg;
+	struct pollfd pfd;
+	long page = sysconf(_SC_PAGESIZE);
+	__u64 last = 0;
+	pthread_t t;
+	int uffd;
+	void *area;
+
+	ASSERT_GE(64, max + 8);
+	uffd = syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK);
+	if (uffd < 0)
+		SKIP(return, "no userfaultfd: %s", strerror(errno));
+	ASSERT_EQ(0, ioctl(uffd, UFFDIO_API, &api));
+	area = mmap(NULL, page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	ASSERT_NE(MAP_FAILED, area);
+	reg.range.start = (uintptr_t)area;
+	reg.range.len = page;
+	ASSERT_EQ(0, ioctl(uffd, UFFDIO_REGISTER, &reg));
+
+	/* a full queue with the overflow pending, then room for more */
+	for (i = 0; i < max + 2; i++)
+		ASSERT_EQ(0, revoke_one(self->fd, self->h));
+	ASSERT_EQ((max - 2) * sizeof(ev[0]), read(self->fd, ev, (max - 2) * sizeof(ev[0])));
+	for (i = 0; i < max - 2; i++) {
+		EXPECT_LT(last, ev[i].seq);
+		last = ev[i].seq;
+	}
+
+	/* the last two records and OVERFLOW, copied into the trapped page */
+	rd.buf = area;
+	rd.len = 8 * sizeof(ev[0]);
+	ASSERT_EQ(0, pthread_create(&t, NULL, read_into, &rd));
+	pfd.fd = uffd;
+	pfd.events = POLLIN;
+	ASSERT_EQ(1, poll(&pfd, 1, 5000));
+	ASSERT_EQ(sizeof(msg), read(uffd, &msg, sizeof(msg)));
+	ASSERT_EQ(UFFD_EVENT_PAGEFAULT, msg.event);
+	/* the reader is inside its copy: a revoke now */
+	ASSERT_EQ(0, revoke_one(self->fd, self->h));
+	zp.range.start = (uintptr_t)area;
+	zp.range.len = page;
+	ASSERT_EQ(0, ioctl(uffd, UFFDIO_ZEROPAGE, &zp));
+	pthread_join(t, NULL);
+	ASSERT_LE(3 * sizeof(ev[0]), rd.got);
+	rec = area;
+	EXPECT_EQ(PEERDIRECT_REASON_OVERFLOW, rec[2].reason);
+	for (i = 0; i < rd.got / sizeof(ev[0]); i++) {
+		EXPECT_LT(last, rec[i].seq) TH_LOG("record %u: seq %llu after %llu", i,
+						   (unsigned long long)rec[i].seq,
+						   (unsigned long long)last);
+		last = rec[i].seq;
+	}
+	/* whatever follows comes after it */
+	while (read(self->fd, &ev[n], sizeof(ev[0])) == sizeof(ev[0]) && n < 63)
+		n++;
+	for (i = 0; i < n; i++) {
+		EXPECT_LT(last, ev[i].seq) TH_LOG("later record %u: seq %llu after %llu", i,
+						  (unsigned long long)ev[i].seq,
+						  (unsigned long long)last);
+		last = ev[i].seq;
+	}
+	munmap(area, page);
+	close(uffd);
 }
 
 TEST_HARNESS_MAIN

@@ -1,18 +1,50 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * Error paths under allocation failure: every slab allocation inside one
- * step (open, alloc, export, import, revoke, free) is failed in turn with
- * fail-nth, and the step must fail with a specific errno or succeed, and
- * leave the pool whole.  kmemleak and KASAN judge the rest.  Needs a kernel
- * with CONFIG_FAILSLAB (the debug kernel); skips elsewhere.
+ * step (open, alloc with its owner and handle, export with its event ring,
+ * import with its mapping record, revoke, debugfs snapshots, free) is
+ * failed in turn
+ * with fail-nth, and the step must fail with a specific errno or succeed,
+ * and leave the pool whole.  A reset with several pinned exports stays
+ * within one revoke_timeout_ms whichever allocation fails.  kmemleak and
+ * KASAN judge the rest.  Needs a kernel with CONFIG_FAILSLAB (the debug
+ * kernel); skips elsewhere.
  */
 #include "kselftest_harness.h"
 #include "pd_test.h"
 
-enum step { S_OPEN, S_ALLOC, S_EXPORT, S_IMPORT, S_REVOKE, S_FREE, S_NR };
+/*
+ * Not among them: a kernel vmap of a revoked export (its scratch mapping
+ * allocates), because every kernel's dma_buf_vmap() WARNs on any exporter
+ * failure, an injected one too.
+ */
+enum step { S_OPEN, S_ALLOC, S_EXPORT, S_IMPORT, S_REVOKE, S_DEBUGFS, S_FREE, S_NR };
 static const char * const step_name[S_NR] = {
-	"open", "alloc", "export", "import", "revoke", "free",
+	"open", "alloc", "export", "import", "revoke", "debugfs", "free",
 };
+
+/* Every debugfs file of the device, whole; 0 or the positive errno. */
+static int read_debugfs(void)
+{
+	static const char * const files[] = { "summary", "allocations", "exports", "attachments" };
+	char path[128], buf[4096];
+	unsigned int i;
+	ssize_t n;
+	int f;
+
+	for (i = 0; i < 4; i++) {
+		snprintf(path, sizeof(path), "/sys/kernel/debug/peerdirect/peerdirect0/%s", files[i]);
+		f = open(path, O_RDONLY);
+		if (f < 0)
+			return errno;
+		while ((n = read(f, buf, sizeof(buf))) > 0)
+			;
+		close(f);
+		if (n < 0)
+			return errno;
+	}
+	return 0;
+}
 
 static int write_str(const char *path, const char *s)
 {
@@ -86,6 +118,8 @@ static int run_step(struct state *st, enum step s)
 		return -ret;
 	case S_REVOKE:
 		return -pd_revoke(st->fd, PEERDIRECT_REVOKE_ALLOC, st->h, 0, NULL);
+	case S_DEBUGFS:
+		return read_debugfs();
 	case S_FREE:
 		return -pd_free(st->fd, st->h);
 	default:
@@ -172,6 +206,62 @@ TEST_F(faults, every_allocation_failure_is_clean)
 	}
 	TH_LOG("%d allocation failures injected", injected);
 	EXPECT_LT(10, injected);
+}
+
+/*
+ * A reset with several pinned exports waits for them all within one
+ * revoke_timeout_ms, whichever allocation fails along the way: the walk
+ * allocates nothing, so no failure can turn it into one wait per export.
+ */
+TEST_F(faults, pinned_exports_revoked_within_one_timeout)
+{
+	const int nr = 3, timeout = 300;
+	char saved[32], restore_rr[8] = "";
+	int nth, left = 1;
+
+	if (!self->supported)
+		return;
+	ASSERT_EQ(0, pd_param_read("revoke_timeout_ms", saved, sizeof(saved)));
+	ASSERT_EQ(0, pd_param_write("revoke_timeout_ms", "300"));
+	if (self->q.features & PEERDIRECT_FEAT_REVOCABLE_ONLY) {
+		strcpy(restore_rr, "1");
+		ASSERT_EQ(0, pd_param_write("require_revocable", "0"));
+	}
+	for (nth = 1; nth < 50 && left; nth++) {
+		struct peerdirect_reset rs = { 0 };
+		int fd = pd_open(PD_DEV0), d[3], imp[3], i, ret;
+		int64_t h;
+		long long t0, dt;
+
+		ASSERT_LE(0, fd);
+		h = pd_alloc(fd, self->q.page_size);
+		ASSERT_LT(0, h);
+		for (i = 0; i < nr; i++) {
+			d[i] = pd_export(fd, h, 0, self->q.page_size);
+			ASSERT_LE(0, d[i]);
+			imp[i] = pdti_open_as(self->has_pci ? &self->pci : NULL);
+			ASSERT_LE(0, imp[i]);
+			ASSERT_EQ(0, pdti_import(imp[i], d[i], PDTI_PINNED | PDTI_NO_VERIFY, 0));
+		}
+		t0 = pd_now_ms();
+		ASSERT_EQ(0, arm(nth));
+		ret = pd_reset(fd, &rs);
+		left = disarm();
+		dt = pd_now_ms() - t0;
+		EXPECT_EQ(0, ret) TH_LOG("reset with allocation %d failed: %s", nth, strerror(-ret));
+		EXPECT_EQ(nr, rs.revoked);
+		EXPECT_EQ(nr, rs.pending);
+		EXPECT_GT(2 * timeout, dt) TH_LOG("allocation %d failed: %lld ms for %d pinned exports",
+						  nth, dt, nr);
+		for (i = 0; i < nr; i++) {
+			close(imp[i]);
+			close(d[i]);
+		}
+		close(fd);
+	}
+	pd_param_write("revoke_timeout_ms", saved);
+	if (restore_rr[0])
+		pd_param_write("require_revocable", restore_rr);
 }
 
 TEST_HARNESS_MAIN

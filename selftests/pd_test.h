@@ -14,6 +14,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 #include <linux/dma-buf.h>
 #include <libdrm/drm.h>
@@ -148,6 +149,36 @@ static inline int pd_param_write(const char *name, const char *val)
 	return ret;
 }
 
+/* Reads a peerdirect module parameter into @buf; 0 or -errno. */
+static inline int pd_param_read(const char *name, char *buf, size_t len)
+{
+	char path[96];
+	ssize_t n;
+	int f;
+
+	snprintf(path, sizeof(path), "/sys/module/peerdirect/parameters/%s", name);
+	f = open(path, O_RDONLY | O_CLOEXEC);
+	if (f < 0)
+		return -errno;
+	n = read(f, buf, len - 1);
+	close(f);
+	if (n < 0)
+		return -errno;
+	while (n > 0 && buf[n - 1] == '\n')
+		n--;
+	buf[n] = 0;
+	return 0;
+}
+
+/* Monotonic milliseconds. */
+static inline long long pd_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000LL + ts.tv_nsec / 1000000;
+}
+
 /*
  * The flags of "a pinned importer" that the device accepts: where it
  * refuses importers that cannot be revoked (7.1 contract on a BAR), the
@@ -227,6 +258,52 @@ static inline int pdti_open(const char *pdname)
 	struct pdti_device d;
 
 	return pdti_open_as(pd_pci_function(pdname, &d) ? NULL : &d);
+}
+
+/* A kernel vmap of @dbuf read through the test importer; 0 or -errno. */
+static inline int pdti_vmap_read(int dbuf, uint64_t off, void *buf, uint64_t len)
+{
+	struct pdti_vmap_read r = {
+		.fd = dbuf, .offset = off, .length = len, .buf = (uintptr_t)buf,
+	};
+	int t = open(PD_IMPORTER, O_RDWR | O_CLOEXEC), ret;
+
+	if (t < 0)
+		return -errno;
+	ret = ioctl(t, PDTI_IOCTL_VMAP_READ, &r) ? -errno : 0;
+	close(t);
+	return ret;
+}
+
+/*
+ * Resets the PCI function @d (a BAR device's): through sysfs where the
+ * function has a reset method, else the test importer runs the driver's
+ * reset handlers as the PCI core would (PDTI_IOCTL_PCI_RESET), holding the
+ * reset for @hold_ms.  0 or -errno.
+ */
+static inline int pd_pci_reset(const struct pdti_device *d, uint32_t kind,
+			       uint32_t hold_ms)
+{
+	struct pdti_pci_reset r = { .dev = *d, .kind = kind, .hold_ms = hold_ms };
+	char path[96];
+	int t, ret;
+
+	snprintf(path, sizeof(path), "/sys/bus/pci/devices/%04x:%02x:%02x.%x/reset",
+		 d->domain, d->bus, d->devfn >> 3, d->devfn & 7);
+	if (kind == PDTI_RESET_FUNCTION && !access(path, W_OK)) {
+		t = open(path, O_WRONLY | O_CLOEXEC);
+		if (t < 0)
+			return -errno;
+		ret = write(t, "1", 1) == 1 ? 0 : -errno;
+		close(t);
+		return ret;
+	}
+	t = open(PD_IMPORTER, O_RDWR | O_CLOEXEC);
+	if (t < 0)
+		return -errno;
+	ret = ioctl(t, PDTI_IOCTL_PCI_RESET, &r) ? -errno : 0;
+	close(t);
+	return ret;
 }
 
 static inline int pdti_status(int imp, struct pdti_status *st)

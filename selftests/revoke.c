@@ -1,6 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0
 /* Revocation: what CPU mappings, SYNC, importers and the pool see. */
+#include <poll.h>
+#include <pthread.h>
 #include <signal.h>
+#include <sys/wait.h>
 #include "kselftest_harness.h"
 #include "pd_test.h"
 
@@ -10,6 +13,7 @@ FIXTURE(rv) {
 	int64_t h;
 	size_t len;
 	bool restore_require_revocable;
+	char timeout_ms[32];
 };
 
 FIXTURE_SETUP(rv)
@@ -20,12 +24,15 @@ FIXTURE_SETUP(rv)
 	self->len = 2 * self->q.page_size;
 	self->h = pd_alloc(self->fd, self->len);
 	ASSERT_LT(0, self->h);
+	ASSERT_EQ(0, pd_param_read("revoke_timeout_ms", self->timeout_ms,
+				   sizeof(self->timeout_ms)));
 }
 
 FIXTURE_TEARDOWN(rv)
 {
 	if (self->restore_require_revocable)
 		pd_param_write("require_revocable", "1");
+	pd_param_write("revoke_timeout_ms", self->timeout_ms);
 	close(self->fd);
 }
 
@@ -41,10 +48,13 @@ static int accept_unrevocable(FIXTURE_DATA(rv) *self)
 	return pd_param_write("require_revocable", "0");
 }
 
-/* A legacy pinned importer hears of a revoke only where it has the op. */
-static int legacy_pinned_notified(void)
+/*
+ * Whether the kernel tells revocable pinned importers from the others (the
+ * 7.1 contract): only then may a pinned importer be invalidated.
+ */
+static int revocable_contract(void)
 {
-	return !(pdti_kernel_facts() & PDTI_K_REVOCABLE_CONTRACT);
+	return !!(pdti_kernel_facts() & PDTI_K_REVOCABLE_CONTRACT);
 }
 
 static int fixture_import(int dbuf, uint32_t flags)
@@ -243,7 +253,8 @@ TEST_F(rv, pinned_importer_keeps_memory_quarantined)
 
 	ASSERT_EQ(0, pd_free(self->fd, h));	/* revokes, reason FREE */
 	ASSERT_EQ(0, pdti_status(imp, &st));
-	EXPECT_EQ(legacy_pinned_notified(), st.move_notify);
+	/* pinned: never invalidated (RDMA logs an error for each call) */
+	EXPECT_EQ(0, st.move_notify);
 	EXPECT_EQ(1, st.mapped);
 	EXPECT_EQ(1, st.pinned);
 	EXPECT_LE(len, pd_debugfs_value("peerdirect0", "quarantined"));
@@ -310,6 +321,22 @@ TEST_F(rv, revocable_pinned_importer_lets_go)
 	EXPECT_EQ(1, st.pinned);
 	EXPECT_EQ(1, st.mapped);
 
+	if (!revocable_contract()) {
+		/*
+		 * Before 7.1 nothing tells this importer from one that can
+		 * only log the call: pinned means quarantined, not invalidated.
+		 */
+		ASSERT_EQ(0, pd_revoke(self->fd, PEERDIRECT_REVOKE_ALLOC, self->h, 0, &r));
+		EXPECT_EQ(1, r.revoked);
+		EXPECT_EQ(1, r.pending);
+		ASSERT_EQ(0, pdti_status(imp, &st));
+		EXPECT_EQ(0, st.move_notify);
+		EXPECT_EQ(1, st.mapped);
+		EXPECT_EQ(1, st.pinned);
+		close(imp);
+		close(d);
+		return;
+	}
 	ASSERT_EQ(0, pd_revoke(self->fd, PEERDIRECT_REVOKE_ALLOC, self->h, 0, &r));
 	EXPECT_EQ(1, r.revoked);
 	EXPECT_EQ(0, r.pending);
@@ -381,6 +408,310 @@ TEST_F(rv, unrevocable_importers_follow_require_revocable)
 	EXPECT_EQ(0, pdti_import(imp, d, PDTI_PINNED | PDTI_REVOCABLE, 0));
 	close(imp);
 	close(d);
+}
+
+/*
+ * A second revoke (or a reset) of an export that is already revoked and
+ * still pinned revokes nothing, so it has nothing pending and nothing to
+ * wait for: "pending" counts only what this call revoked.
+ */
+TEST_F(rv, revoke_twice_does_not_wait_again)
+{
+	long long before, t0;
+	struct peerdirect_revoke r;
+	struct peerdirect_reset rs;
+	__u64 id = 0;
+	int d, imp;
+
+	ASSERT_EQ(0, pd_param_write("revoke_timeout_ms", "1000"));
+	d = pd_export_id(self->fd, self->h, 0, 4096, PEERDIRECT_EXPORT_RDWR, &id);
+	ASSERT_LE(0, d);
+	ASSERT_EQ(0, accept_unrevocable(self));
+	imp = fixture_import(d, PDTI_PINNED);
+	ASSERT_LE(0, imp);
+	ASSERT_EQ(0, pd_revoke(self->fd, PEERDIRECT_REVOKE_EXPORT, 0, id, &r));
+	EXPECT_EQ(1, r.revoked);
+	EXPECT_EQ(1, r.pending);
+
+	before = pd_debugfs_value("peerdirect0", "revoke_timeouts");
+	t0 = pd_now_ms();
+	ASSERT_EQ(0, pd_revoke(self->fd, PEERDIRECT_REVOKE_EXPORT, 0, id, &r));
+	EXPECT_EQ(0, r.revoked);
+	EXPECT_EQ(0, r.pending);
+	ASSERT_EQ(0, pd_revoke(self->fd, PEERDIRECT_REVOKE_ALLOC, self->h, 0, &r));
+	EXPECT_EQ(0, r.revoked);
+	EXPECT_EQ(0, r.pending);
+	ASSERT_EQ(0, pd_reset(self->fd, &rs));
+	EXPECT_EQ(0, rs.revoked);
+	EXPECT_EQ(0, rs.pending);
+	EXPECT_GT(500, pd_now_ms() - t0);
+	EXPECT_EQ(before, pd_debugfs_value("peerdirect0", "revoke_timeouts"));
+	close(imp);
+	close(d);
+}
+
+/* The wait is bounded by a bounded parameter. */
+TEST_F(rv, revoke_timeout_ms_is_bounded)
+{
+	char v[32];
+
+	EXPECT_EQ(-EINVAL, pd_param_write("revoke_timeout_ms", "4294967295"));
+	EXPECT_EQ(-EINVAL, pd_param_write("revoke_timeout_ms", "60001"));
+	EXPECT_EQ(-EINVAL, pd_param_write("revoke_timeout_ms", "-1"));
+	EXPECT_EQ(0, pd_param_write("revoke_timeout_ms", "60000"));
+	ASSERT_EQ(0, pd_param_read("revoke_timeout_ms", v, sizeof(v)));
+	EXPECT_STREQ("60000", v);
+	EXPECT_EQ(0, pd_param_write("revoke_timeout_ms", "0"));
+}
+
+/* A process killed while its revoke waits for a pinned importer dies now. */
+TEST_F(rv, revoke_wait_is_killable)
+{
+	long long t0;
+	int d, imp, status;
+	__u64 id = 0;
+	pid_t pid;
+
+	ASSERT_EQ(0, pd_param_write("revoke_timeout_ms", "20000"));
+	d = pd_export_id(self->fd, self->h, 0, 4096, PEERDIRECT_EXPORT_RDWR, &id);
+	ASSERT_LE(0, d);
+	ASSERT_EQ(0, accept_unrevocable(self));
+	imp = fixture_import(d, PDTI_PINNED);
+	ASSERT_LE(0, imp);
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (!pid) {
+		pd_revoke(self->fd, PEERDIRECT_REVOKE_EXPORT, 0, id, NULL);
+		_exit(0);
+	}
+	usleep(300 * 1000);
+	t0 = pd_now_ms();
+	ASSERT_EQ(0, kill(pid, SIGKILL));
+	ASSERT_EQ(pid, waitpid(pid, &status, 0));
+	EXPECT_TRUE(WIFSIGNALED(status));
+	EXPECT_GT(2000, pd_now_ms() - t0);
+	close(imp);
+	close(d);
+}
+
+struct resetter {
+	int fd;
+	long long start, end;
+};
+
+static void *reset_thread(void *arg)
+{
+	struct resetter *rs = arg;
+
+	rs->start = pd_now_ms();
+	pd_reset(rs->fd, NULL);
+	rs->end = pd_now_ms();
+	return NULL;
+}
+
+/*
+ * An export created while a reset walks the device must not survive it:
+ * the reset waits here for a pinned importer, and an export asked for in
+ * the meantime either waits for the reset to finish or is revoked by it.
+ */
+TEST_F(rv, export_during_reset_does_not_survive_it)
+{
+	struct resetter rs = { .fd = self->fd };
+	long long asked, done;
+	pthread_t t;
+	int d, d2, imp;
+
+	ASSERT_EQ(0, pd_param_write("revoke_timeout_ms", "1000"));
+	d = pd_export(self->fd, self->h, 0, 4096);
+	ASSERT_LE(0, d);
+	ASSERT_EQ(0, accept_unrevocable(self));
+	imp = fixture_import(d, PDTI_PINNED);
+	ASSERT_LE(0, imp);
+	ASSERT_EQ(0, pthread_create(&t, NULL, reset_thread, &rs));
+	usleep(200 * 1000);	/* the reset is waiting for the importer */
+	asked = pd_now_ms();
+	d2 = pd_export(self->fd, self->h, 0, 4096);
+	done = pd_now_ms();
+	ASSERT_LE(0, d2);
+	pthread_join(t, NULL);
+	TH_LOG("reset %lld..%lld ms, export asked at %lld, done at %lld",
+	       0LL, rs.end - rs.start, asked - rs.start, done - rs.start);
+	if (!pd_sync(d2, DMA_BUF_SYNC_START | DMA_BUF_SYNC_READ)) {
+		pd_sync(d2, DMA_BUF_SYNC_END | DMA_BUF_SYNC_READ);
+		/* alive: then it was made after the reset's wait */
+		EXPECT_LE(800, done - rs.start);
+	}
+	close(d2);
+	close(imp);
+	close(d);
+}
+
+/*
+ * A kernel importer's vmap after revocation reaches no device memory: it
+ * reads zeros, never the owner's bytes, and (6.1's dma_buf_vmap() WARNs on
+ * any exporter error) does not fail.
+ */
+TEST_F(rv, vmap_after_revoke_does_not_reach_memory)
+{
+	unsigned char *p, buf[4096], zero[4096] = { 0 };
+	int d = pd_export(self->fd, self->h, 0, 4096), ret;
+
+	ASSERT_LE(0, d);
+	p = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, d, 0);
+	ASSERT_NE(MAP_FAILED, p);
+	pd_fill(p, 4096, 91);
+	munmap(p, 4096);
+	ret = pdti_vmap_read(d, 0, buf, sizeof(buf));
+	if (ret == -ENOENT || ret == -ENOTTY)
+		SKIP(close(d); return, "test importer without vmap");
+	ASSERT_EQ(0, ret);
+	EXPECT_EQ(0, pd_check(buf, sizeof(buf), 91));
+	ASSERT_EQ(0, pd_revoke(self->fd, PEERDIRECT_REVOKE_ALLOC, self->h, 0, NULL));
+	ASSERT_EQ(0, pdti_vmap_read(d, 0, buf, sizeof(buf)));
+	EXPECT_EQ(0, memcmp(buf, zero, sizeof(buf)));
+	close(d);
+}
+
+static int poll_ready(int fd, short events)
+{
+	struct pollfd p = { .fd = fd, .events = events };
+
+	return poll(&p, 1, 0) == 1 && (p.revents & events);
+}
+
+/*
+ * Two exports of one allocation share one reservation object: a fence an
+ * importer of the first adds (its pending DMA) is seen through the second,
+ * by poll, and a revoke of the second waits for it.
+ */
+TEST_F(rv, fence_seen_across_two_exports)
+{
+	__u64 id2 = 0;
+	int d1 = pd_export(self->fd, self->h, 0, self->len);
+	int d2 = pd_export_id(self->fd, self->h, 0, self->len, PEERDIRECT_EXPORT_RDWR, &id2);
+	struct peerdirect_revoke r;
+	long long t0, dt;
+	int imp;
+
+	ASSERT_LE(0, d1);
+	ASSERT_LE(0, d2);
+	imp = fixture_import(d1, PDTI_DYNAMIC);
+	ASSERT_LE(0, imp);
+	EXPECT_TRUE(poll_ready(d2, POLLIN));
+	ASSERT_EQ(0, ioctl(imp, PDTI_IOCTL_FENCE));
+	EXPECT_FALSE(poll_ready(d1, POLLIN));
+	EXPECT_FALSE(poll_ready(d2, POLLIN));
+
+	ASSERT_EQ(0, pd_param_write("revoke_timeout_ms", "400"));
+	t0 = pd_now_ms();
+	ASSERT_EQ(0, pd_revoke(self->fd, PEERDIRECT_REVOKE_EXPORT, 0, id2, &r));
+	dt = pd_now_ms() - t0;
+	EXPECT_EQ(1, r.revoked);
+	EXPECT_LE(300, dt) TH_LOG("the revoke waited %lld ms for the fence", dt);
+
+	ASSERT_EQ(0, ioctl(imp, PDTI_IOCTL_SIGNAL));
+	EXPECT_TRUE(poll_ready(d2, POLLIN));
+	EXPECT_TRUE(poll_ready(d1, POLLIN));
+	close(imp);
+	close(d1);
+	close(d2);
+}
+
+struct pci_resetter {
+	struct pdti_device dev;
+	uint32_t kind;
+	int ret;
+	long long start, end;
+};
+
+static void *pci_reset_thread(void *arg)
+{
+	struct pci_resetter *pr = arg;
+
+	pr->start = pd_now_ms();
+	pr->ret = pd_pci_reset(&pr->dev, pr->kind, 500);
+	pr->end = pd_now_ms();
+	return NULL;
+}
+
+/*
+ * A PCI function reset (sysfs reset, FLR) or AER recovery with live CPU
+ * and importer mappings: every export is revoked around it (reason RESET,
+ * the CPU mapping faults, a dynamic importer lets go), an export asked for
+ * during it waits for its end, and the allocation survives it.
+ */
+static void pci_reset_with_live_mappings(struct __test_metadata *_metadata,
+					 FIXTURE_DATA(rv) *self, uint32_t kind)
+{
+	struct pci_resetter pr = { .kind = kind };
+	struct peerdirect_event ev;
+	struct pdti_status st;
+	long long before, asked, done;
+	int d, d2, imp, status;
+	unsigned char *p;
+	pthread_t t;
+	pid_t pid;
+
+	if (self->q.backend != PEERDIRECT_BACKEND_PCI_BAR ||
+	    pd_pci_function("peerdirect0", &pr.dev))
+		SKIP(return, "not a PCI device");
+	before = pd_debugfs_value("peerdirect0", "revoked_reset");
+	d = pd_export(self->fd, self->h, 0, self->len);
+	ASSERT_LE(0, d);
+	p = mmap(NULL, self->len, PROT_READ | PROT_WRITE, MAP_SHARED, d, 0);
+	ASSERT_NE(MAP_FAILED, p);
+	pd_fill(p, self->len, 55);
+	imp = fixture_import(d, PDTI_DYNAMIC);
+	ASSERT_LE(0, imp);
+
+	ASSERT_EQ(0, pthread_create(&t, NULL, pci_reset_thread, &pr));
+	usleep(200 * 1000);
+	asked = pd_now_ms();
+	d2 = pd_export(self->fd, self->h, 0, 4096);
+	done = pd_now_ms();
+	pthread_join(t, NULL);
+	ASSERT_EQ(0, pr.ret) TH_LOG("reset: %s", strerror(-pr.ret));
+	TH_LOG("reset %lld ms; export asked at %lld, done at %lld", pr.end - pr.start,
+	       asked - pr.start, done - pr.start);
+	ASSERT_LE(0, d2);
+	/* made after the reset: alive */
+	EXPECT_LE(pr.end - pr.start - 100, done - pr.start);
+	EXPECT_EQ(0, pd_sync(d2, DMA_BUF_SYNC_START | DMA_BUF_SYNC_READ));
+	EXPECT_EQ(0, pd_sync(d2, DMA_BUF_SYNC_END | DMA_BUF_SYNC_READ));
+
+	EXPECT_EQ(-ENODEV, pd_sync(d, DMA_BUF_SYNC_START | DMA_BUF_SYNC_READ));
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (!pid) {
+		volatile unsigned char c = p[0];
+		(void)c;
+		_exit(0);
+	}
+	ASSERT_EQ(pid, waitpid(pid, &status, 0));
+	EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGBUS);
+	ASSERT_EQ(0, pdti_status(imp, &st));
+	EXPECT_EQ(1, st.move_notify);
+	EXPECT_EQ(0, st.mapped);
+	EXPECT_EQ(before + 1, pd_debugfs_value("peerdirect0", "revoked_reset"));
+	ASSERT_EQ(0, fcntl(self->fd, F_SETFL, O_NONBLOCK));
+	while (read(self->fd, &ev, sizeof(ev)) == sizeof(ev) &&
+	       ev.reason != PEERDIRECT_REASON_RESET)
+		;
+	EXPECT_EQ(PEERDIRECT_REASON_RESET, ev.reason);
+	munmap(p, self->len);
+	close(imp);
+	close(d);
+	close(d2);
+}
+
+TEST_F(rv, pci_function_reset_with_live_mappings)
+{
+	pci_reset_with_live_mappings(_metadata, self, PDTI_RESET_FUNCTION);
+}
+
+TEST_F(rv, pci_aer_recovery_with_live_mappings)
+{
+	pci_reset_with_live_mappings(_metadata, self, PDTI_RESET_AER);
 }
 
 TEST_HARNESS_MAIN

@@ -14,7 +14,17 @@ sim) params="sim_devices=2 sim_mem_mb=32 sim_page_kb=64 $common" ;;
 bar) params="sim_devices=0 bind_ivshmem=1 bar_page_kb=64 $common" ;;
 *) echo "usage: run-in-vm.sh sim|bar"; exit 2 ;;
 esac
-tests=(uapi alloc export revoke events lifetime importers multidev faults)
+tests=(uapi alloc export revoke events lifetime importers multidev limits compat32 faults stress)
+# Races and fuzzing get a few minutes on the debug kernel (KASAN, lockdep,
+# kmemleak watching; the longest fuzzing on the simulated backend) and
+# seconds elsewhere.
+if [ -e /sys/kernel/debug/kmemleak ]; then
+	export PD_STRESS_MS=6000
+	fuzz_ms=$([ "$backend" = sim ] && echo 90000 || echo 45000)
+else
+	export PD_STRESS_MS=1500
+	fuzz_ms=10000
+fi
 
 pass=0
 fail=0
@@ -49,6 +59,11 @@ for t in "${tests[@]}"; do
 	echo "# selftest: $t exit=$rc"
 	[ "$rc" = 0 ] || [ "$rc" = 4 ] || bad+=("$t:$rc")
 done
+echo "# selftest: fuzz"
+timeout $((fuzz_ms / 1000 + 120)) /pd/selftests/fuzz -t "$fuzz_ms" -n 1000000 -j 4
+rc=$?
+echo "# selftest: fuzz exit=$rc"
+[ "$rc" = 0 ] || bad+=("fuzz:$rc")
 
 echo "TAP version 13"
 echo "1..5"

@@ -2,10 +2,15 @@
 /*
  * Device loss, driven from outside the VM (scripts/check.sh, stage unplug):
  * hold an export, a CPU mapping and a pinned importer mapping on a BAR
- * device, tell the host we are ready, and once the host has removed the
- * PCI device through QEMU's monitor, check what every holder sees.
+ * device, plus an export revoked earlier, tell the host we are ready, and
+ * once the host has started removing the PCI device through QEMU's
+ * monitor, check what every holder sees, and that the removal waits for an
+ * importer that cannot be revoked to let go of the BAR.
  *
  *   unplug DEVICE PCI-ADDRESS
+ *   unplug hold DEVICE DIR    a pinned importer that cannot be revoked on
+ *                             DEVICE: creates DIR/ready, lets go once
+ *                             DIR/release exists (unplug-in-vm.sh)
  */
 #include <poll.h>
 #include <sys/stat.h>
@@ -45,22 +50,67 @@ static long long alloc_offset(const char *dev, int64_t h)
 	return off;
 }
 
+/* A legacy pinned importer on @devpath until @dir/release appears. */
+static int hold(const char *devpath, const char *dir)
+{
+	struct peerdirect_query q;
+	char path[256];
+	int fd, d, imp, i;
+	int64_t h;
+
+	fd = pd_open(devpath);
+	if (fd < 0 || pd_query(fd, &q))
+		return 1;
+	if (q.features & PEERDIRECT_FEAT_REVOCABLE_ONLY &&
+	    pd_param_write("require_revocable", "0"))
+		return 1;
+	h = pd_alloc(fd, q.page_size);
+	d = h < 0 ? -1 : pd_export(fd, h, 0, q.page_size);
+	imp = pdti_open(strrchr(devpath, '/') + 1);
+	if (d < 0 || imp < 0 || pdti_import(imp, d, PDTI_PINNED, 0)) {
+		fprintf(stderr, "hold: %s\n", strerror(errno));
+		return 1;
+	}
+	snprintf(path, sizeof(path), "%s/ready", dir);
+	close(open(path, O_CREAT | O_WRONLY | O_CLOEXEC, 0644));
+	snprintf(path, sizeof(path), "%s/release", dir);
+	for (i = 0; i < 1200 && access(path, F_OK); i++)
+		usleep(50 * 1000);
+	ioctl(imp, PDTI_IOCTL_RELEASE);
+	close(imp);
+	close(d);
+	close(fd);
+	return 0;
+}
+
+static int wait_gone(const char *path, int ms)
+{
+	for (; ms > 0 && !access(path, F_OK); ms -= 100)
+		usleep(100 * 1000);
+	return access(path, F_OK) != 0;
+}
+
 int main(int argc, char **argv)
 {
 	const char *devpath = argc > 2 ? argv[1] : "/dev/peerdirect0";
 	const char *pciaddr = argc > 2 ? argv[2] : "";
-	char sysfs[128], *p;
-	struct peerdirect_event ev;
+	struct peerdirect_event ev[4];
 	struct peerdirect_query q;
 	struct pdti_status st;
 	struct pollfd pfd;
-	int fd, d, imp, i, status;
+	int fd, d, d2, imp, status, unplugs = 0, i;
+	char sysfs[128], *p;
+	__u64 id = 0, id2 = 0;
 	uint32_t pinned;
 	int64_t h, pad;
+	ssize_t n;
 	pid_t pid;
 
+	if (argc == 4 && !strcmp(argv[1], "hold"))
+		return hold(argv[2], argv[3]);
+
 	ksft_print_header();
-	ksft_set_plan(9);
+	ksft_set_plan(10);
 	setvbuf(stdout, NULL, _IOLBF, 0);
 
 	fd = pd_open(devpath);
@@ -71,9 +121,13 @@ int main(int argc, char **argv)
 	/* a first allocation so the checked one sits at a non-zero offset */
 	pad = pd_alloc(fd, q.page_size);
 	h = pd_alloc(fd, LEN);
-	d = pd_export(fd, h, 0, LEN);
-	if (pad < 0 || h < 0 || d < 0)
-		ksft_exit_fail_msg("alloc/export failed\n");
+	d = pd_export_id(fd, h, 0, LEN, PEERDIRECT_EXPORT_RDWR | PEERDIRECT_EXPORT_CLOEXEC, &id);
+	/* an export revoked before the device goes, its dma-buf still open */
+	d2 = pad < 0 ? -1 : pd_export_id(fd, pad, 0, q.page_size, PEERDIRECT_EXPORT_RDWR, &id2);
+	if (pad < 0 || h < 0 || d < 0 || d2 < 0 ||
+	    pd_revoke(fd, PEERDIRECT_REVOKE_EXPORT, 0, id2, NULL) ||
+	    read(fd, ev, sizeof(ev)) != sizeof(ev[0]) || ev[0].reason != PEERDIRECT_REASON_REVOKE)
+		ksft_exit_fail_msg("alloc/export/revoke failed\n");
 	p = mmap(NULL, LEN, PROT_READ | PROT_WRITE, MAP_SHARED, d, 0);
 	if (p == MAP_FAILED)
 		ksft_exit_fail_msg("mmap: %s\n", strerror(errno));
@@ -87,19 +141,28 @@ int main(int argc, char **argv)
 
 	printf("PD_UNPLUG_READY offset=%lld length=%d\n", alloc_offset(strrchr(devpath, '/') + 1, h), LEN);
 
-	snprintf(sysfs, sizeof(sysfs), "/sys/bus/pci/devices/%s", pciaddr);
-	for (i = 0; i < 600 && !access(sysfs, F_OK); i++)
-		usleep(100 * 1000);
-	ksft_test_result(access(sysfs, F_OK) != 0, "PCI device %s removed by the host\n", pciaddr);
-
+	/*
+	 * The removal has begun once the device fd hangs up (after the UNPLUG
+	 * records were queued, which make it readable first).
+	 */
 	pfd.fd = fd;
 	pfd.events = POLLIN;
-	ksft_test_result(poll(&pfd, 1, 5000) == 1 && (pfd.revents & (POLLHUP | POLLERR)),
+	for (i = 0; i < 600; i++) {
+		if (poll(&pfd, 1, 100) == 1 && (pfd.revents & (POLLHUP | POLLERR)))
+			break;
+		if (pfd.revents)
+			usleep(100 * 1000);
+	}
+	ksft_test_result(pfd.revents & (POLLHUP | POLLERR),
 			 "poll on the device fd reports hang-up\n");
-	ksft_test_result(read(fd, &ev, sizeof(ev)) == sizeof(ev) &&
-			 ev.reason == PEERDIRECT_REASON_UNPLUG,
-			 "the owner reads an UNPLUG event\n");
-	ksft_test_result(read(fd, &ev, sizeof(ev)) < 0 && errno == ENODEV,
+	n = read(fd, ev, sizeof(ev));
+	for (i = 0; i < n / (ssize_t)sizeof(ev[0]); i++)
+		if (ev[i].reason == PEERDIRECT_REASON_UNPLUG &&
+		    (ev[i].export_id == id || ev[i].export_id == id2))
+			unplugs |= ev[i].export_id == id ? 1 : 2;
+	ksft_test_result(n == 2 * sizeof(ev[0]) && unplugs == 3,
+			 "UNPLUG records for the live export and for the one revoked earlier\n");
+	ksft_test_result(read(fd, ev, sizeof(ev)) < 0 && errno == ENODEV,
 			 "then read gives ENODEV\n");
 	ksft_test_result(pd_query(fd, &q) == -ENODEV && pd_alloc(fd, 4096) == -ENODEV,
 			 "ioctls on the open fd give ENODEV\n");
@@ -114,14 +177,33 @@ int main(int argc, char **argv)
 	waitpid(pid, &status, 0);
 	ksft_test_result(WIFSIGNALED(status) && WTERMSIG(status) == SIGBUS,
 			 "the CPU mapping faults with SIGBUS\n");
-	/* a revocable one (7.1 contract) also let go; a legacy one cannot */
-	ksft_test_result(!pdti_status(imp, &st) && st.move_notify == 1 &&
+	/*
+	 * A revocable one (7.1 contract) is invalidated and lets go; a
+	 * legacy one is never invalidated (pinned memory does not move).
+	 */
+	ksft_test_result(!pdti_status(imp, &st) &&
+			 st.move_notify == !!(pinned & PDTI_REVOCABLE) &&
 			 st.mapped == !(pinned & PDTI_REVOCABLE),
-			 "the pinned importer was notified%s\n",
-			 pinned & PDTI_REVOCABLE ? " and let go" : "");
+			 "the pinned importer was %s\n",
+			 pinned & PDTI_REVOCABLE ? "invalidated and let go" :
+			 "left mapped, not invalidated");
+
+	/* the BAR is given back only once no importer can reach it */
+	snprintf(sysfs, sizeof(sysfs), "/sys/bus/pci/devices/%s", pciaddr);
+	if (pinned & PDTI_REVOCABLE) {
+		ksft_test_result_skip("the importer let go: removal has nothing to wait for\n");
+	} else {
+		usleep(1000 * 1000);
+		ksft_test_result(!access(sysfs, F_OK),
+				 "removal waits while the pinned importer maps the BAR\n");
+		ioctl(imp, PDTI_IOCTL_RELEASE);
+	}
+	ksft_test_result(wait_gone(sysfs, 30000), "PCI device %s removed\n", pciaddr);
+
 	munmap(p, LEN);
 	close(imp);
 	close(d);
+	close(d2);
 	close(fd);
 	ksft_test_result(access(devpath, F_OK) != 0, "%s is gone after the last close\n", devpath);
 	ksft_finished();

@@ -7,8 +7,10 @@
  * on move_notify, and checks every DMA entry against the exporter's own
  * kernel mapping.  Not for production kernels.
  */
+#include <linux/delay.h>
 #include <linux/dma-buf.h>
 #include <linux/dma-direct.h>
+#include <linux/dma-fence.h>
 #include <linux/dma-mapping.h>
 #include <linux/dma-resv.h>
 #include <linux/io.h>
@@ -35,7 +37,57 @@ struct pdti {
 	/* Under the dma-buf's reservation lock. */
 	struct sg_table *sgt;
 	struct pdti_status st;
+	struct dma_fence *fence;	/* PDTI_IOCTL_FENCE, until signaled */
 };
+
+static DEFINE_SPINLOCK(pdti_fence_lock);
+
+static const char *pdti_fence_name(struct dma_fence *fence)
+{
+	return "pd_test_importer";
+}
+
+static const struct dma_fence_ops pdti_fence_ops = {
+	.get_driver_name = pdti_fence_name,
+	.get_timeline_name = pdti_fence_name,
+};
+
+static void pdti_signal(struct pdti *t)
+{
+	if (!t->fence)
+		return;
+	dma_fence_signal(t->fence);
+	dma_fence_put(t->fence);
+	t->fence = NULL;
+}
+
+/* An unsignaled write fence on the imported dma-buf, like pending DMA. */
+static int pdti_fence(struct pdti *t)
+{
+	struct dma_fence *fence;
+	int ret;
+
+	if (!t->dmabuf)
+		return -ENOENT;
+	if (t->fence)
+		return -EBUSY;
+	fence = kzalloc(sizeof(*fence), GFP_KERNEL);
+	if (!fence)
+		return -ENOMEM;
+	dma_fence_init(fence, &pdti_fence_ops, &pdti_fence_lock,
+		       dma_fence_context_alloc(1), 1);
+	dma_resv_lock(t->dmabuf->resv, NULL);
+	ret = dma_resv_reserve_fences(t->dmabuf->resv, 1);
+	if (!ret)
+		dma_resv_add_fence(t->dmabuf->resv, fence, DMA_RESV_USAGE_WRITE);
+	dma_resv_unlock(t->dmabuf->resv);
+	if (ret) {
+		dma_fence_put(fence);
+		return ret;
+	}
+	t->fence = fence;
+	return 0;
+}
 
 static struct miscdevice pdti_misc;
 static struct device_dma_parameters pdti_dma_parms;
@@ -172,14 +224,22 @@ static int pdti_map_locked(struct pdti *t)
 
 static void pdti_release_import(struct pdti *t)
 {
+	pdti_signal(t);
 	if (!t->dmabuf)
 		return;
 	dma_resv_lock(t->dmabuf->resv, NULL);
 	if (t->sgt)
 		dma_buf_unmap_attachment(t->attach, t->sgt, DMA_BIDIRECTIONAL);
 	t->sgt = NULL;
+	/*
+	 * Cleared under the lock: until dma_buf_detach() the exporter can
+	 * still invalidate this attachment, and must not see a pin that is
+	 * already given back (the fuzzer found the double unpin).
+	 */
 	if (t->st.pinned)
 		dma_buf_unpin(t->attach);
+	t->st.pinned = 0;
+	t->st.mapped = 0;
 	dma_resv_unlock(t->dmabuf->resv);
 	dma_buf_detach(t->dmabuf, t->attach);
 	dma_buf_put(t->dmabuf);
@@ -307,6 +367,88 @@ unlock:
 	return ret;
 }
 
+/*
+ * A kernel CPU mapping, the way a display or a copy engine driver takes
+ * one: vmap the whole dma-buf, copy a window out, vunmap.
+ */
+static int pdti_vmap_read(struct pdti_vmap_read __user *uarg)
+{
+	struct pdti_vmap_read rd;
+	struct dma_buf *dmabuf;
+	struct iosys_map map;
+	void *kbuf;
+	int ret;
+
+	if (copy_from_user(&rd, uarg, sizeof(rd)))
+		return -EFAULT;
+	if (rd.pad || !rd.length || rd.length > PDTI_MAX_READ)
+		return -EINVAL;
+	dmabuf = dma_buf_get(rd.fd);
+	if (IS_ERR(dmabuf))
+		return PTR_ERR(dmabuf);
+	ret = -EINVAL;
+	if (rd.offset > dmabuf->size || rd.length > dmabuf->size - rd.offset)
+		goto out_put;
+	ret = -ENOMEM;
+	kbuf = kvmalloc(rd.length, GFP_KERNEL);
+	if (!kbuf)
+		goto out_put;
+	ret = pdti_vmap(dmabuf, &map);
+	if (!ret) {
+		iosys_map_memcpy_from(kbuf, &map, rd.offset, rd.length);
+		pdti_vunmap(dmabuf, &map);
+		if (copy_to_user(u64_to_user_ptr(rd.buf), kbuf, rd.length))
+			ret = -EFAULT;
+	}
+	kvfree(kbuf);
+out_put:
+	dma_buf_put(dmabuf);
+	return ret;
+}
+
+static int pdti_pci_reset(struct pdti_pci_reset __user *uarg)
+{
+	const struct pci_error_handlers *err = NULL;
+	struct pdti_pci_reset r;
+	struct pci_dev *pci;
+	int ret = 0;
+
+	if (copy_from_user(&r, uarg, sizeof(r)))
+		return -EFAULT;
+	if (r.dev.pad || r.dev.domain < 0 || r.dev.bus > 0xff || r.dev.devfn > 0xff ||
+	    r.kind > PDTI_RESET_AER || r.hold_ms > 10000)
+		return -EINVAL;
+	pci = pci_get_domain_bus_and_slot(r.dev.domain, r.dev.bus, r.dev.devfn);
+	if (!pci)
+		return -ENODEV;
+	device_lock(&pci->dev);
+	if (pci->dev.driver)
+		err = to_pci_driver(pci->dev.driver)->err_handler;
+	if (r.kind == PDTI_RESET_FUNCTION) {
+		if (!err || !err->reset_prepare || !err->reset_done) {
+			ret = -EOPNOTSUPP;
+			goto out;
+		}
+		err->reset_prepare(pci);
+		msleep(r.hold_ms);
+		err->reset_done(pci);
+	} else {
+		if (!err || !err->error_detected || !err->slot_reset || !err->resume) {
+			ret = -EOPNOTSUPP;
+			goto out;
+		}
+		if (err->error_detected(pci, pci_channel_io_frozen) != PCI_ERS_RESULT_NEED_RESET ||
+		    err->slot_reset(pci) != PCI_ERS_RESULT_RECOVERED)
+			ret = -EIO;
+		msleep(r.hold_ms);
+		err->resume(pci);
+	}
+out:
+	device_unlock(&pci->dev);
+	pci_dev_put(pci);
+	return ret;
+}
+
 static int pdti_kernel_facts(struct pdti_kernel __user *uarg)
 {
 	struct pdti_kernel k = { 0 };
@@ -387,6 +529,19 @@ static long pdti_ioctl(struct file *filp, unsigned int cmd, unsigned long arg)
 		break;
 	case PDTI_IOCTL_KERNEL:
 		ret = pdti_kernel_facts(uarg);
+		break;
+	case PDTI_IOCTL_VMAP_READ:
+		ret = pdti_vmap_read(uarg);
+		break;
+	case PDTI_IOCTL_PCI_RESET:
+		ret = pdti_pci_reset(uarg);
+		break;
+	case PDTI_IOCTL_FENCE:
+		ret = pdti_fence(t);
+		break;
+	case PDTI_IOCTL_SIGNAL:
+		ret = t->fence ? 0 : -ENOENT;
+		pdti_signal(t);
 		break;
 	case PDTI_IOCTL_RELEASE:
 		ret = t->dmabuf ? 0 : -ENOENT;

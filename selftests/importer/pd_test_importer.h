@@ -57,6 +57,19 @@ struct pdti_read {
 };
 
 /*
+ * PDTI_IOCTL_VMAP_READ: a kernel importer's vmap of any dma-buf fd (no
+ * attachment needed), @length bytes from @offset copied to @buf, then
+ * vunmapped.  Shows what a kernel CPU mapping reaches.
+ */
+struct pdti_vmap_read {
+	__s32 fd;
+	__u32 pad;
+	__u64 offset;
+	__u64 length;
+	__u64 buf;		/* user pointer */
+};
+
+/*
  * What the kernel the importer was built for promises (PDTI_IOCTL_KERNEL),
  * from probes of its headers, so the selftests assert each kernel's contract.
  */
@@ -81,6 +94,23 @@ struct pdti_device {
 	__u32 pad;
 };
 
+/*
+ * PDTI_IOCTL_PCI_RESET: run a PCI function driver's reset handlers the way
+ * the PCI core calls them around a reset, with the device locked, without
+ * resetting anything: reset_prepare, @hold_ms, reset_done (a function
+ * reset: sysfs reset, FLR), or error_detected(frozen), slot_reset, @hold_ms,
+ * resume (AER recovery).  A stand-in for functions with no reset method,
+ * as QEMU's ivshmem on the root bus is.  EOPNOTSUPP without the handlers.
+ */
+#define PDTI_RESET_FUNCTION	0
+#define PDTI_RESET_AER		1
+
+struct pdti_pci_reset {
+	struct pdti_device dev;
+	__u32 kind;		/* PDTI_RESET_* */
+	__u32 hold_ms;		/* between the two halves, at most 10 s */
+};
+
 #define PDTI_IOCTL_IMPORT	_IOW('T', 1, struct pdti_import)
 #define PDTI_IOCTL_STATUS	_IOR('T', 2, struct pdti_status)
 #define PDTI_IOCTL_READ		_IOW('T', 3, struct pdti_read)
@@ -88,5 +118,14 @@ struct pdti_device {
 #define PDTI_IOCTL_RELEASE	_IO('T', 5)
 #define PDTI_IOCTL_KERNEL	_IOR('T', 6, struct pdti_kernel)
 #define PDTI_IOCTL_DEVICE	_IOW('T', 7, struct pdti_device)
+#define PDTI_IOCTL_VMAP_READ	_IOW('T', 8, struct pdti_vmap_read)
+#define PDTI_IOCTL_PCI_RESET	_IOW('T', 9, struct pdti_pci_reset)
+/*
+ * An unsignaled write fence on the imported dma-buf's reservation object,
+ * as a device's pending DMA would add; PDTI_IOCTL_SIGNAL signals it (so
+ * does closing the importer).
+ */
+#define PDTI_IOCTL_FENCE	_IO('T', 10)
+#define PDTI_IOCTL_SIGNAL	_IO('T', 11)
 
 #endif

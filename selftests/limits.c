@@ -1,0 +1,419 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Limits and identity: the quota's key (per user, not multiplied by fork
+ * and SCM_RIGHTS, not inherited through a recycled pid, reported for the
+ * caller), kernel memory charged to the caller's memory cgroup, read-only
+ * exports as importers see them, and user-set names in debugfs.
+ */
+#define _GNU_SOURCE
+#include <sys/mount.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include "kselftest_harness.h"
+#include "pd_test.h"
+
+FIXTURE(lim) {
+	int fd;
+	struct peerdirect_query q;
+};
+
+FIXTURE_SETUP(lim)
+{
+	self->fd = pd_open(PD_DEV0);
+	ASSERT_LE(0, self->fd);
+	ASSERT_EQ(0, pd_query(self->fd, &self->q));
+	ASSERT_EQ(self->q.mem_size, self->q.mem_free)
+		TH_LOG("device memory still held by an earlier test");
+}
+
+FIXTURE_TEARDOWN(lim)
+{
+	close(self->fd);
+}
+
+static int send_fd(int sock, int fd, int err)
+{
+	char cbuf[CMSG_SPACE(sizeof(int))] = { 0 };
+	struct iovec iov = { .iov_base = &err, .iov_len = sizeof(err) };
+	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1 };
+	struct cmsghdr *c;
+
+	if (fd >= 0) {
+		msg.msg_control = cbuf;
+		msg.msg_controllen = sizeof(cbuf);
+		c = CMSG_FIRSTHDR(&msg);
+		c->cmsg_level = SOL_SOCKET;
+		c->cmsg_type = SCM_RIGHTS;
+		c->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(c), &fd, sizeof(int));
+	}
+	return sendmsg(sock, &msg, 0) < 0 ? -errno : 0;
+}
+
+/* Returns the fd passed (or -1) and the sender's result in *err. */
+static int recv_fd(int sock, int *err)
+{
+	char cbuf[CMSG_SPACE(sizeof(int))];
+	struct iovec iov = { .iov_base = err, .iov_len = sizeof(*err) };
+	struct msghdr msg = {
+		.msg_iov = &iov, .msg_iovlen = 1,
+		.msg_control = cbuf, .msg_controllen = sizeof(cbuf),
+	};
+	struct cmsghdr *c;
+	int fd = -1;
+
+	if (recvmsg(sock, &msg, 0) < 0)
+		return -1;
+	c = CMSG_FIRSTHDR(&msg);
+	if (c && c->cmsg_type == SCM_RIGHTS)
+		memcpy(&fd, CMSG_DATA(c), sizeof(int));
+	return fd;
+}
+
+/*
+ * Children that each open the device, allocate and pass their fd back
+ * with SCM_RIGHTS get one quota between them, not one each.
+ */
+TEST_F(lim, quota_is_not_multiplied_by_fork_and_scm_rights)
+{
+	uint64_t chunk = self->q.quota / 4 / self->q.page_size * self->q.page_size;
+	struct peerdirect_query q;
+	int sv[2], fds[5], errs[5], i, status;
+	pid_t pid;
+
+	if (self->q.quota == self->q.mem_size || self->q.mem_size < 5 * chunk)
+		SKIP(return, "needs quota_mb with room for five quarters of it on the device");
+	ASSERT_EQ(0, socketpair(AF_UNIX, SOCK_DGRAM, 0, sv));
+	for (i = 0; i < 5; i++) {
+		pid = fork();
+		ASSERT_LE(0, pid);
+		if (!pid) {
+			int fd = pd_open(PD_DEV0);
+			int64_t h = fd < 0 ? -errno : pd_alloc(fd, chunk);
+
+			send_fd(sv[1], h > 0 ? fd : -1, h > 0 ? 0 : (int)-h);
+			_exit(0);
+		}
+		ASSERT_EQ(pid, waitpid(pid, &status, 0));
+		fds[i] = recv_fd(sv[0], &errs[i]);
+	}
+	for (i = 0; i < 4; i++)
+		EXPECT_EQ(0, errs[i]) TH_LOG("child %d: %s", i, strerror(errs[i]));
+	EXPECT_EQ(EDQUOT, errs[4]) TH_LOG("the fifth child: %s", strerror(errs[4]));
+	ASSERT_EQ(0, pd_query(self->fd, &q));
+	EXPECT_EQ(4 * chunk, q.quota_used);
+	for (i = 0; i < 5; i++)
+		if (fds[i] >= 0)
+			close(fds[i]);
+	ASSERT_EQ(0, pd_query(self->fd, &q));
+	EXPECT_EQ(0, q.quota_used);
+	close(sv[0]);
+	close(sv[1]);
+}
+
+static int set_last_pid(pid_t pid)
+{
+	char buf[16];
+	int f = open("/proc/sys/kernel/ns_last_pid", O_WRONLY | O_CLOEXEC), n;
+
+	if (f < 0)
+		return -errno;
+	n = snprintf(buf, sizeof(buf), "%d", pid);
+	n = write(f, buf, n) == n ? 0 : -errno;
+	close(f);
+	return n;
+}
+
+/*
+ * A process that gets a dead process's pid inherits nothing of its usage:
+ * here the dead one's allocation is still alive (its fd was passed on),
+ * and a process of another user reusing its pid sees and gets a whole
+ * quota.
+ */
+TEST_F(lim, recycled_pid_does_not_inherit_usage)
+{
+	uint64_t half = self->q.quota / 2 / self->q.page_size * self->q.page_size;
+	int sv[2], fd, err = 0, status, tries;
+	pid_t first, second = 0;
+
+	if (self->q.quota == self->q.mem_size)
+		SKIP(return, "module loaded without quota_mb");
+	ASSERT_EQ(0, socketpair(AF_UNIX, SOCK_DGRAM, 0, sv));
+	first = fork();
+	ASSERT_LE(0, first);
+	if (!first) {
+		int cfd = pd_open(PD_DEV0);
+		int64_t h = cfd < 0 ? -errno : pd_alloc(cfd, half);
+
+		send_fd(sv[1], h > 0 ? cfd : -1, h > 0 ? 0 : (int)-h);
+		_exit(0);
+	}
+	ASSERT_EQ(first, waitpid(first, &status, 0));
+	fd = recv_fd(sv[0], &err);
+	ASSERT_LE(0, fd) TH_LOG("first child: %s", strerror(err));
+
+	for (tries = 0; tries < 10 && second != first; tries++) {
+		if (set_last_pid(first - 1))
+			SKIP(close(fd); return, "cannot set ns_last_pid");
+		second = fork();
+		ASSERT_LE(0, second);
+		if (!second) {
+			struct peerdirect_query q;
+			int cfd;
+
+			if (getpid() != first)
+				_exit(20);
+			/* its own file, opened under the recycled pid */
+			cfd = pd_open(PD_DEV0);
+			if (cfd < 0 || setresuid(65534, 65534, 65534))
+				_exit(10);
+			if (pd_query(cfd, &q) || q.quota_used)
+				_exit(11);
+			if (pd_alloc(cfd, half) <= 0)
+				_exit(12);
+			_exit(0);
+		}
+		ASSERT_EQ(second, waitpid(second, &status, 0));
+		if (WEXITSTATUS(status) != 20)
+			break;
+	}
+	ASSERT_EQ(first, second) TH_LOG("could not recycle pid %d", first);
+	EXPECT_EQ(0, WEXITSTATUS(status)) TH_LOG("step %d", WEXITSTATUS(status));
+	close(fd);
+	close(sv[0]);
+	close(sv[1]);
+}
+
+/* QUERY reports the calling process's usage, whoever opened the file. */
+TEST_F(lim, quota_used_is_the_callers)
+{
+	struct peerdirect_query q;
+	int64_t h = pd_alloc(self->fd, self->q.page_size);
+	int status;
+	pid_t pid;
+
+	ASSERT_LT(0, h);
+	ASSERT_EQ(0, pd_query(self->fd, &q));
+	EXPECT_EQ(self->q.page_size, q.quota_used);
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (!pid) {
+		if (setresuid(65534, 65534, 65534))
+			_exit(10);
+		if (pd_query(self->fd, &q) || q.quota_used)
+			_exit(11);
+		_exit(0);
+	}
+	ASSERT_EQ(pid, waitpid(pid, &status, 0));
+	EXPECT_EQ(0, WEXITSTATUS(status)) TH_LOG("step %d", WEXITSTATUS(status));
+	EXPECT_EQ(0, pd_free(self->fd, h));
+}
+
+/* ---- kernel memory charged to the caller's memory cgroup ---------------- */
+
+#define CG_ROOT "/tmp/pd-cgroup"
+#define CG CG_ROOT "/pd-limits"
+
+static int cg_write(const char *path, const char *val)
+{
+	int f = open(path, O_WRONLY | O_CLOEXEC), ret;
+
+	if (f < 0)
+		return -errno;
+	ret = write(f, val, strlen(val)) == (ssize_t)strlen(val) ? 0 : -errno;
+	close(f);
+	return ret;
+}
+
+/*
+ * memory.stat is flushed lazily (per-cpu batches; 6.12 counts them in
+ * pages): the periodic flush every 2 s makes it exact to a page.
+ */
+static long long cg_stat(const char *key)
+{
+	char line[256];
+	size_t klen = strlen(key);
+	long long v = -1;
+	FILE *f;
+
+	usleep(2200 * 1000);
+	f = fopen(CG "/memory.stat", "r");
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (!strncmp(line, key, klen) && line[klen] == ' ')
+			v = atoll(line + klen + 1);
+	fclose(f);
+	return v;
+}
+
+/* A memory cgroup of our own, with this process in it; 0 or -errno. */
+static int cg_enter(void)
+{
+	mkdir(CG_ROOT, 0755);
+	if (access(CG_ROOT "/cgroup.controllers", F_OK) &&
+	    mount("none", CG_ROOT, "cgroup2", 0, NULL))
+		return -errno;
+	if (cg_write(CG_ROOT "/cgroup.subtree_control", "+memory"))
+		return -ENOTSUP;
+	if (mkdir(CG, 0755) && errno != EEXIST)
+		return -errno;
+	return cg_write(CG "/cgroup.procs", "0");
+}
+
+static void cg_leave(void)
+{
+	cg_write(CG_ROOT "/cgroup.procs", "0");
+	rmdir(CG);
+}
+
+/*
+ * Open files, allocations, exports and their event rings are charged to
+ * the memory cgroup of the process that makes them: a cgroup limit bounds
+ * the kernel memory a process can pin through the device.  Compared with
+ * opening /dev/null, each open of the device costs at least its file
+ * context, but no event ring (that comes with the first export, which
+ * costs at least the ring).
+ */
+TEST_F(lim, kernel_memory_is_charged_to_the_callers_memcg)
+{
+	const int n = 400, nexp = 100;
+	struct rlimit rl = { 4096, 4096 };
+	long long s0, s1, s2, s3, ring, per_open, per_export;
+	int *nul, *dev, i, ret;
+
+	ret = cg_enter();
+	if (ret)
+		SKIP(return, "no memory cgroup: %s", strerror(-ret));
+	ASSERT_EQ(0, setrlimit(RLIMIT_NOFILE, &rl));
+	nul = calloc(n, sizeof(int));
+	dev = calloc(n, sizeof(int));
+	ASSERT_TRUE(nul && dev);
+	ring = (long long)self->q.max_events * sizeof(struct peerdirect_event);
+
+	s0 = cg_stat("slab_unreclaimable");
+	for (i = 0; i < n; i++)
+		nul[i] = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	s1 = cg_stat("slab_unreclaimable");
+	for (i = 0; i < n; i++) {
+		dev[i] = pd_open(PD_DEV0);
+		ASSERT_LE(0, dev[i]);
+	}
+	s2 = cg_stat("slab_unreclaimable");
+	for (i = 0; i < nexp; i++) {
+		int64_t h = pd_alloc(dev[i], self->q.page_size);
+
+		ASSERT_LT(0, h);
+		ASSERT_LE(0, pd_export(dev[i], h, 0, self->q.page_size));
+	}
+	s3 = cg_stat("slab_unreclaimable");
+	per_open = ((s2 - s1) - (s1 - s0)) / n;
+	per_export = (s3 - s2) / nexp;
+	TH_LOG("charged per open beyond /dev/null: %lld B; per first export: %lld B (ring %lld B)",
+	       per_open, per_export, ring);
+	EXPECT_LE(64, per_open);
+	EXPECT_GT(ring, per_open);
+	EXPECT_LE(ring, per_export);
+
+	for (i = 0; i < n; i++) {
+		close(nul[i]);
+		close(dev[i]);
+	}
+	free(nul);
+	free(dev);
+	cg_leave();
+}
+
+/* ---- read-only exports and importers ---------------------------------- */
+
+/* The mapping column of the device's debugfs attachments for @id, or NULL. */
+static char *attach_mapping(uint64_t id, char *out, size_t len)
+{
+	char line[256], dev[64], map[32];
+	unsigned long long eid;
+	unsigned int pins;
+	FILE *f = fopen("/sys/kernel/debug/peerdirect/peerdirect0/attachments", "r");
+	char *ret = NULL;
+
+	if (!f)
+		return NULL;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "%llu %63s %u %31s", &eid, dev, &pins, map) == 4 && eid == id) {
+			snprintf(out, len, "%s", map);
+			ret = out;
+		}
+	fclose(f);
+	return ret;
+}
+
+/*
+ * A read-only export is mapped for the importer's device to read only,
+ * whatever direction it asks for (RDMA importers ask bidirectional): an
+ * IOMMU then stops the device from writing it.
+ */
+TEST_F(lim, read_only_export_is_mapped_to_device_only)
+{
+	int64_t h = pd_alloc(self->fd, self->q.page_size);
+	char map[32];
+	__u64 ro = 0, rw = 0;
+	int dro, drw, iro, irw;
+
+	ASSERT_LT(0, h);
+	dro = pd_export_id(self->fd, h, 0, self->q.page_size, 0, &ro);
+	drw = pd_export_id(self->fd, h, 0, self->q.page_size, PEERDIRECT_EXPORT_RDWR, &rw);
+	ASSERT_LE(0, dro);
+	ASSERT_LE(0, drw);
+	iro = pdti_open("peerdirect0");
+	irw = pdti_open("peerdirect0");
+	ASSERT_LE(0, iro);
+	ASSERT_LE(0, irw);
+	ASSERT_EQ(0, pdti_import(iro, dro, PDTI_DYNAMIC, 0));
+	ASSERT_EQ(0, pdti_import(irw, drw, PDTI_DYNAMIC, 0));
+	ASSERT_NE(NULL, attach_mapping(ro, map, sizeof(map)));
+	EXPECT_STREQ("to_device", map);
+	ASSERT_NE(NULL, attach_mapping(rw, map, sizeof(map)));
+	EXPECT_STREQ("bidirectional", map);
+	close(iro);
+	close(irw);
+	close(dro);
+	close(drw);
+	EXPECT_EQ(0, pd_free(self->fd, h));
+}
+
+/* ---- debugfs --------------------------------------------------------- */
+
+/*
+ * A name set with DMA_BUF_SET_NAME cannot forge debugfs lines or fields:
+ * newlines, tabs and spaces come out escaped.
+ */
+TEST_F(lim, debugfs_escapes_user_set_names)
+{
+	static const char evil[] = "x\n999\t1\t2\t3 y";
+	int64_t h = pd_alloc(self->fd, self->q.page_size);
+	char line[512];
+	int d, lines = 0, mine = 0;
+	__u64 id = 0;
+	FILE *f;
+
+	ASSERT_LT(0, h);
+	d = pd_export_id(self->fd, h, 0, self->q.page_size, PEERDIRECT_EXPORT_RDWR, &id);
+	ASSERT_LE(0, d);
+	ASSERT_EQ(0, ioctl(d, DMA_BUF_SET_NAME_B, evil));
+	f = fopen("/sys/kernel/debug/peerdirect/peerdirect0/exports", "r");
+	ASSERT_NE(NULL, f);
+	while (fgets(line, sizeof(line), f)) {
+		lines++;
+		if (strstr(line, "x\\012999\\0111\\0112\\0113\\040y"))
+			mine++;
+		EXPECT_EQ(NULL, strstr(line, "999\t1")) TH_LOG("forged: %s", line);
+	}
+	fclose(f);
+	EXPECT_EQ(2, lines);	/* the header and our export */
+	EXPECT_EQ(1, mine);
+	close(d);
+	EXPECT_EQ(0, pd_free(self->fd, h));
+}
+
+TEST_HARNESS_MAIN
