@@ -44,8 +44,11 @@ grep -q "${range#"${range%%[!0]*}"}.*peerdirect" /proc/iomem
 res $? "2 the BAR stays requested while held (nothing is hot-added over it)"
 touch "$hold/release"
 wait "$holder"
-wait "$remover"
-[ ! -e "/sys/bus/pci/devices/$a1" ]
+# The remover's write returns once remove() has finished.  The device's
+# sysfs directory is no witness: the rescan started above was waiting for
+# the same lock and may already have added the function back.
+for _ in $(seq 1 100); do kill -0 "$remover" 2>/dev/null || break; sleep 0.1; done
+! kill -0 "$remover" 2>/dev/null && wait "$remover"
 res $? "3 the removal completes once the importer lets go"
 exec 7<&-
 wait "$rescanner"
