@@ -26,6 +26,10 @@ static unsigned int max_events = 1024;
 module_param(max_events, uint, 0444);
 MODULE_PARM_DESC(max_events, "Revocation events queued per open file before overflow (default 1024)");
 
+static unsigned int max_subscriptions = 4096;
+module_param(max_subscriptions, uint, 0444);
+MODULE_PARM_DESC(max_subscriptions, "Dma-bufs one open file may subscribe to (PEERDIRECT_IOCTL_SUBSCRIBE; 0-1048576, default 4096)");
+
 /*
  * Bounded: a revoke inside remove(), a reset or module exit waits this long
  * at most (once per call, not per export), and the waits are killable.
@@ -89,6 +93,7 @@ struct pd_device *pd_device_create(const struct pd_backend_ops *ops,
 	pd->quota = quota_mb ? min_t(u64, (u64)quota_mb << 20, mem_size) : mem_size;
 	pd->max_exports = max(max_exports, 1U);
 	pd->max_events = clamp(max_events, 16U, 65536U);
+	pd->max_subscriptions = min(max_subscriptions, 1048576U);
 	mutex_init(&pd->lock);
 	INIT_LIST_HEAD(&pd->files);
 	INIT_LIST_HEAD(&pd->owners);

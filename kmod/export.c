@@ -168,6 +168,7 @@ static void pd_dmabuf_release(struct dma_buf *dmabuf)
 	struct pd_alloc *alloc = exp->alloc;
 	struct pd_device *pd = alloc->pd;
 
+	pd_subs_drop_export(exp);
 	mutex_lock(&pd->lock);
 	list_del(&exp->node);
 	alloc->nr_exports--;
@@ -373,6 +374,11 @@ static int pd_dmabuf_end_cpu_access(struct dma_buf *dmabuf,
 	return pd_dmabuf_cpu_access(dmabuf, dir, false);
 }
 
+bool pd_dmabuf_is_ours(const struct dma_buf *dmabuf)
+{
+	return dmabuf->ops == &pd_dmabuf_ops;
+}
+
 static const struct dma_buf_ops pd_dmabuf_ops = {
 	.attach = pd_dmabuf_attach,
 	.detach = pd_dmabuf_detach,
@@ -419,6 +425,7 @@ struct dma_buf *pd_export_create(struct pd_file *pfile, struct pd_alloc *alloc,
 	if (!exp)
 		return ERR_PTR(-ENOMEM);
 	INIT_LIST_HEAD(&exp->attachments);
+	INIT_LIST_HEAD(&exp->subs);
 	INIT_LIST_HEAD(&exp->revoke_node);
 	mutex_init(&exp->vmap_lock);
 	init_waitqueue_head(&exp->unmap_wq);

@@ -27,6 +27,7 @@ static int pd_open(struct inode *inode, struct file *filp)
 	mutex_init(&pfile->ev_read_lock);
 	mutex_init(&pfile->ev_lock);
 	init_waitqueue_head(&pfile->ev_wq);
+	INIT_LIST_HEAD(&pfile->subs);
 	pfile->pd = pd;
 
 	mutex_lock(&pd->lock);
@@ -73,6 +74,7 @@ static int pd_release(struct inode *inode, struct file *filp)
 	struct pd_alloc *alloc;
 	unsigned long handle;
 
+	pd_subs_drop_file(pfile);
 	mutex_lock(&pfile->ev_lock);
 	pfile->closed = true;
 	mutex_unlock(&pfile->ev_lock);
@@ -133,8 +135,16 @@ void pd_file_gone(struct pd_file *pfile)
 	wake_up_interruptible_all(&pfile->ev_wq);
 }
 
-void pd_file_queue_event(struct pd_file *pfile, const struct pd_export *exp,
-			 u32 reason)
+static void pd_event_init(struct peerdirect_event *ev, u32 reason)
+{
+	memset(ev, 0, sizeof(*ev));
+	ev->hdr.type = PEERDIRECT_EVENT_REVOKE;
+	ev->hdr.length = sizeof(*ev);
+	ev->reason = reason;
+}
+
+static void pd_file_queue(struct pd_file *pfile, const struct pd_export *exp,
+			  u32 reason, u32 flags, u64 handle, u64 cookie)
 {
 	struct peerdirect_event *ev;
 	u32 max = pfile->pd->max_events;
@@ -150,20 +160,34 @@ void pd_file_queue_event(struct pd_file *pfile, const struct pd_export *exp,
 		goto wake;
 	}
 	ev = &pfile->ev_ring[(pfile->ev_head + pfile->ev_count) % max];
-	memset(ev, 0, sizeof(*ev));
-	ev->size = sizeof(*ev);
-	ev->reason = reason;
+	pd_event_init(ev, reason);
+	ev->flags = flags;
 	ev->seq = ++pfile->ev_seq;
 	ev->export_id = exp->id;
-	ev->handle = exp->alloc->handle;
+	ev->handle = handle;
 	ev->inode = exp->inode;
 	ev->offset = exp->offset;
 	ev->length = exp->length;
+	ev->cookie = cookie;
 	pfile->ev_count++;
 wake:
 	wake_up_interruptible(&pfile->ev_wq);
 out:
 	mutex_unlock(&pfile->ev_lock);
+}
+
+/* To the owner, the file that exported it. */
+void pd_file_queue_event(struct pd_file *pfile, const struct pd_export *exp,
+			 u32 reason)
+{
+	pd_file_queue(pfile, exp, reason, 0, exp->alloc->handle, 0);
+}
+
+/* To a subscriber: the allocation handle is not its to know. */
+void pd_file_queue_sub_event(struct pd_file *pfile, const struct pd_export *exp,
+			     u32 reason, u64 cookie)
+{
+	pd_file_queue(pfile, exp, reason, PEERDIRECT_EVENT_SUBSCRIBED, 0, cookie);
 }
 
 static bool pd_events_ready(struct pd_file *pfile)
@@ -192,9 +216,7 @@ static u32 pd_events_peek(struct pd_file *pfile, struct peerdirect_event *ev,
 	for (n = 0; n < max && n < pfile->ev_count; n++)
 		ev[n] = pfile->ev_ring[(pfile->ev_head + n) % qmax];
 	if (n < max && n == pfile->ev_count && pfile->ev_overflow) {
-		memset(&ev[n], 0, sizeof(ev[n]));
-		ev[n].size = sizeof(ev[n]);
-		ev[n].reason = PEERDIRECT_REASON_OVERFLOW;
+		pd_event_init(&ev[n], PEERDIRECT_REASON_OVERFLOW);
 		ev[n].seq = pfile->ev_overflow_seq;
 		*overflow = true;
 		n++;

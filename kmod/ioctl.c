@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * The ioctl layer: copy, validate, and hand over to the code that owns the
- * object.  Commands are matched on type and number only, so a newer or
- * older userspace whose struct size differs still reaches the handler;
- * argsz says what it passed (see the uapi header for the rules).
+ * object.  Commands carry no size (_IO, as vfio's): argsz says what
+ * userspace passed, so a newer or older struct reaches the same handler
+ * (see the uapi header for the rules).
  */
 #include <linux/capability.h>
 #include <linux/file.h>
@@ -19,6 +19,22 @@
 #define PD_MIN_EXPORT	offsetofend(struct peerdirect_export, inode)
 #define PD_MIN_REVOKE	offsetofend(struct peerdirect_revoke, pending)
 #define PD_MIN_RESET	offsetofend(struct peerdirect_reset, pending)
+#define PD_MIN_SUBSCRIBE offsetofend(struct peerdirect_subscribe, inode)
+
+/* The uapi layouts: the same on every architecture, 32-bit ones included. */
+static inline void pd_uapi_layout(void)
+{
+	BUILD_BUG_ON(sizeof(struct peerdirect_query) != 120);
+	BUILD_BUG_ON(sizeof(struct peerdirect_alloc) != 32);
+	BUILD_BUG_ON(sizeof(struct peerdirect_free) != 16);
+	BUILD_BUG_ON(sizeof(struct peerdirect_export) != 56);
+	BUILD_BUG_ON(sizeof(struct peerdirect_revoke) != 32);
+	BUILD_BUG_ON(sizeof(struct peerdirect_reset) != 16);
+	BUILD_BUG_ON(sizeof(struct peerdirect_subscribe) != 40);
+	BUILD_BUG_ON(sizeof(struct peerdirect_event_header) != 8);
+	BUILD_BUG_ON(sizeof(struct peerdirect_event) != 72);
+	BUILD_BUG_ON(offsetof(struct peerdirect_event, seq) != 16);
+}
 
 static int pd_copy_in(void *karg, size_t ksize, size_t minsz,
 		      void __user *uarg, u32 *usize)
@@ -61,7 +77,7 @@ static int pd_ioctl_query(struct pd_file *pfile, void __user *uarg)
 	q.abi_minor = PEERDIRECT_ABI_MINOR;
 	q.features = PEERDIRECT_FEAT_EXPORT | PEERDIRECT_FEAT_PIN |
 		     PEERDIRECT_FEAT_CPU_MMAP | PEERDIRECT_FEAT_EVENTS |
-		     pd->ops->features;
+		     PEERDIRECT_FEAT_SUBSCRIBE | pd->ops->features;
 	if (pd->ops->dyn_features)
 		q.features |= pd->ops->dyn_features(pd);
 	if (PD_MOVE_NOTIFY)
@@ -73,6 +89,7 @@ static int pd_ioctl_query(struct pd_file *pfile, void __user *uarg)
 	q.quota = pd->quota;
 	q.max_exports = pd->max_exports;
 	q.max_events = pd->max_events;
+	q.max_subscriptions = pd->max_subscriptions;
 	mutex_lock(&pd->lock);
 	q.mem_free = pd_device_mem_free(pd);
 	mutex_unlock(&pd->lock);
@@ -233,32 +250,62 @@ static int pd_ioctl_reset(struct pd_file *pfile, void __user *uarg)
 	return pd_copy_out(uarg, &r, sizeof(r), usize);
 }
 
+static int pd_ioctl_subscribe(struct pd_file *pfile, void __user *uarg)
+{
+	struct peerdirect_subscribe s;
+	u32 usize;
+	int ret;
+
+	ret = pd_copy_in(&s, sizeof(s), PD_MIN_SUBSCRIBE, uarg, &usize);
+	if (ret)
+		return ret;
+	if (s.flags & ~PEERDIRECT_SUBSCRIBE_CANCEL || s.pad || s.export_id ||
+	    s.inode || ((s.flags & PEERDIRECT_SUBSCRIBE_CANCEL) && s.cookie))
+		return -EINVAL;
+	ret = pd_subscribe(pfile, &s);
+	if (ret)
+		return ret;
+	return pd_copy_out(uarg, &s, sizeof(s), usize);
+}
+
 long pd_ioctl(struct file *filp, unsigned int cmd, unsigned long arg)
 {
 	struct pd_file *pfile = filp->private_data;
 	void __user *uarg = (void __user *)arg;
 
-	if (_IOC_TYPE(cmd) != PEERDIRECT_IOCTL_MAGIC)
+	pd_uapi_layout();
+	switch (cmd) {
+	case PEERDIRECT_IOCTL_QUERY:
+	case PEERDIRECT_IOCTL_ALLOC:
+	case PEERDIRECT_IOCTL_FREE:
+	case PEERDIRECT_IOCTL_EXPORT:
+	case PEERDIRECT_IOCTL_REVOKE:
+	case PEERDIRECT_IOCTL_RESET:
+	case PEERDIRECT_IOCTL_ADMIN_REVOKE:
+	case PEERDIRECT_IOCTL_SUBSCRIBE:
+		break;
+	default:
 		return -ENOTTY;
+	}
 	if (READ_ONCE(pfile->pd->dead))
 		return -ENODEV;
 
-	switch (_IOC_NR(cmd)) {
-	case _IOC_NR(PEERDIRECT_IOCTL_QUERY):
+	switch (cmd) {
+	case PEERDIRECT_IOCTL_QUERY:
 		return pd_ioctl_query(pfile, uarg);
-	case _IOC_NR(PEERDIRECT_IOCTL_ALLOC):
+	case PEERDIRECT_IOCTL_ALLOC:
 		return pd_ioctl_alloc(pfile, uarg);
-	case _IOC_NR(PEERDIRECT_IOCTL_FREE):
+	case PEERDIRECT_IOCTL_FREE:
 		return pd_ioctl_free(pfile, uarg);
-	case _IOC_NR(PEERDIRECT_IOCTL_EXPORT):
+	case PEERDIRECT_IOCTL_EXPORT:
 		return pd_ioctl_export(pfile, uarg);
-	case _IOC_NR(PEERDIRECT_IOCTL_REVOKE):
+	case PEERDIRECT_IOCTL_REVOKE:
 		return pd_ioctl_revoke(pfile, uarg, false);
-	case _IOC_NR(PEERDIRECT_IOCTL_RESET):
+	case PEERDIRECT_IOCTL_RESET:
 		return pd_ioctl_reset(pfile, uarg);
-	case _IOC_NR(PEERDIRECT_IOCTL_ADMIN_REVOKE):
+	case PEERDIRECT_IOCTL_ADMIN_REVOKE:
 		return pd_ioctl_revoke(pfile, uarg, true);
 	default:
-		return -ENOTTY;
+		return pd_ioctl_subscribe(pfile, uarg);
 	}
 }

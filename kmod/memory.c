@@ -88,8 +88,9 @@ int pd_alloc_create(struct pd_file *pfile, u64 size, u64 *handlep, u64 *sizep)
 	u32 handle;
 	int ret;
 
+	/* A size no device state could satisfy is the caller's error. */
 	if (!size || size > pd->mem_size)
-		return size ? -ENOMEM : -EINVAL;
+		return -EINVAL;
 	size = round_up(size, pd->page_size);
 
 	alloc = kzalloc(sizeof(*alloc), GFP_KERNEL_ACCOUNT);

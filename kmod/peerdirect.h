@@ -108,6 +108,7 @@ struct pd_device {
 	u64 quota;
 	u32 max_exports;
 	u32 max_events;
+	u32 max_subscriptions;
 	struct gen_pool *pool;
 
 	struct mutex lock;		/* everything below */
@@ -146,6 +147,10 @@ struct pd_file {
 	u64 ev_overflow_seq;
 	bool closed;
 	bool gone;			/* device unplugged, UNPLUG records queued */
+
+	/* Under pd_subs_lock (subscribe.c). */
+	struct list_head subs;		/* pd_sub.file_node */
+	u32 nr_subs;
 };
 
 struct pd_alloc {
@@ -219,6 +224,8 @@ struct pd_export {
 	struct mutex vmap_lock;
 	bool vmapped;			/* of device memory */
 	struct page *vmap_scratch;
+
+	struct list_head subs;		/* pd_sub.exp_node, under pd_subs_lock */
 };
 
 /* core.c: device registry */
@@ -240,6 +247,8 @@ int pd_file_events_init(struct pd_file *pfile);
 void pd_file_gone(struct pd_file *pfile);
 void pd_file_queue_event(struct pd_file *pfile, const struct pd_export *exp,
 			 u32 reason);
+void pd_file_queue_sub_event(struct pd_file *pfile, const struct pd_export *exp,
+			     u32 reason, u64 cookie);
 
 /* memory.c: allocations and quota */
 int pd_alloc_create(struct pd_file *pfile, u64 size, u64 *handle, u64 *alloc_size);
@@ -255,6 +264,7 @@ struct dma_buf *pd_export_create(struct pd_file *pfile, struct pd_alloc *alloc,
 				 unsigned int open_flags, int *fdp);
 u64 pd_export_dev_offset(const struct pd_export *exp);
 bool pd_export_busy(struct pd_export *exp);
+bool pd_dmabuf_is_ours(const struct dma_buf *dmabuf);
 
 /* revoke.c */
 struct pd_revoke_result {
@@ -287,5 +297,11 @@ void pd_sim_exit(void);
 /* backend_pci.c */
 int pd_pci_init(void);
 void pd_pci_exit(void);
+
+/* subscribe.c: revocation events for dma-bufs the subscriber holds */
+int pd_subscribe(struct pd_file *pfile, struct peerdirect_subscribe *s);
+void pd_subs_notify(struct pd_export *exp, u32 reason);
+void pd_subs_drop_export(struct pd_export *exp);
+void pd_subs_drop_file(struct pd_file *pfile);
 
 #endif /* _PEERDIRECT_H */

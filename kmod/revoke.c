@@ -103,6 +103,7 @@ static void pd_revoke_locked(struct pd_revoke_ctx *ctx, struct pd_export *exp)
 		list_add_tail(&exp->revoke_node, &ctx->list);
 		ctx->revoked++;
 		pd_file_queue_event(exp->pfile, exp, ctx->reason);
+		pd_subs_notify(exp, ctx->reason);
 	} else if (ctx->reason == PD_REVOKE_UNPLUG) {
 		/* Revoked earlier, but its owner still learns the device is gone. */
 		pd_file_queue_event(exp->pfile, exp, PD_REVOKE_UNPLUG);

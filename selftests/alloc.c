@@ -91,10 +91,11 @@ TEST_F(dev, memory_is_zeroed_before_reuse)
 	EXPECT_EQ(0, pd_free(self->fd, h));
 }
 
-TEST_F(dev, larger_than_device_is_enomem)
+/* Larger than the device is the caller's error; ENOMEM means "not now". */
+TEST_F(dev, larger_than_device_is_einval)
 {
-	EXPECT_EQ(-ENOMEM, pd_alloc(self->fd, self->q.mem_size + self->q.page_size));
-	EXPECT_EQ(-ENOMEM, pd_alloc(self->fd, ~0ULL));
+	EXPECT_EQ(-EINVAL, pd_alloc(self->fd, self->q.mem_size + self->q.page_size));
+	EXPECT_EQ(-EINVAL, pd_alloc(self->fd, ~0ULL));
 }
 
 TEST_F(dev, quota_is_edquot_and_recovers)

@@ -214,7 +214,8 @@ TEST_F(c32, events_through_the_32bit_entry)
 	EXPECT_EQ(-EINVAL, sys32(NR32_READ, self->fd, (long)(uintptr_t)ev, sizeof(*ev) - 1));
 	n = sys32(NR32_READ, self->fd, (long)(uintptr_t)ev, 2 * sizeof(*ev));
 	ASSERT_EQ((long)sizeof(*ev), n);
-	EXPECT_EQ(sizeof(*ev), ev->size);
+	EXPECT_EQ(PEERDIRECT_EVENT_REVOKE, ev->hdr.type);
+	EXPECT_EQ(sizeof(*ev), ev->hdr.length);
 	EXPECT_EQ(PEERDIRECT_REASON_REVOKE, ev->reason);
 	EXPECT_EQ(1, ev->seq);
 	EXPECT_EQ(id, ev->export_id);

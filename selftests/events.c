@@ -55,7 +55,10 @@ TEST_F(ev, revoke_event_describes_the_export)
 	ASSERT_EQ(0, pd_revoke(self->fd, PEERDIRECT_REVOKE_EXPORT, 0, e.export_id, NULL));
 	EXPECT_TRUE(poll_in(self->fd, 1000));
 	ASSERT_EQ(sizeof(ev[0]), read(self->fd, ev, sizeof(ev)));
-	EXPECT_EQ(sizeof(ev[0]), ev[0].size);
+	EXPECT_EQ(PEERDIRECT_EVENT_REVOKE, ev[0].hdr.type);
+	EXPECT_EQ(sizeof(ev[0]), ev[0].hdr.length);
+	EXPECT_EQ(0, ev[0].flags);
+	EXPECT_EQ(0, ev[0].cookie);
 	EXPECT_EQ(PEERDIRECT_REASON_REVOKE, ev[0].reason);
 	EXPECT_EQ(1, ev[0].seq);
 	EXPECT_EQ(e.export_id, ev[0].export_id);

@@ -45,7 +45,7 @@ TEST_F(exp, fd_identity_and_cloexec)
 	EXPECT_TRUE(fcntl(e.fd, F_GETFD) & FD_CLOEXEC);
 	EXPECT_EQ(O_RDWR, fcntl(e.fd, F_GETFL) & O_ACCMODE);
 
-	d2 = pd_export_id(self->fd, self->h, 0, 4096, PEERDIRECT_EXPORT_RDONLY, &id2);
+	d2 = pd_export_id(self->fd, self->h, 0, 4096, 0, &id2);
 	ASSERT_LE(0, d2);
 	EXPECT_NE(id1, id2);
 	EXPECT_FALSE(fcntl(d2, F_GETFD) & FD_CLOEXEC);
@@ -125,7 +125,7 @@ TEST_F(exp, private_mapping_is_refused)
 
 TEST_F(exp, read_only_export_refuses_writable_mappings)
 {
-	int d = pd_export_id(self->fd, self->h, 0, 4096, PEERDIRECT_EXPORT_RDONLY | PEERDIRECT_EXPORT_CLOEXEC, NULL);
+	int d = pd_export_id(self->fd, self->h, 0, 4096, PEERDIRECT_EXPORT_CLOEXEC, NULL);
 	void *p;
 
 	ASSERT_LE(0, d);

@@ -51,7 +51,7 @@ static int allowed(int e)
 	case 0: case EINVAL: case E2BIG: case EFAULT: case ENOTTY: case ENOENT:
 	case ENOMEM: case EDQUOT: case ENOSPC: case EBADF: case ENODEV: case EPERM:
 	case EACCES: case EOPNOTSUPP: case EAGAIN: case EINTR: case EBUSY:
-	case EMFILE: case ENFILE: case EOVERFLOW: case ESPIPE: case ENXIO:
+	case EMFILE: case ENFILE: case EOVERFLOW: case ESPIPE: case ENXIO: case EEXIST:
 		return 1;
 	default:
 		return 0;
@@ -551,12 +551,28 @@ static void op_revoke_admin(struct rng *r)
 	op_revoke(r, true);
 }
 
+/* Any file subscribes to any fd (ours, vgem's, a device's, closed ones). */
+static void op_subscribe(struct rng *r)
+{
+	struct peerdirect_subscribe s;
+
+	fill(r, &s, sizeof(s));
+	s.argsz = argsz(r, sizeof(s));
+	s.flags = pick(r, 4) ? (pick(r, 3) ? 0 : PEERDIRECT_SUBSCRIBE_CANCEL) : flags(r);
+	if (pick(r, 4))
+		s.pad = s.export_id = s.inode = 0;
+	if (s.flags & PEERDIRECT_SUBSCRIBE_CANCEL && pick(r, 2))
+		s.cookie = 0;
+	s.fd = pick(r, 8) ? any_buf(r) : any_dev(r);
+	check("subscribe", ioctl(any_dev(r), PEERDIRECT_IOCTL_SUBSCRIBE, argp(r, &s)));
+}
+
 static const struct op ops[] = {
 	{ 12, op_query }, { 12, op_alloc }, { 8, op_free }, { 14, op_export },
 	{ 8, op_revoke_user }, { 2, op_revoke_admin }, { 1, op_reset },
 	{ 6, op_bad_ioctl }, { 6, op_read_events }, { 6, op_mmap }, { 6, op_sync },
 	{ 3, op_name }, { 6, op_fileops }, { 1, op_reopen }, { 3, op_import },
-	{ 2, op_vgem }, { 1, op_pass },
+	{ 2, op_vgem }, { 1, op_pass }, { 6, op_subscribe },
 };
 
 static unsigned int total_weight;

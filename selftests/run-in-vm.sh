@@ -7,14 +7,14 @@ set -u
 cd /pd || exit 1
 ko=/pd/ko
 backend=${1:-sim}
-common="quota_mb=24 max_exports=8 max_events=16 revoke_timeout_ms=300"
+common="quota_mb=24 max_exports=8 max_events=16 max_subscriptions=8 revoke_timeout_ms=300"
 case $backend in
 sim) params="sim_devices=2 sim_mem_mb=32 sim_page_kb=64 $common" ;;
 # two QEMU ivshmem-plain devices of 32 MiB (scripts/check.sh adds them)
 bar) params="sim_devices=0 bind_ivshmem=1 bar_page_kb=64 $common" ;;
 *) echo "usage: run-in-vm.sh sim|bar"; exit 2 ;;
 esac
-tests=(uapi alloc export revoke events lifetime importers multidev limits compat32 faults stress)
+tests=(uapi alloc export revoke events lifetime importers multidev subscribe limits compat32 faults stress)
 # Races and fuzzing get a few minutes on the debug kernel (KASAN, lockdep,
 # kmemleak watching; the longest fuzzing on the simulated backend) and
 # seconds elsewhere.

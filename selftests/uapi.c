@@ -48,6 +48,9 @@ TEST_F(dev, query_reports_abi_and_limits)
 	EXPECT_EQ(0, q->quota_used);
 	EXPECT_LE(1, q->max_exports);
 	EXPECT_LE(16, q->max_events);
+	EXPECT_TRUE(q->features & PEERDIRECT_FEAT_SUBSCRIBE);
+	EXPECT_LE(1, q->max_subscriptions);
+	EXPECT_EQ(0, q->pad);
 	EXPECT_EQ(0, q->reserved[0] | q->reserved[1] | q->reserved[2] | q->reserved[3]);
 }
 
@@ -81,7 +84,7 @@ TEST_F(dev, larger_struct_needs_zero_tail)
 		struct peerdirect_query q;
 		uint64_t future[2];
 	} big;
-	unsigned long cmd = _IOWR(PEERDIRECT_IOCTL_MAGIC, 0x00, big);
+	unsigned long cmd = PEERDIRECT_IOCTL_QUERY;
 
 	memset(&big, 0, sizeof(big));
 	big.q.argsz = sizeof(big);
@@ -117,6 +120,26 @@ TEST_F(dev, unknown_ioctls_are_enotty)
 	EXPECT_EQ(ENOTTY, errno);
 	EXPECT_EQ(-1, ioctl(self->fd, _IOWR('x', 0x00, struct peerdirect_query), &arg));
 	EXPECT_EQ(ENOTTY, errno);
+}
+
+/*
+ * Commands match in full, as vfio's and iommufd's: the size lives in argsz,
+ * so a command with the right number but a direction or size encoded (ABI 1's
+ * _IOWR form) is another command.
+ */
+TEST_F(dev, commands_match_in_full)
+{
+	struct peerdirect_query q = { .argsz = sizeof(q) };
+	unsigned int nr;
+
+	for (nr = 0; nr <= _IOC_NR(PEERDIRECT_IOCTL_SUBSCRIBE); nr++) {
+		EXPECT_EQ(-1, ioctl(self->fd, _IOWR(PEERDIRECT_IOCTL_MAGIC, nr,
+						    struct peerdirect_query), &q));
+		EXPECT_EQ(ENOTTY, errno);
+		EXPECT_EQ(-1, ioctl(self->fd, _IOC(_IOC_NONE, PEERDIRECT_IOCTL_MAGIC, nr, 8), &q));
+		EXPECT_EQ(ENOTTY, errno);
+	}
+	EXPECT_EQ(0, ioctl(self->fd, PEERDIRECT_IOCTL_QUERY, &q));
 }
 
 TEST_F(dev, bad_user_pointer_is_efault)

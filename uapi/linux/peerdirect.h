@@ -8,8 +8,10 @@
  * (E2BIG otherwise), bytes userspace did not pass read as zero.  Output is
  * written back up to min(argsz, kernel size).  Unknown flags, non-zero
  * reserved fields, non-zero padding and non-zero output fields on input give
- * EINVAL.  Commands match on type and number only, so the size encoded in
- * the command may differ from this header's.
+ * EINVAL.  Commands are _IO(type, nr) and match in full, as vfio's and
+ * iommufd's do: the size lives in argsz, never in the command.  64-bit fields
+ * are __aligned_u64 and padding is explicit, so 32-bit processes use the
+ * same layout.
  *
  * See Documentation/peerdirect-uapi.rst.
  */
@@ -19,8 +21,8 @@
 #include <linux/ioctl.h>
 #include <linux/types.h>
 
-#define PEERDIRECT_ABI_MAJOR	1
-#define PEERDIRECT_ABI_MINOR	1
+#define PEERDIRECT_ABI_MAJOR	2
+#define PEERDIRECT_ABI_MINOR	0
 
 /* Feature bits reported by PEERDIRECT_IOCTL_QUERY. */
 #define PEERDIRECT_FEAT_EXPORT		0x01ULL	/* dma-buf export */
@@ -42,6 +44,8 @@
  * are refused at import, as the kernel's revoke contract allows.
  */
 #define PEERDIRECT_FEAT_REVOCABLE_ONLY	0x100ULL
+/* PEERDIRECT_IOCTL_SUBSCRIBE: revocation events for a dma-buf one holds. */
+#define PEERDIRECT_FEAT_SUBSCRIBE	0x200ULL
 
 /* Backends (device kinds). */
 #define PEERDIRECT_BACKEND_SIM		1	/* RAM pages standing in for HBM */
@@ -52,51 +56,54 @@ struct peerdirect_query {
 	__u32 flags;		/* must be 0 */
 	__u32 abi_major;	/* out */
 	__u32 abi_minor;	/* out */
-	__u64 features;		/* out: PEERDIRECT_FEAT_* */
+	__aligned_u64 features;		/* out: PEERDIRECT_FEAT_* */
 	__u32 backend;		/* out: PEERDIRECT_BACKEND_* */
 	__u32 index;		/* out: N of /dev/peerdirectN */
-	__u64 mem_size;		/* out: device memory, bytes */
-	__u64 mem_free;		/* out: bytes not allocated or quarantined */
-	__u64 page_size;	/* out: allocation granule, bytes */
-	__u64 quota;		/* out: per-process limit, bytes */
-	__u64 quota_used;	/* out: charged to the calling process */
+	__aligned_u64 mem_size;		/* out: device memory, bytes */
+	__aligned_u64 mem_free;		/* out: bytes not allocated or quarantined */
+	__aligned_u64 page_size;	/* out: allocation granule, bytes */
+	__aligned_u64 quota;		/* out: per-user limit, bytes */
+	__aligned_u64 quota_used;	/* out: charged to the calling user */
 	__u32 max_exports;	/* out: live exports allowed per allocation */
 	__u32 max_events;	/* out: event queue depth per open file */
-	__u64 reserved[4];	/* out: zero */
+	__u32 max_subscriptions;	/* out: per open file */
+	__u32 pad;		/* out: zero */
+	__aligned_u64 reserved[4];	/* out: zero */
 };
 
 struct peerdirect_alloc {
 	__u32 argsz;
 	__u32 flags;		/* must be 0 */
-	__u64 size;		/* in: bytes, rounded up to page_size */
-	__u64 handle;		/* out: scoped to this open file, never 0 */
-	__u64 alloc_size;	/* out: bytes actually allocated */
+	__aligned_u64 size;		/* in: bytes, rounded up to page_size */
+	__aligned_u64 handle;		/* out: scoped to this open file, never 0 */
+	__aligned_u64 alloc_size;	/* out: bytes actually allocated */
 };
 
 struct peerdirect_free {
 	__u32 argsz;
 	__u32 flags;		/* must be 0 */
-	__u64 handle;
+	__aligned_u64 handle;
 };
 
 /*
- * PEERDIRECT_IOCTL_EXPORT flags; the fd is opened O_RDONLY unless RDWR.
- * Our own bits: O_CLOEXEC differs between architectures.
+ * PEERDIRECT_IOCTL_EXPORT flags.  Without RDWR an export is read-only for
+ * everyone: its fd is opened O_RDONLY (no writable CPU mapping) and
+ * importers are mapped DMA_TO_DEVICE (behind an IOMMU a device cannot write
+ * it).  Our own bits: O_CLOEXEC differs between architectures.
  */
-#define PEERDIRECT_EXPORT_RDONLY	0x0U
-#define PEERDIRECT_EXPORT_RDWR		0x1U	/* writable CPU mappings allowed */
+#define PEERDIRECT_EXPORT_RDWR		0x1U	/* CPU and importers may write */
 #define PEERDIRECT_EXPORT_CLOEXEC	0x2U	/* the fd gets FD_CLOEXEC */
 
 struct peerdirect_export {
 	__u32 argsz;
 	__u32 flags;		/* in: PEERDIRECT_EXPORT_* */
-	__u64 handle;		/* in */
-	__u64 offset;		/* in: page aligned */
-	__u64 length;		/* in: page aligned, non-zero */
+	__aligned_u64 handle;		/* in */
+	__aligned_u64 offset;		/* in: page aligned */
+	__aligned_u64 length;		/* in: page aligned, non-zero */
 	__s32 fd;		/* out: the dma-buf */
 	__u32 pad;		/* must be 0 */
-	__u64 export_id;	/* out: unique on this device, never 0 */
-	__u64 inode;		/* out: st_ino of fd, for caches keyed by fstat */
+	__aligned_u64 export_id;	/* out: unique on this device, never 0 */
+	__aligned_u64 inode;		/* out: st_ino of fd, for caches keyed by fstat */
 };
 
 /* PEERDIRECT_IOCTL_REVOKE flags: exactly one scope. */
@@ -106,15 +113,19 @@ struct peerdirect_export {
 struct peerdirect_revoke {
 	__u32 argsz;
 	__u32 flags;
-	__u64 handle;		/* in: with REVOKE_ALLOC */
-	__u64 export_id;	/* in: with REVOKE_EXPORT */
+	__aligned_u64 handle;		/* in: with REVOKE_ALLOC */
+	__aligned_u64 export_id;	/* in: with REVOKE_EXPORT */
 	__u32 revoked;		/* out: exports revoked by this call */
 	__u32 pending;		/* out: of those, still mapped by an importer */
 };
 
 /*
- * PEERDIRECT_IOCTL_RESET (CAP_SYS_ADMIN): simulate a device reset.  Every
- * export of every process on the device is revoked; allocations stay.
+ * PEERDIRECT_IOCTL_RESET (CAP_SYS_ADMIN): revoke as a device reset does.
+ * Every export of every process on the device is revoked (reason RESET) and
+ * exports wait while it runs; allocations stay.  It stays in the uapi, not
+ * in debugfs, because administrators use it (pdctl reset) to recover a
+ * device from a runtime that left it wedged, and a reset of the hardware
+ * itself (sysfs reset, AER) takes the same path.
  * PEERDIRECT_IOCTL_ADMIN_REVOKE (CAP_SYS_ADMIN): revoke one export of any
  * process by export_id (reason ADMIN).
  */
@@ -135,30 +146,66 @@ struct peerdirect_reset {
 
 /*
  * read() on the device fd returns whole records, never a partial one
- * (EINVAL if the buffer holds none).  O_NONBLOCK gives EAGAIN when the queue
- * is empty; poll() reports EPOLLIN.  After device removal read gives ENODEV
- * once the queue is drained.
+ * (EINVAL if the buffer holds not even the first).  Every record starts with
+ * a header, as drm_event does: readers skip types they do not know, and
+ * records of a known type may grow at their end, by hdr.length.
+ * O_NONBLOCK gives EAGAIN when the queue is empty; poll() reports EPOLLIN.
+ * After device removal read gives ENODEV once the queue is drained.
  */
+struct peerdirect_event_header {
+	__u32 type;		/* PEERDIRECT_EVENT_* */
+	__u32 length;		/* of the whole record, header included */
+};
+
+#define PEERDIRECT_EVENT_REVOKE		1	/* struct peerdirect_event */
+
+/* peerdirect_event.flags */
+#define PEERDIRECT_EVENT_SUBSCRIBED	0x1U	/* for a subscription: handle 0 */
+
 struct peerdirect_event {
-	__u32 size;		/* sizeof(struct peerdirect_event) */
+	struct peerdirect_event_header hdr;
 	__u32 reason;		/* PEERDIRECT_REASON_* */
-	__u64 seq;		/* per file, from 1 */
-	__u64 export_id;
-	__u64 handle;
-	__u64 inode;		/* st_ino of the revoked dma-buf */
-	__u64 offset;
-	__u64 length;
+	__u32 flags;		/* PEERDIRECT_EVENT_SUBSCRIBED */
+	__aligned_u64 seq;	/* per file, from 1 */
+	__aligned_u64 export_id;
+	__aligned_u64 handle;	/* the owner's allocation; 0 for a subscriber */
+	__aligned_u64 inode;	/* st_ino of the revoked dma-buf */
+	__aligned_u64 offset;
+	__aligned_u64 length;
+	__aligned_u64 cookie;	/* the subscriber's, from PEERDIRECT_IOCTL_SUBSCRIBE */
+};
+
+/*
+ * PEERDIRECT_IOCTL_SUBSCRIBE: the caller holds a peerdirect dma-buf fd (of
+ * any device; holding it is the permission) and wants its revocation
+ * reported on this file, as the owner's is on the exporter's.  One record,
+ * then the subscription ends; it also ends when the dma-buf is released,
+ * with PEERDIRECT_SUBSCRIBE_CANCEL, or when this file closes.  ENODEV if the
+ * dma-buf is already revoked, EEXIST if this file subscribed to it already,
+ * ENOENT on a cancel of nothing, ENOSPC beyond max_subscriptions per file,
+ * EINVAL for a dma-buf peerdirect did not export, EBADF for a bad fd.
+ */
+#define PEERDIRECT_SUBSCRIBE_CANCEL	0x1U
+
+struct peerdirect_subscribe {
+	__u32 argsz;
+	__u32 flags;		/* PEERDIRECT_SUBSCRIBE_CANCEL */
+	__s32 fd;		/* in: the dma-buf */
+	__u32 pad;		/* must be 0 */
+	__aligned_u64 cookie;	/* in: echoed in the event */
+	__aligned_u64 export_id;	/* out */
+	__aligned_u64 inode;	/* out: st_ino of fd */
 };
 
 #define PEERDIRECT_IOCTL_MAGIC	0xD7
 
-#define PEERDIRECT_IOCTL_QUERY	_IOWR(PEERDIRECT_IOCTL_MAGIC, 0x00, struct peerdirect_query)
-#define PEERDIRECT_IOCTL_ALLOC	_IOWR(PEERDIRECT_IOCTL_MAGIC, 0x01, struct peerdirect_alloc)
-#define PEERDIRECT_IOCTL_FREE	_IOW(PEERDIRECT_IOCTL_MAGIC, 0x02, struct peerdirect_free)
-#define PEERDIRECT_IOCTL_EXPORT	_IOWR(PEERDIRECT_IOCTL_MAGIC, 0x03, struct peerdirect_export)
-#define PEERDIRECT_IOCTL_REVOKE	_IOWR(PEERDIRECT_IOCTL_MAGIC, 0x04, struct peerdirect_revoke)
-#define PEERDIRECT_IOCTL_RESET	_IOWR(PEERDIRECT_IOCTL_MAGIC, 0x05, struct peerdirect_reset)
-#define PEERDIRECT_IOCTL_ADMIN_REVOKE \
-	_IOWR(PEERDIRECT_IOCTL_MAGIC, 0x06, struct peerdirect_revoke)
+#define PEERDIRECT_IOCTL_QUERY		_IO(PEERDIRECT_IOCTL_MAGIC, 0x00)
+#define PEERDIRECT_IOCTL_ALLOC		_IO(PEERDIRECT_IOCTL_MAGIC, 0x01)
+#define PEERDIRECT_IOCTL_FREE		_IO(PEERDIRECT_IOCTL_MAGIC, 0x02)
+#define PEERDIRECT_IOCTL_EXPORT		_IO(PEERDIRECT_IOCTL_MAGIC, 0x03)
+#define PEERDIRECT_IOCTL_REVOKE		_IO(PEERDIRECT_IOCTL_MAGIC, 0x04)
+#define PEERDIRECT_IOCTL_RESET		_IO(PEERDIRECT_IOCTL_MAGIC, 0x05)
+#define PEERDIRECT_IOCTL_ADMIN_REVOKE	_IO(PEERDIRECT_IOCTL_MAGIC, 0x06)
+#define PEERDIRECT_IOCTL_SUBSCRIBE	_IO(PEERDIRECT_IOCTL_MAGIC, 0x07)
 
 #endif /* _UAPI_LINUX_PEERDIRECT_H */

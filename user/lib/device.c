@@ -97,6 +97,27 @@ int pd_device_wrap_fd(int fd, unsigned int index, struct pd_device **out)
 	return 0;
 }
 
+/*
+ * The module's uapi major must be ours.  A module of uapi 1 matched
+ * commands by number alone, and answers this library's (sizeless) commands
+ * with ENOTTY.
+ */
+static int check_abi(struct pd_device *dev, const char *path)
+{
+	struct peerdirect_query q = { .argsz = sizeof(q) };
+
+	if (ioctl(dev->fd, PEERDIRECT_IOCTL_QUERY, &q))
+		return pd_error(errno == ENOTTY ? -EPROTO : -errno,
+				"%s: PEERDIRECT_IOCTL_QUERY: %s%s", path, strerror(errno),
+				errno == ENOTTY ? " (the loaded module predates uapi 2;"
+				" install the module that came with this library)" : "");
+	if (q.abi_major != PEERDIRECT_ABI_MAJOR)
+		return pd_error(-EPROTO, "%s: the module speaks uapi %u.%u, this library %u.%u",
+				path, q.abi_major, q.abi_minor, PEERDIRECT_ABI_MAJOR,
+				PEERDIRECT_ABI_MINOR);
+	return 0;
+}
+
 int pd_device_open(unsigned int index, struct pd_device **out)
 {
 	char path[64];
@@ -110,8 +131,15 @@ int pd_device_open(unsigned int index, struct pd_device **out)
 		return pd_error(-errno, "open %s: %s%s", path, strerror(errno),
 				errno == ENOENT ? " (is the peerdirect module loaded?)" : "");
 	ret = pd_device_wrap_fd(fd, index, out);
-	if (ret)
+	if (ret) {
 		close(fd);
+		return ret;
+	}
+	ret = check_abi(*out, path);
+	if (ret) {
+		pd_device_close(*out);
+		*out = NULL;
+	}
 	return ret;
 }
 
@@ -324,8 +352,9 @@ static void handle_event_locked(struct pd_device *dev, const struct pd_event *ev
 /* Reads everything queued on the file and hands it out.  Under lock. */
 static int dispatch_locked(struct pd_device *dev)
 {
-	/* Records are read whole; a newer kernel may send longer ones, so walk
-	 * by the size each record carries. */
+	/* Records are read whole.  Each starts with {type, length}: a newer
+	 * kernel may send longer records or types we do not know, which are
+	 * skipped by their length. */
 	unsigned char buf[16 * 2 * sizeof(struct peerdirect_event)];
 	size_t pos;
 	ssize_t got;
@@ -348,21 +377,30 @@ static int dispatch_locked(struct pd_device *dev)
 		if (got < 0)
 			return pd_error(-errno, "read events from /dev/peerdirect%u: %s",
 					dev->index, strerror(errno));
-		for (pos = 0; pos + sizeof(struct peerdirect_event) <= (size_t)got;) {
+		for (pos = 0; pos + sizeof(struct peerdirect_event_header) <= (size_t)got;) {
+			struct peerdirect_event_header h;
 			struct peerdirect_event k;
 			struct pd_event ev;
 
+			memcpy(&h, buf + pos, sizeof(h));
+			if (h.length < sizeof(h) || h.length > (size_t)got - pos)
+				return pd_error(-EPROTO, "event record of %u bytes at offset %zu of %zd",
+						h.length, pos, got);
+			if (h.type != PEERDIRECT_EVENT_REVOKE) {
+				pos += h.length;
+				continue;
+			}
+			if (h.length < sizeof(k))
+				return pd_error(-EPROTO, "revoke record of %u bytes is shorter than %zu",
+						h.length, sizeof(k));
 			memcpy(&k, buf + pos, sizeof(k));
-			if (k.size < sizeof(k))
-				return pd_error(-EPROTO, "event record of %u bytes is shorter than %zu",
-						k.size, sizeof(k));
 			ev = (struct pd_event) {
 				.reason = k.reason, .seq = k.seq, .export_id = k.export_id,
 				.handle = k.handle, .inode = k.inode, .offset = k.offset,
 				.length = k.length,
 			};
 			handle_event_locked(dev, &ev);
-			pos += k.size;
+			pos += h.length;
 		}
 	}
 }

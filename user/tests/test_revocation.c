@@ -61,7 +61,8 @@ static int send_event(int sock, uint32_t reason, uint64_t export_id, uint64_t in
 {
 	static uint64_t seq;
 	struct peerdirect_event ev = {
-		.size = sizeof(ev), .reason = reason, .seq = ++seq,
+		.hdr = { .type = PEERDIRECT_EVENT_REVOKE, .length = sizeof(ev) },
+		.reason = reason, .seq = ++seq,
 		.export_id = export_id, .inode = inode,
 	};
 
