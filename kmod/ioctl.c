@@ -274,19 +274,10 @@ long pd_ioctl(struct file *filp, unsigned int cmd, unsigned long arg)
 	void __user *uarg = (void __user *)arg;
 
 	pd_uapi_layout();
-	switch (cmd) {
-	case PEERDIRECT_IOCTL_QUERY:
-	case PEERDIRECT_IOCTL_ALLOC:
-	case PEERDIRECT_IOCTL_FREE:
-	case PEERDIRECT_IOCTL_EXPORT:
-	case PEERDIRECT_IOCTL_REVOKE:
-	case PEERDIRECT_IOCTL_RESET:
-	case PEERDIRECT_IOCTL_ADMIN_REVOKE:
-	case PEERDIRECT_IOCTL_SUBSCRIBE:
-		break;
-	default:
+	/* Ours in full: _IO(magic, nr), no direction or size encoded. */
+	if (cmd != _IO(PEERDIRECT_IOCTL_MAGIC, _IOC_NR(cmd)) ||
+	    _IOC_NR(cmd) > _IOC_NR(PEERDIRECT_IOCTL_SUBSCRIBE))
 		return -ENOTTY;
-	}
 	if (READ_ONCE(pfile->pd->dead))
 		return -ENODEV;
 
@@ -305,7 +296,9 @@ long pd_ioctl(struct file *filp, unsigned int cmd, unsigned long arg)
 		return pd_ioctl_reset(pfile, uarg);
 	case PEERDIRECT_IOCTL_ADMIN_REVOKE:
 		return pd_ioctl_revoke(pfile, uarg, true);
-	default:
+	case PEERDIRECT_IOCTL_SUBSCRIBE:
 		return pd_ioctl_subscribe(pfile, uarg);
+	default:
+		return -ENOTTY;
 	}
 }
