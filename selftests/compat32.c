@@ -49,7 +49,14 @@ U64_AT(peerdirect_event, handle);
 U64_AT(peerdirect_event, inode);
 U64_AT(peerdirect_event, offset);
 U64_AT(peerdirect_event, length);
+U64_AT(peerdirect_event, cookie);
 SIZE8(peerdirect_event);
+U64_AT(peerdirect_subscribe, cookie);
+U64_AT(peerdirect_subscribe, export_id);
+U64_AT(peerdirect_subscribe, inode);
+SIZE8(peerdirect_subscribe);
+/* __aligned_u64: the same layout whatever the compiler's u64 alignment. */
+_Static_assert(_Alignof(__aligned_u64) == 8, "__aligned_u64");
 
 #define NR32_READ	3
 #define NR32_IOCTL	54
