@@ -109,7 +109,7 @@ DKMS_SRC = $(DESTDIR)/usr/src/peerdirect-$(VERSION)
 dkms-source:
 	install -d $(DKMS_SRC)/kmod $(DKMS_SRC)/uapi/linux
 	install -m 0644 Kbuild $(DKMS_SRC)/
-	install -m 0644 $(filter-out %.mod.c,$(wildcard kmod/*.[ch])) kmod/Kbuild $(DKMS_SRC)/kmod/
+	install -m 0644 $(filter-out %.mod.c,$(wildcard kmod/*.[ch])) kmod/Kbuild kmod/probes.mk $(DKMS_SRC)/kmod/
 	install -m 0644 uapi/linux/*.h $(DKMS_SRC)/uapi/linux/
 	sed 's/#MODULE_VERSION#/$(VERSION)/' scripts/packaging/dkms.conf.in > $(DKMS_SRC)/dkms.conf
 

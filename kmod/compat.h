@@ -47,4 +47,25 @@
  */
 #define PD_MODULE_IMPORT_DMA_BUF()	MODULE_INFO(import_ns, "DMA_BUF")
 
+/*
+ * What the probes found, as modinfo "probes": the selftests check each
+ * exported function's answer against the running kernel's /proc/kallsyms.
+ */
+#ifdef PD_HAVE_DMA_BUF_INVALIDATE_MAPPINGS
+#define PD_PROBE_INVALIDATE	"dma_buf_invalidate_mappings=y"
+#else
+#define PD_PROBE_INVALIDATE	"dma_buf_invalidate_mappings=n"
+#endif
+#ifdef PD_HAVE_DMA_BUF_ATTACH_REVOCABLE
+#define PD_PROBE_REVOCABLE	"dma_buf_attach_revocable=y"
+#else
+#define PD_PROBE_REVOCABLE	"dma_buf_attach_revocable=n"
+#endif
+#ifdef PD_HAVE_DMA_BUF_PHYS_VEC_TO_SGT
+#define PD_PROBE_PHYS_VEC	"dma_buf_phys_vec_to_sgt=y"
+#else
+#define PD_PROBE_PHYS_VEC	"dma_buf_phys_vec_to_sgt=n"
+#endif
+#define PD_PROBES	PD_PROBE_INVALIDATE " " PD_PROBE_REVOCABLE " " PD_PROBE_PHYS_VEC
+
 #endif /* _PEERDIRECT_COMPAT_H */

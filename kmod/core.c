@@ -279,4 +279,6 @@ module_exit(peerdirect_exit);
 MODULE_DESCRIPTION("Export accelerator device memory as DMA-BUF, with pinning and revocation");
 MODULE_AUTHOR("peerdirect developers");
 MODULE_LICENSE("GPL");
+MODULE_VERSION(PD_VERSION);
+MODULE_INFO(probes, PD_PROBES);
 PD_MODULE_IMPORT_DMA_BUF();

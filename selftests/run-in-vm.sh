@@ -66,7 +66,22 @@ echo "# selftest: fuzz exit=$rc"
 [ "$rc" = 0 ] || bad+=("fuzz:$rc")
 
 echo "TAP version 13"
-echo "1..5"
+echo "1..6"
+# The build-time probes (modinfo "probes") against the running kernel: a
+# probe that answered by name while the prototype changed, or missed a
+# backport, shows here.
+probes=$(tr '\0' '\n' < "$ko/peerdirect.ko" | sed -n 's/^probes=//p')
+wrong=()
+for p in $probes; do
+	have=n
+	grep -qE " [TtWw] ${p%=*}\$" /proc/kallsyms && have=y
+	[ "$have" = "${p#*=}" ] || wrong+=("$p, kernel $have")
+done
+if [ -n "$probes" ] && [ ${#wrong[@]} = 0 ]; then
+	result ok "probes match the running kernel ($probes)"
+else
+	result fail "probes match the running kernel (${probes:-none recorded}; ${wrong[*]})"
+fi
 if [ ${#bad[@]} = 0 ]; then
 	result ok "every selftest binary exited 0 or skip"
 else
