@@ -9,7 +9,7 @@ SELFTEST_BINS := $(addprefix $(BUILD)/selftests/,$(SELFTESTS))
 KSFT := $(BUILD)/kselftest/kselftest_harness.h
 KSRC = $(filter-out %.mod.c,$(wildcard kmod/*.[ch] selftests/importer/*.[ch] uapi/linux/*.h))
 
-.PHONY: all deps modules selftests user check demo bench checkpatch sparse install clean \
+.PHONY: all deps modules selftests user check demo bench kbench checkpatch sparse install clean \
 	support-matrix install-modules install-user install-man dkms-source man-lint \
 	package package-test dkms-test
 
@@ -45,6 +45,9 @@ bench: deps
 	scripts/bench.sh
 
 # From the last `make check`, never by hand.
+kbench: deps
+	scripts/kbench.sh
+
 support-matrix:
 	scripts/support-matrix.sh build/check > Documentation/support-matrix.md
 
