@@ -26,9 +26,13 @@
 
 #define APP_QUEUE_MAX	1024
 
+/* A dma-buf this handle exported, or (subscribed) one it only holds, whose
+ * revocation the kernel reports here through PEERDIRECT_IOCTL_SUBSCRIBE.
+ * Export ids are per exporting device, so subscribed records are matched
+ * by inode. */
 struct export_rec {
 	uint64_t export_id, st_dev, st_ino;
-	bool revoked;
+	bool revoked, subscribed;
 };
 
 struct pd_device {
@@ -245,10 +249,35 @@ static struct export_rec *find_export(struct pd_device *dev, uint64_t export_id)
 	size_t i;
 
 	for (i = 0; i < dev->nexports; i++) {
-		if (dev->exports[i].export_id == export_id)
+		if (!dev->exports[i].subscribed && dev->exports[i].export_id == export_id)
 			return &dev->exports[i];
 	}
 	return NULL;
+}
+
+static struct export_rec *find_subscribed(struct pd_device *dev, uint64_t st_ino)
+{
+	size_t i;
+
+	for (i = 0; i < dev->nexports; i++) {
+		if (dev->exports[i].subscribed && dev->exports[i].st_ino == st_ino)
+			return &dev->exports[i];
+	}
+	return NULL;
+}
+
+static struct export_rec *new_rec_locked(struct pd_device *dev)
+{
+	struct export_rec *rec;
+
+	if (dev->nexports == dev->exports_cap) {
+		rec = realloc(dev->exports, (dev->exports_cap * 2 + 16) * sizeof(*rec));
+		if (!rec)
+			return NULL;
+		dev->exports = rec;
+		dev->exports_cap = dev->exports_cap * 2 + 16;
+	}
+	return &dev->exports[dev->nexports++];
 }
 
 int pd_device_track_export(struct pd_device *dev, int fd, uint64_t export_id)
@@ -262,16 +291,8 @@ int pd_device_track_export(struct pd_device *dev, int fd, uint64_t export_id)
 				dev ? strerror(errno) : "device is NULL");
 	pthread_mutex_lock(&dev->lock);
 	rec = find_export(dev, export_id);
-	if (!rec && dev->nexports == dev->exports_cap) {
-		rec = realloc(dev->exports, (dev->exports_cap * 2 + 16) * sizeof(*rec));
-		if (rec) {
-			dev->exports = rec;
-			dev->exports_cap = dev->exports_cap * 2 + 16;
-		}
-		rec = NULL;
-	}
-	if (!rec && dev->nexports < dev->exports_cap)
-		rec = &dev->exports[dev->nexports++];
+	if (!rec)
+		rec = new_rec_locked(dev);
 	if (rec)
 		*rec = (struct export_rec) { .export_id = export_id, .st_dev = st.st_dev,
 					     .st_ino = st.st_ino };
@@ -305,6 +326,47 @@ int pd_device_lookup_export(struct pd_device *dev, uint64_t st_dev, uint64_t st_
 	return ret;
 }
 
+int pd_device_subscribe_dmabuf(struct pd_device *dev, int fd, uint64_t st_dev,
+			       uint64_t st_ino)
+{
+	struct peerdirect_subscribe s = {
+		.argsz = sizeof(s), .fd = fd, .cookie = st_ino,
+	};
+	struct export_rec *rec;
+	int ret = 1;
+
+	pthread_mutex_lock(&dev->lock);
+	if (find_subscribed(dev, st_ino))
+		goto out;
+	if (ioctl(dev->fd, PEERDIRECT_IOCTL_SUBSCRIBE, &s)) {
+		/* Another exporter's, a device without subscriptions (or a
+		 * stand-in fd), or max_subscriptions reached: nothing will
+		 * report this dma-buf's revocation. */
+		if (errno == EINVAL || errno == ENOTTY || errno == ENOSPC)
+			ret = 0;
+		else
+			ret = pd_error(-errno, "subscribe to dma-buf inode %llu on /dev/peerdirect%u: %s%s",
+				       (unsigned long long)st_ino, dev->index, strerror(errno),
+				       errno == ENODEV ? " (it was revoked: re-export and register again)" : "");
+		goto out;
+	}
+	rec = new_rec_locked(dev);
+	if (!rec) {
+		s.flags = PEERDIRECT_SUBSCRIBE_CANCEL;
+		s.cookie = 0;
+		s.export_id = s.inode = 0;
+		ioctl(dev->fd, PEERDIRECT_IOCTL_SUBSCRIBE, &s);
+		ret = pd_error(-ENOMEM, "subscribe to dma-buf inode %llu: out of memory",
+			       (unsigned long long)st_ino);
+		goto out;
+	}
+	*rec = (struct export_rec) { .export_id = s.export_id, .st_dev = st_dev,
+				     .st_ino = st_ino, .subscribed = true };
+out:
+	pthread_mutex_unlock(&dev->lock);
+	return ret;
+}
+
 static void app_queue_locked(struct pd_device *dev, const struct pd_event *ev)
 {
 	if (dev->app_count == APP_QUEUE_MAX) {
@@ -329,7 +391,8 @@ static void origin_gone_locked(struct pd_device *dev, uint32_t reason)
 		pd_fabric_origin_gone(dev->subs[i], dev->origin, reason);
 }
 
-static void handle_event_locked(struct pd_device *dev, const struct pd_event *ev)
+static void handle_event_locked(struct pd_device *dev, const struct pd_event *ev,
+				uint32_t flags)
 {
 	struct export_rec *rec;
 	size_t i;
@@ -339,7 +402,8 @@ static void handle_event_locked(struct pd_device *dev, const struct pd_event *ev
 		origin_gone_locked(dev, ev->reason);
 		return;
 	}
-	rec = find_export(dev, ev->export_id);
+	rec = flags & PEERDIRECT_EVENT_SUBSCRIBED ? find_subscribed(dev, ev->inode) :
+						    find_export(dev, ev->export_id);
 	/* Not exported through this handle: no registration can have it as
 	 * its origin, so there is nothing to invalidate. */
 	if (!rec)
@@ -399,7 +463,7 @@ static int dispatch_locked(struct pd_device *dev)
 				.handle = k.handle, .inode = k.inode, .offset = k.offset,
 				.length = k.length,
 			};
-			handle_event_locked(dev, &ev);
+			handle_event_locked(dev, &ev, k.flags);
 			pos += h.length;
 		}
 	}

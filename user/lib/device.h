@@ -35,6 +35,16 @@ int pd_device_subscribe(struct pd_device *dev, struct pd_fabric *fab);
  * invalidated: nothing would report their revocation any more. */
 int pd_device_unsubscribe(struct pd_device *dev, struct pd_fabric *fab);
 
+/*
+ * Asks the kernel to report the revocation of the dma-buf fd ({st_dev,
+ * st_ino}) on dev, for a dma-buf dev did not export (a runtime handed us the
+ * fd).  1 if reported from now on (or already), 0 if it cannot be (another
+ * exporter's dma-buf, no subscriptions, the limit reached), -ENODEV if it is
+ * already revoked, another negative errno on failure.
+ */
+int pd_device_subscribe_dmabuf(struct pd_device *dev, int fd, uint64_t st_dev,
+			       uint64_t st_ino);
+
 /* Reads what the device has queued (no wait) and dispatches it. */
 void pd_device_dispatch(struct pd_device *dev);
 

@@ -635,7 +635,12 @@ static unsigned int snapshot_devices(struct pd_fabric *fab, struct pd_device **d
 	return n;
 }
 
-int pd_fabric_origin_of(struct pd_fabric *fab, uint64_t st_dev, uint64_t st_ino,
+/*
+ * The attached device that reports the dma-buf's revocation: the one that
+ * exported it, else the first attached one, subscribed to it (the runtime
+ * handed us an fd of an export made elsewhere).  0 in *origin if none can.
+ */
+int pd_fabric_origin_of(struct pd_fabric *fab, int fd, uint64_t st_dev, uint64_t st_ino,
 			uint64_t *origin)
 {
 	struct pd_device *devs[PD_MAX_DEVICES];
@@ -644,16 +649,22 @@ int pd_fabric_origin_of(struct pd_fabric *fab, uint64_t st_dev, uint64_t st_ino,
 	int ret = 0;
 
 	*origin = 0;
-	for (i = 0; i < n; i++) {
-		if (!ret && !*origin) {
-			ret = pd_device_lookup_export(devs[i], st_dev, st_ino, &export_id);
-			if (ret == 1) {
-				*origin = pd_device_origin(devs[i]);
-				ret = 0;
-			}
+	for (i = 0; i < n && !ret && !*origin; i++) {
+		ret = pd_device_lookup_export(devs[i], st_dev, st_ino, &export_id);
+		if (ret == 1) {
+			*origin = pd_device_origin(devs[i]);
+			ret = 0;
 		}
-		pd_device_put(devs[i]);
 	}
+	if (!ret && !*origin && n) {
+		ret = pd_device_subscribe_dmabuf(devs[0], fd, st_dev, st_ino);
+		if (ret == 1) {
+			*origin = pd_device_origin(devs[0]);
+			ret = 0;
+		}
+	}
+	for (i = 0; i < n; i++)
+		pd_device_put(devs[i]);
 	return ret;
 }
 

@@ -142,7 +142,7 @@ int pd_fabric_remember_device(struct pd_fabric *fab, struct pd_device *dev);
 void pd_fabric_forget_device(struct pd_fabric *fab, struct pd_device *dev);
 /* Which attached device exported {st_dev, st_ino}: *origin (0: none),
  * or -ENODEV if that export was revoked. */
-int pd_fabric_origin_of(struct pd_fabric *fab, uint64_t st_dev, uint64_t st_ino,
+int pd_fabric_origin_of(struct pd_fabric *fab, int fd, uint64_t st_dev, uint64_t st_ino,
 			uint64_t *origin);
 
 /* A reference for a pd_mr or a request; the last put destroys the fabric. */

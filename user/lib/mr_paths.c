@@ -378,7 +378,7 @@ int pd_mr_reg_dmabuf(struct pd_fabric *fab, int fd, uint64_t offset,
 		k.access = access;
 		k.path = fab->path;
 		k.domain = fab->domain;
-		ret = pd_fabric_origin_of(fab, k.dev, k.ino, &k.origin);
+		ret = pd_fabric_origin_of(fab, fd, k.dev, k.ino, &k.origin);
 		if (ret)
 			return ret;
 		ret = pd_mr_cache_get_since(fab->cache, &k, fd, gen, &e);

@@ -31,7 +31,10 @@ enum src_kind { SRC_HOST, SRC_MEMFD, SRC_DEVICE, SRC_FOREIGN };
 
 struct dmabuf_source {
 	enum src_kind kind;
+	/* device:N, the exporter, attached to the fabric; handed:N, the
+	 * fabric's device, which did not export the buffer (owner did). */
 	struct pd_device *dev;
+	struct pd_device *owner;
 	uint64_t handle;
 	struct pd_export_info exp;
 	int fd;			/* -1 for host memory */
@@ -73,7 +76,12 @@ static inline int udmabuf_open(size_t len)
 	return fd >= 0 ? fd : err;
 }
 
-/* spec: "host", "memfd", "udmabuf" or "device:N" */
+/*
+ * spec: "host", "memfd", "udmabuf", "device:N", or "handed:N": a module
+ * dma-buf exported through another handle of /dev/peerdirectN, as a runtime
+ * hands a network plugin the fd alone; the library learns of its revocation
+ * only by subscribing to it.
+ */
 static inline int source_open(struct dmabuf_source *s, const char *spec, size_t len)
 {
 	struct pd_device_info info;
@@ -102,21 +110,26 @@ static inline int source_open(struct dmabuf_source *s, const char *spec, size_t 
 			fprintf(stderr, "udmabuf: %s\n", strerror(-ret));
 			return ret;
 		}
-	} else if (!strncmp(spec, "device:", 7)) {
+	} else if (!strncmp(spec, "device:", 7) || !strncmp(spec, "handed:", 7)) {
+		unsigned int index = (unsigned int)atoi(spec + 7);
+		struct pd_device **exporter = spec[0] == 'h' ? &s->owner : &s->dev;
+
 		s->kind = SRC_DEVICE;
-		ret = pd_device_open((unsigned int)atoi(spec + 7), &s->dev) ?:
-		      pd_device_query(s->dev, &info);
+		ret = pd_device_open(index, exporter) ?:
+		      pd_device_query(*exporter, &info);
+		if (!ret && s->owner)
+			ret = pd_device_open(index, &s->dev);
 		if (ret)
 			return ret;
 		s->len = (len + info.page_size - 1) / info.page_size * info.page_size;
-		ret = pd_device_alloc(s->dev, s->len, &s->handle, NULL) ?:
-		      pd_device_export(s->dev, s->handle, 0, s->len,
+		ret = pd_device_alloc(*exporter, s->len, &s->handle, NULL) ?:
+		      pd_device_export(*exporter, s->handle, 0, s->len,
 				       PD_EXPORT_RDWR | PD_EXPORT_CLOEXEC, &s->exp);
 		if (ret)
 			return ret;
 		s->fd = s->exp.fd;
 	} else {
-		fprintf(stderr, "memory '%s' is not host, memfd, udmabuf or device:N\n", spec);
+		fprintf(stderr, "memory '%s' is not host, memfd, udmabuf, device:N or handed:N\n", spec);
 		return -EINVAL;
 	}
 	s->map = mmap(NULL, s->len, PROT_READ | PROT_WRITE,
@@ -163,11 +176,15 @@ static inline void source_close(struct dmabuf_source *s)
 		munmap(s->map, s->len);
 	if (s->fd >= 0)
 		close(s->fd);
-	if (s->dev) {
+	if (s->owner) {
 		if (s->handle)
-			pd_device_free(s->dev, s->handle);
-		pd_device_close(s->dev);
+			pd_device_free(s->owner, s->handle);
+		pd_device_close(s->owner);
+	} else if (s->dev && s->handle) {
+		pd_device_free(s->dev, s->handle);
 	}
+	if (s->dev)
+		pd_device_close(s->dev);
 }
 
 #endif

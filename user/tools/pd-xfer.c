@@ -59,7 +59,7 @@ static void usage(void)
 		"usage: pd-xfer --rank 0|1 --rendezvous HOST:PORT [options]\n"
 		"  --size BYTES       transfer size (default 4M; K/M/G suffixes)\n"
 		"  --iters N          iterations (default 10)\n"
-		"  --memory KIND      device:N | udmabuf | memfd | host (default device:0)\n"
+		"  --memory KIND      device:N | handed:N | udmabuf | memfd | host (default device:0)\n"
 		"  --provider NAME    libfabric provider (default auto)\n"
 		"  --path PATH        auto|dmabuf|mapped|bounce (default auto)\n"
 		"  --timeout MS       bound on every wait (default 10000)\n"
@@ -188,7 +188,8 @@ int main(int argc, char **argv)
 		char msg[512] = "";
 
 		if (o.revoke_after == i && src.dev) {
-			ret = pd_device_revoke(src.dev, PD_REVOKE_EXPORT, src.exp.export_id, NULL, NULL);
+			ret = pd_device_revoke(src.owner ? src.owner : src.dev, PD_REVOKE_EXPORT,
+					       src.exp.export_id, NULL, NULL);
 			printf("rank %d iter %d: revoked export %" PRIu64 ": %s\n", o.rank, i,
 			       src.exp.export_id, ret ? pd_last_error() : "ok");
 		}
