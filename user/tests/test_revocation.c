@@ -115,6 +115,41 @@ TEST_F(rev, two_fabrics_on_one_device_both_see_the_event)
 	pd_mr_dereg(m2);
 }
 
+/*
+ * Uapi 2's records grow and gain types: a reader walks by hdr.length.  One
+ * read holds a record of a type the library does not know, then a REVOKE
+ * record longer than the library's struct; the revoke must still land.
+ */
+TEST_F(rev, unknown_types_and_grown_records_are_walked_by_length)
+{
+	struct {
+		struct peerdirect_event_header other;
+		uint64_t other_payload;
+		struct peerdirect_event ev;
+		uint64_t future[2];
+	} __attribute__((packed)) pkt;
+	struct pd_mr *m;
+
+	_Static_assert(sizeof(pkt) == 16 + sizeof(struct peerdirect_event) + 16, "packed");
+	ASSERT_EQ(0, pd_fabric_attach_device(self->f1, self->dev[0]));
+	ASSERT_EQ(0, pd_mr_reg_dmabuf(self->f1, self->memfd[0], 0, 4096, 0, &m));
+	memset(&pkt, 0, sizeof(pkt));
+	pkt.other = (struct peerdirect_event_header) { .type = 0x7777, .length = 16 };
+	pkt.other_payload = ~0ULL;
+	pkt.ev.hdr = (struct peerdirect_event_header) {
+		.type = PEERDIRECT_EVENT_REVOKE, .length = sizeof(pkt.ev) + sizeof(pkt.future),
+	};
+	pkt.ev.reason = PEERDIRECT_REASON_REVOKE;
+	pkt.ev.seq = 1000;
+	pkt.ev.export_id = 100;
+	pkt.ev.inode = self->st[0].st_ino;
+	pkt.future[0] = pkt.future[1] = ~0ULL;
+	ASSERT_EQ((ssize_t)sizeof(pkt), send(self->sock[0][1], &pkt, sizeof(pkt), 0));
+	EXPECT_EQ(1, pd_fabric_poll_events(self->f1)) TH_LOG("%s", pd_last_error());
+	EXPECT_EQ(-ENODEV, usable(self->f1, self->me1, m));
+	pd_mr_dereg(m);
+}
+
 /* An application reading the device through the library sees every event,
  * and takes none away from the fabrics. */
 TEST_F(rev, the_application_reading_events_steals_nothing)
