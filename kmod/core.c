@@ -13,6 +13,8 @@
 #include <linux/slab.h>
 #include "compat.h"
 #include "peerdirect.h"
+#define CREATE_TRACE_POINTS
+#include "trace.h"
 
 static unsigned int quota_mb;
 module_param(quota_mb, uint, 0444);
@@ -134,6 +136,7 @@ int pd_device_register(struct pd_device *pd)
 	pd->misc.fops = &pd_fops;
 	pd->misc.mode = 0660;
 	pd->misc.parent = pd->parent;
+	pd->misc.groups = pd_attr_groups;
 	ret = misc_register(&pd->misc);
 	if (ret) {
 		ida_free(&pd_ida, pd->index);
@@ -243,6 +246,21 @@ void pd_device_wait_unreachable(struct pd_device *pd)
 u64 pd_device_mem_free(struct pd_device *pd)
 {
 	return gen_pool_avail(pd->pool);
+}
+
+/* What QUERY and sysfs "features" report. */
+u64 pd_device_features(struct pd_device *pd)
+{
+	u64 features = PEERDIRECT_FEAT_EXPORT | PEERDIRECT_FEAT_PIN |
+		       PEERDIRECT_FEAT_CPU_MMAP | PEERDIRECT_FEAT_EVENTS |
+		       PEERDIRECT_FEAT_SUBSCRIBE | PEERDIRECT_FEAT_LIST |
+		       pd->ops->features;
+
+	if (pd->ops->dyn_features)
+		features |= pd->ops->dyn_features(pd);
+	if (PD_MOVE_NOTIFY)
+		features |= PEERDIRECT_FEAT_MOVE_NOTIFY;
+	return features;
 }
 
 static int __init peerdirect_init(void)

@@ -11,8 +11,11 @@
 #include <linux/slab.h>
 #include <linux/sched.h>
 #include <linux/vmalloc.h>
+#include <linux/cred.h>
+#include <linux/timekeeping.h>
 #include "compat.h"
 #include "peerdirect.h"
+#include "trace.h"
 
 static const struct dma_buf_ops pd_dmabuf_ops;
 
@@ -41,33 +44,45 @@ static int pd_dmabuf_attach(struct dma_buf *dmabuf,
 	int ret;
 
 	/* Racy by design: map and pin recheck under the reservation lock. */
-	if (READ_ONCE(exp->revoked))
-		return -ENODEV;
+	if (READ_ONCE(exp->revoked)) {
+		ret = -ENODEV;
+		goto out;
+	}
 	if (pd->ops->attach) {
 		ret = pd->ops->attach(pd, attach);
 		if (ret)
-			return ret;
+			goto out;
 	}
 
 	/* Charged to the importer's memory cgroup. */
 	pa = kzalloc(sizeof(*pa), GFP_KERNEL_ACCOUNT);
-	if (!pa)
-		return -ENOMEM;
+	if (!pa) {
+		ret = -ENOMEM;
+		goto out;
+	}
 	pa->attach = attach;
+	pa->since_ns = ktime_get_boottime_ns();
 	INIT_LIST_HEAD(&pa->map_list);
 	attach->priv = pa;
 
 	dma_resv_lock(dmabuf->resv, NULL);
 	list_add_tail(&pa->node, &exp->attachments);
 	dma_resv_unlock(dmabuf->resv);
-	return 0;
+	ret = 0;
+out:
+	trace_peerdirect_attach(pd->index, exp->id, dev_name(attach->dev),
+				attach->peer2peer, !!attach->importer_ops, ret);
+	return ret;
 }
 
 static void pd_dmabuf_detach(struct dma_buf *dmabuf,
 			     struct dma_buf_attachment *attach)
 {
+	struct pd_export *exp = dmabuf->priv;
 	struct pd_attach *pa = attach->priv;
 
+	trace_peerdirect_detach(exp_pd(exp)->index, exp->id, dev_name(attach->dev),
+				attach->peer2peer, !!attach->importer_ops, 0);
 	dma_resv_lock(dmabuf->resv, NULL);
 	list_del(&pa->node);
 	dma_resv_unlock(dmabuf->resv);
@@ -80,10 +95,15 @@ static int pd_dmabuf_pin(struct dma_buf_attachment *attach)
 	struct pd_attach *pa = attach->priv;
 
 	dma_resv_assert_held(attach->dmabuf->resv);
-	if (exp->revoked)
+	if (exp->revoked) {
+		trace_peerdirect_pin(exp_pd(exp)->index, exp->id,
+				     dev_name(attach->dev), pa->pins, -ENODEV);
 		return -ENODEV;
+	}
 	pa->pins++;
 	exp->nr_pins++;
+	trace_peerdirect_pin(exp_pd(exp)->index, exp->id, dev_name(attach->dev),
+			     pa->pins, 0);
 	return 0;
 }
 
@@ -98,6 +118,8 @@ static void pd_dmabuf_unpin(struct dma_buf_attachment *attach)
 		return;
 	pa->pins--;
 	exp->nr_pins--;
+	trace_peerdirect_unpin(exp_pd(exp)->index, exp->id, dev_name(attach->dev),
+			       pa->pins, 0);
 }
 
 /*
@@ -116,24 +138,33 @@ static struct sg_table *pd_dmabuf_map(struct dma_buf_attachment *attach,
 	struct pd_map *m;
 
 	dma_resv_assert_held(attach->dmabuf->resv);
-	if (exp->revoked)
-		return ERR_PTR(-ENODEV);
+	if (exp->revoked) {
+		sgt = ERR_PTR(-ENODEV);
+		goto out;
+	}
 
 	m = kzalloc(sizeof(*m), GFP_KERNEL_ACCOUNT);
-	if (!m)
-		return ERR_PTR(-ENOMEM);
+	if (!m) {
+		sgt = ERR_PTR(-ENOMEM);
+		goto out;
+	}
 	m->dir = exp->rdonly ? DMA_TO_DEVICE : dir;
+	dir = m->dir;
 	sgt = pd->ops->map(pd, attach, pd_export_dev_offset(exp),
 			     exp->length, m->dir);
 	if (IS_ERR(sgt)) {
 		kfree(m);
-		return sgt;
+		goto out;
 	}
 	m->sgt = sgt;
 	list_add_tail(&m->node, &pa->map_list);
 	pa->maps++;
 	atomic_inc(&exp->nr_maps);
 	pd_device_reach(pd, 1);
+out:
+	trace_peerdirect_map(pd->index, exp->id, dev_name(attach->dev), dir,
+			     exp->length, IS_ERR(sgt) ? 0 : sgt->nents,
+			     PTR_ERR_OR_ZERO(sgt));
 	return sgt;
 }
 
@@ -154,6 +185,8 @@ static void pd_dmabuf_unmap(struct dma_buf_attachment *attach,
 		return;
 	list_del(&m->node);
 	pa->maps--;
+	trace_peerdirect_unmap(pd->index, exp->id, dev_name(attach->dev), m->dir,
+			       exp->length, sgt->nents, 0);
 	pd->ops->unmap(pd, attach, sgt, m->dir);
 	kfree(m);
 	if (atomic_dec_and_test(&exp->nr_maps))
@@ -168,6 +201,7 @@ static void pd_dmabuf_release(struct dma_buf *dmabuf)
 	struct pd_alloc *alloc = exp->alloc;
 	struct pd_device *pd = alloc->pd;
 
+	trace_peerdirect_export_release(pd->index, exp->id);
 	pd_subs_drop_export(exp);
 	mutex_lock(&pd->lock);
 	list_del(&exp->node);
@@ -434,6 +468,8 @@ struct dma_buf *pd_export_create(struct pd_file *pfile, struct pd_alloc *alloc,
 	exp->length = args->length;
 	exp->rdonly = (open_flags & O_ACCMODE) == O_RDONLY;
 	exp->tgid = task_tgid_nr(current);
+	exp->uid = current_uid();
+	exp->created_ns = ktime_get_boottime_ns();
 
 	fd = get_unused_fd_flags(open_flags & O_CLOEXEC);
 	if (fd < 0) {
@@ -488,6 +524,8 @@ struct dma_buf *pd_export_create(struct pd_file *pfile, struct pd_alloc *alloc,
 	list_add_tail(&exp->node, &alloc->exports);
 	alloc->nr_exports++;
 	pd->nr_exports_total++;
+	trace_peerdirect_export(pd->index, exp->id, alloc->handle, exp->offset,
+				exp->length, exp->inode, exp->rdonly);
 	mutex_unlock(&pd->lock);
 
 	args->fd = fd;

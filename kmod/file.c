@@ -10,6 +10,7 @@
 #include <linux/slab.h>
 #include <linux/uaccess.h>
 #include "peerdirect.h"
+#include "trace.h"
 
 static int pd_open(struct inode *inode, struct file *filp)
 {
@@ -148,6 +149,7 @@ static void pd_file_queue(struct pd_file *pfile, const struct pd_export *exp,
 {
 	struct peerdirect_event *ev;
 	u32 max = pfile->pd->max_events;
+	int queued = 0;
 
 	mutex_lock(&pfile->ev_lock);
 	if (pfile->closed || !pfile->ev_ring)
@@ -157,6 +159,7 @@ static void pd_file_queue(struct pd_file *pfile, const struct pd_export *exp,
 	if (pfile->ev_count == max) {
 		pfile->ev_overflow = true;
 		pfile->ev_overflow_seq = ++pfile->ev_seq;
+		queued = -1;
 		goto wake;
 	}
 	ev = &pfile->ev_ring[(pfile->ev_head + pfile->ev_count) % max];
@@ -170,9 +173,12 @@ static void pd_file_queue(struct pd_file *pfile, const struct pd_export *exp,
 	ev->length = exp->length;
 	ev->cookie = cookie;
 	pfile->ev_count++;
+	queued = 1;
 wake:
 	wake_up_interruptible(&pfile->ev_wq);
 out:
+	trace_peerdirect_event(pfile->pd->index, exp->id, reason, flags,
+			       queued ? pfile->ev_seq : 0, queued);
 	mutex_unlock(&pfile->ev_lock);
 }
 

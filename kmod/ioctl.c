@@ -20,6 +20,10 @@
 #define PD_MIN_REVOKE	offsetofend(struct peerdirect_revoke, pending)
 #define PD_MIN_RESET	offsetofend(struct peerdirect_reset, pending)
 #define PD_MIN_SUBSCRIBE offsetofend(struct peerdirect_subscribe, inode)
+#define PD_MIN_LIST	offsetofend(struct peerdirect_list, total_attachments)
+/* And of LIST's records. */
+#define PD_MIN_EXPORT_INFO offsetofend(struct peerdirect_export_info, pad)
+#define PD_MIN_ATTACH_INFO offsetofend(struct peerdirect_attach_info, device)
 
 /* The uapi layouts: the same on every architecture, 32-bit ones included. */
 static inline void pd_uapi_layout(void)
@@ -31,6 +35,10 @@ static inline void pd_uapi_layout(void)
 	BUILD_BUG_ON(sizeof(struct peerdirect_revoke) != 32);
 	BUILD_BUG_ON(sizeof(struct peerdirect_reset) != 16);
 	BUILD_BUG_ON(sizeof(struct peerdirect_subscribe) != 40);
+	BUILD_BUG_ON(sizeof(struct peerdirect_list) != 48);
+	BUILD_BUG_ON(sizeof(struct peerdirect_export_info) != 88);
+	BUILD_BUG_ON(sizeof(struct peerdirect_attach_info) != 72);
+	BUILD_BUG_ON(offsetof(struct peerdirect_attach_info, device) != 40);
 	BUILD_BUG_ON(sizeof(struct peerdirect_event_header) != 8);
 	BUILD_BUG_ON(sizeof(struct peerdirect_event) != 72);
 	BUILD_BUG_ON(offsetof(struct peerdirect_event, seq) != 16);
@@ -75,13 +83,7 @@ static int pd_ioctl_query(struct pd_file *pfile, void __user *uarg)
 
 	q.abi_major = PEERDIRECT_ABI_MAJOR;
 	q.abi_minor = PEERDIRECT_ABI_MINOR;
-	q.features = PEERDIRECT_FEAT_EXPORT | PEERDIRECT_FEAT_PIN |
-		     PEERDIRECT_FEAT_CPU_MMAP | PEERDIRECT_FEAT_EVENTS |
-		     PEERDIRECT_FEAT_SUBSCRIBE | pd->ops->features;
-	if (pd->ops->dyn_features)
-		q.features |= pd->ops->dyn_features(pd);
-	if (PD_MOVE_NOTIFY)
-		q.features |= PEERDIRECT_FEAT_MOVE_NOTIFY;
+	q.features = pd_device_features(pd);
 	q.backend = pd->ops->kind;
 	q.index = pd->index;
 	q.mem_size = pd->mem_size;
@@ -268,6 +270,42 @@ static int pd_ioctl_subscribe(struct pd_file *pfile, void __user *uarg)
 	return pd_copy_out(uarg, &s, sizeof(s), usize);
 }
 
+static bool pd_list_size_ok(u32 size, size_t minsz)
+{
+	return size >= minsz && size <= PAGE_SIZE && IS_ALIGNED(size, 8);
+}
+
+/*
+ * Every process may list, but sees only its user's exports unless it has
+ * CAP_SYS_ADMIN (pd_list() decides).
+ */
+static int pd_ioctl_list(struct pd_file *pfile, void __user *uarg)
+{
+	struct peerdirect_list l;
+	u32 usize;
+	int ret;
+
+	ret = pd_copy_in(&l, sizeof(l), PD_MIN_LIST, uarg, &usize);
+	if (ret)
+		return ret;
+	if (l.flags & ~PEERDIRECT_LIST_ATTACHMENTS || l.total_exports ||
+	    l.total_attachments || !pd_list_size_ok(l.export_size, PD_MIN_EXPORT_INFO))
+		return -EINVAL;
+	if (l.flags & PEERDIRECT_LIST_ATTACHMENTS) {
+		if (!pd_list_size_ok(l.attach_size, PD_MIN_ATTACH_INFO))
+			return -EINVAL;
+	} else if (l.attach_size || l.attachments || l.nr_attachments) {
+		return -EINVAL;
+	}
+	if ((l.nr_exports && !l.exports) || (l.nr_attachments && !l.attachments))
+		return -EFAULT;
+
+	ret = pd_list(pfile->pd, &l);
+	if (ret)
+		return ret;
+	return pd_copy_out(uarg, &l, sizeof(l), usize);
+}
+
 long pd_ioctl(struct file *filp, unsigned int cmd, unsigned long arg)
 {
 	struct pd_file *pfile = filp->private_data;
@@ -276,7 +314,7 @@ long pd_ioctl(struct file *filp, unsigned int cmd, unsigned long arg)
 	pd_uapi_layout();
 	/* Ours in full: _IO(magic, nr), no direction or size encoded. */
 	if (cmd != _IO(PEERDIRECT_IOCTL_MAGIC, _IOC_NR(cmd)) ||
-	    _IOC_NR(cmd) > _IOC_NR(PEERDIRECT_IOCTL_SUBSCRIBE))
+	    _IOC_NR(cmd) > _IOC_NR(PEERDIRECT_IOCTL_LIST))
 		return -ENOTTY;
 	if (READ_ONCE(pfile->pd->dead))
 		return -ENODEV;
@@ -298,6 +336,8 @@ long pd_ioctl(struct file *filp, unsigned int cmd, unsigned long arg)
 		return pd_ioctl_revoke(pfile, uarg, true);
 	case PEERDIRECT_IOCTL_SUBSCRIBE:
 		return pd_ioctl_subscribe(pfile, uarg);
+	case PEERDIRECT_IOCTL_LIST:
+		return pd_ioctl_list(pfile, uarg);
 	default:
 		return -ENOTTY;
 	}

@@ -10,6 +10,7 @@
 #include <linux/sched.h>
 #include <linux/slab.h>
 #include "peerdirect.h"
+#include "trace.h"
 
 /*
  * The quota is per user and device: the real uid of the process that
@@ -142,6 +143,7 @@ int pd_alloc_create(struct pd_file *pfile, u64 size, u64 *handlep, u64 *sizep)
 	alloc->handle = handle;
 	*handlep = handle;
 	*sizep = size;
+	trace_peerdirect_alloc(pd->index, alloc->tgid, handle, alloc->offset, size);
 	ret = xa_err(xa_store(&pfile->allocs, handle, alloc, GFP_KERNEL_ACCOUNT));
 	if (ret) {
 		xa_release(&pfile->allocs, handle);
@@ -223,6 +225,8 @@ int pd_alloc_free(struct pd_file *pfile, u64 handle)
 	mutex_lock(&pd->lock);
 	alloc->freed = true;
 	pd->quarantined += alloc->size;
+	trace_peerdirect_free(pd->index, task_tgid_nr(current), handle,
+			      alloc->size, alloc->nr_exports);
 	mutex_unlock(&pd->lock);
 
 	pd_revoke_alloc(alloc, PD_REVOKE_FREE, &res);

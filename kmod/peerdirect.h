@@ -186,6 +186,7 @@ struct pd_attach {
 	u32 pins;
 	u32 maps;
 	struct list_head map_list;	/* pd_map, under resv */
+	u64 since_ns;			/* attached at, CLOCK_BOOTTIME */
 };
 
 struct pd_export {
@@ -206,6 +207,8 @@ struct pd_export {
 	u64 length;
 	u64 inode;
 	pid_t tgid;
+	kuid_t uid;			/* the exporting process's real uid */
+	u64 created_ns;			/* CLOCK_BOOTTIME */
 	bool rdonly;
 
 	/* Under dmabuf->resv. */
@@ -239,6 +242,7 @@ void pd_device_wait_unreachable(struct pd_device *pd);
 void pd_device_reach(struct pd_device *pd, int delta);
 void pd_device_put(struct pd_device *pd);
 u64 pd_device_mem_free(struct pd_device *pd);
+u64 pd_device_features(struct pd_device *pd);
 
 /* file.c: the character device */
 extern const struct file_operations pd_fops;
@@ -283,6 +287,12 @@ void pd_reset_done(struct pd_device *pd);
 
 /* ioctl.c */
 long pd_ioctl(struct file *filp, unsigned int cmd, unsigned long arg);
+
+/* list.c: PEERDIRECT_IOCTL_LIST, arguments validated by ioctl.c */
+int pd_list(struct pd_device *pd, struct peerdirect_list *l);
+
+/* sysfs.c: attributes of the misc device */
+extern const struct attribute_group *pd_attr_groups[];
 
 /* debugfs.c */
 void pd_debugfs_init(void);

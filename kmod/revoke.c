@@ -22,8 +22,10 @@
 #include <linux/dma-resv.h>
 #include <linux/mm.h>
 #include <linux/sched/signal.h>
+#include <linux/timekeeping.h>
 #include "compat.h"
 #include "peerdirect.h"
+#include "trace.h"
 
 struct pd_revoke_ctx {
 	u32 reason;
@@ -74,6 +76,19 @@ static void pd_invalidate(struct pd_export *exp)
 }
 #endif
 
+/* Under the reservation lock, for the trace event only. */
+static u32 pd_revoke_nr_attach(struct pd_export *exp)
+{
+	struct pd_attach *pa;
+	u32 n = 0;
+
+	if (!trace_peerdirect_revoke_enabled())
+		return 0;
+	list_for_each_entry(pa, &exp->attachments, node)
+		n++;
+	return n;
+}
+
 /*
  * Under pd_device.lock, which keeps @exp and its dma-buf from being
  * released (release waits for it to unlink the export).  A dma-buf whose
@@ -85,6 +100,7 @@ static void pd_revoke_locked(struct pd_revoke_ctx *ctx, struct pd_export *exp)
 {
 	struct dma_resv *resv = exp->dmabuf->resv;
 	bool first = false;
+	u32 nr_attach = 0;
 
 	dma_resv_lock(resv, NULL);
 	if (!exp->revoked && lockref_get_not_dead(&exp->dentry->d_lockref)) {
@@ -92,6 +108,7 @@ static void pd_revoke_locked(struct pd_revoke_ctx *ctx, struct pd_export *exp)
 		exp->revoked = true;
 		exp->reason = ctx->reason;
 		mutex_unlock(&exp->vmap_lock);
+		nr_attach = pd_revoke_nr_attach(exp);
 		pd_invalidate(exp);
 		/* Under the lock, so a racing fault cannot reinstall a PTE. */
 		unmap_mapping_range(d_inode(exp->dentry)->i_mapping, 0, 0, 1);
@@ -100,6 +117,9 @@ static void pd_revoke_locked(struct pd_revoke_ctx *ctx, struct pd_export *exp)
 	dma_resv_unlock(resv);
 
 	if (first) {
+		trace_peerdirect_revoke(exp->alloc->pd->index, exp->id, exp->tgid,
+					ctx->reason, nr_attach,
+					atomic_read(&exp->nr_maps));
 		list_add_tail(&exp->revoke_node, &ctx->list);
 		ctx->revoked++;
 		pd_file_queue_event(exp->pfile, exp, ctx->reason);
@@ -145,12 +165,18 @@ static void pd_revoke_finish(struct pd_device *pd, struct pd_revoke_ctx *ctx,
 	unsigned long deadline = jiffies +
 		msecs_to_jiffies(READ_ONCE(pd_revoke_timeout_ms));
 	struct pd_export *exp, *tmp;
+	u64 start = ktime_get_ns();
 	u32 pending = 0;
+	bool busy;
 
 	list_for_each_entry_safe(exp, tmp, &ctx->list, revoke_node) {
 		if (wait)
 			pd_wait_idle(exp, deadline);
-		if (pd_export_busy(exp)) {
+		busy = pd_export_busy(exp);
+		trace_peerdirect_revoke_done(pd->index, exp->id, ctx->reason, wait,
+					     div_u64(ktime_get_ns() - start,
+						     NSEC_PER_USEC), busy);
+		if (busy) {
 			pending++;
 			if (wait)
 				pr_warn_ratelimited("%s: export %llu (pid %d) still mapped by %d importer mapping(s)%s after revoke; memory quarantined until released\n",

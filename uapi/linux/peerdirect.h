@@ -22,7 +22,7 @@
 #include <linux/types.h>
 
 #define PEERDIRECT_ABI_MAJOR	2
-#define PEERDIRECT_ABI_MINOR	0
+#define PEERDIRECT_ABI_MINOR	1
 
 /* Feature bits reported by PEERDIRECT_IOCTL_QUERY. */
 #define PEERDIRECT_FEAT_EXPORT		0x01ULL	/* dma-buf export */
@@ -46,6 +46,8 @@
 #define PEERDIRECT_FEAT_REVOCABLE_ONLY	0x100ULL
 /* PEERDIRECT_IOCTL_SUBSCRIBE: revocation events for a dma-buf one holds. */
 #define PEERDIRECT_FEAT_SUBSCRIBE	0x200ULL
+/* Minor 2.1.  PEERDIRECT_IOCTL_LIST, and the sysfs attributes of the device. */
+#define PEERDIRECT_FEAT_LIST		0x400ULL
 
 /* Backends (device kinds). */
 #define PEERDIRECT_BACKEND_SIM		1	/* RAM pages standing in for HBM */
@@ -197,6 +199,79 @@ struct peerdirect_subscribe {
 	__aligned_u64 inode;	/* out: st_ino of fd */
 };
 
+/*
+ * PEERDIRECT_IOCTL_LIST (uapi 2.1): the exports of this device, for
+ * administrators' tools.  With CAP_SYS_ADMIN every process's, otherwise the
+ * exports made by processes of the caller's real uid.  The kernel writes up
+ * to nr_exports records of export_size bytes each to the array at exports
+ * and, with PEERDIRECT_LIST_ATTACHMENTS, up to nr_attachments records of
+ * attach_size bytes to the array at attachments (one per importer
+ * attachment of the exports listed).  Record sizes may be larger than the
+ * kernel's (the tail is zeroed) or smaller, down to the first published
+ * size (the record is cut), as argsz works for the argument.  On return
+ * nr_* say how many records were written and total_* how many there were:
+ * retry with a bigger array when total > nr.  At most PEERDIRECT_LIST_MAX
+ * records of each kind per call.
+ */
+#define PEERDIRECT_LIST_ATTACHMENTS	0x1U
+#define PEERDIRECT_LIST_MAX		16384
+
+/* peerdirect_export_info.flags */
+#define PEERDIRECT_EXPORT_INFO_RDONLY	0x1U	/* a read-only export */
+#define PEERDIRECT_EXPORT_INFO_REVOKED	0x2U	/* reason says why */
+/* An importer held the reservation lock: counters and attachments not read. */
+#define PEERDIRECT_EXPORT_INFO_BUSY	0x4U
+#define PEERDIRECT_EXPORT_INFO_OWNER_GONE 0x8U	/* allocation freed: quarantined */
+
+struct peerdirect_export_info {
+	__aligned_u64 export_id;
+	__aligned_u64 inode;		/* st_ino of the dma-buf */
+	__aligned_u64 handle;		/* the owner's allocation */
+	__aligned_u64 offset;		/* within the allocation */
+	__aligned_u64 length;
+	__aligned_u64 mapped_bytes;	/* over every importer mapping */
+	__aligned_u64 created_ns;	/* CLOCK_BOOTTIME */
+	__s32 tgid;			/* the exporting process (initial pid namespace) */
+	__u32 uid;			/* its real uid, in the caller's user namespace */
+	__u32 flags;			/* PEERDIRECT_EXPORT_INFO_* */
+	__u32 reason;			/* PEERDIRECT_REASON_* when REVOKED, else 0 */
+	__u32 nr_attachments;
+	__u32 nr_pins;			/* pins by importers (and the core's) */
+	__u32 nr_maps;			/* live importer mappings */
+	__u32 pad;
+};
+
+/* peerdirect_attach_info.flags */
+#define PEERDIRECT_ATTACH_INFO_PINNED	0x1U	/* pinned by the importer */
+#define PEERDIRECT_ATTACH_INFO_DYNAMIC	0x2U	/* has importer ops (move_notify) */
+#define PEERDIRECT_ATTACH_INFO_PEER2PEER 0x4U	/* importer allows peer-to-peer */
+
+#define PEERDIRECT_DEVNAME_LEN		32
+
+struct peerdirect_attach_info {
+	__aligned_u64 export_id;
+	__aligned_u64 mapped_bytes;
+	__aligned_u64 since_ns;		/* attached at, CLOCK_BOOTTIME */
+	__u32 flags;			/* PEERDIRECT_ATTACH_INFO_* */
+	__u32 pins;
+	__u32 maps;
+	__u32 pad;
+	char device[PEERDIRECT_DEVNAME_LEN];	/* importer's dev_name(), cut, NUL-terminated */
+};
+
+struct peerdirect_list {
+	__u32 argsz;
+	__u32 flags;			/* PEERDIRECT_LIST_ATTACHMENTS */
+	__u32 export_size;		/* in: sizeof(struct peerdirect_export_info) */
+	__u32 attach_size;		/* in: sizeof(struct peerdirect_attach_info) */
+	__aligned_u64 exports;		/* in: user pointer to the array */
+	__aligned_u64 attachments;	/* in: user pointer, with LIST_ATTACHMENTS */
+	__u32 nr_exports;		/* in: array capacity; out: written */
+	__u32 nr_attachments;		/* in: array capacity; out: written */
+	__u32 total_exports;		/* out */
+	__u32 total_attachments;	/* out */
+};
+
 #define PEERDIRECT_IOCTL_MAGIC	0xD7
 
 #define PEERDIRECT_IOCTL_QUERY		_IO(PEERDIRECT_IOCTL_MAGIC, 0x00)
@@ -207,5 +282,6 @@ struct peerdirect_subscribe {
 #define PEERDIRECT_IOCTL_RESET		_IO(PEERDIRECT_IOCTL_MAGIC, 0x05)
 #define PEERDIRECT_IOCTL_ADMIN_REVOKE	_IO(PEERDIRECT_IOCTL_MAGIC, 0x06)
 #define PEERDIRECT_IOCTL_SUBSCRIBE	_IO(PEERDIRECT_IOCTL_MAGIC, 0x07)
+#define PEERDIRECT_IOCTL_LIST		_IO(PEERDIRECT_IOCTL_MAGIC, 0x08)
 
 #endif /* _UAPI_LINUX_PEERDIRECT_H */
