@@ -21,6 +21,7 @@
 
 struct pd_list_snap {
 	bool all;			/* CAP_SYS_ADMIN: every user's exports */
+	bool attachments;		/* PEERDIRECT_LIST_ATTACHMENTS */
 	kuid_t uid;
 	struct peerdirect_export_info *exps;
 	u32 cap_exps, nr_exps, total_exps;
@@ -102,7 +103,8 @@ static void pd_list_export(struct pd_list_snap *s, struct pd_export *exp)
 		e->nr_maps = atomic_read(&exp->nr_maps);
 		e->mapped_bytes = (u64)e->nr_maps * exp->length;
 	}
-	pd_list_attachments(s, exp, !!e);
+	if (s->attachments)
+		pd_list_attachments(s, exp, !!e);
 	dma_resv_unlock(resv);
 }
 
@@ -128,6 +130,7 @@ int pd_list(struct pd_device *pd, struct peerdirect_list *l)
 {
 	struct pd_list_snap s = {
 		.all = capable(CAP_SYS_ADMIN),
+		.attachments = l->flags & PEERDIRECT_LIST_ATTACHMENTS,
 		.uid = current_uid(),
 		.cap_exps = min_t(u32, l->nr_exports, PEERDIRECT_LIST_MAX),
 		.cap_atts = min_t(u32, l->nr_attachments, PEERDIRECT_LIST_MAX),

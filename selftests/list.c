@@ -1,0 +1,445 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The administrator's view (uapi 2.1): PEERDIRECT_IOCTL_LIST's export and
+ * attachment records, its argument rules and who sees what, and the sysfs
+ * attributes of /sys/class/misc/peerdirectN against QUERY and the counts.
+ */
+#define _GNU_SOURCE
+#include <stddef.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include "kselftest_harness.h"
+#include "pd_test.h"
+
+#define MAXREC 64
+
+FIXTURE(list) {
+	int fd;
+	struct peerdirect_query q;
+	size_t len;
+	char importer[PEERDIRECT_DEVNAME_LEN];
+};
+
+FIXTURE_SETUP(list)
+{
+	struct pdti_device d;
+
+	self->fd = pd_open(PD_DEV0);
+	ASSERT_LE(0, self->fd);
+	ASSERT_EQ(0, pd_query(self->fd, &self->q));
+	if (!(self->q.features & PEERDIRECT_FEAT_LIST))
+		SKIP(return, "no PEERDIRECT_FEAT_LIST");
+	self->len = 2 * self->q.page_size;
+	/* The name the test importer attaches with (pdti_open()). */
+	if (pd_pci_function("peerdirect0", &d))
+		snprintf(self->importer, sizeof(self->importer), "pd_test_importer");
+	else
+		snprintf(self->importer, sizeof(self->importer), "%04x:%02x:%02x.%x",
+			 d.domain, d.bus, d.devfn >> 3, d.devfn & 7);
+}
+
+FIXTURE_TEARDOWN(list)
+{
+	close(self->fd);
+}
+
+struct listing {
+	struct peerdirect_list l;
+	struct peerdirect_export_info e[MAXREC];
+	struct peerdirect_attach_info a[MAXREC];
+};
+
+static int do_list(int fd, struct listing *x, int attachments)
+{
+	memset(x, 0, sizeof(*x));
+	x->l.argsz = sizeof(x->l);
+	x->l.export_size = sizeof(x->e[0]);
+	x->l.exports = (uintptr_t)x->e;
+	x->l.nr_exports = MAXREC;
+	if (attachments) {
+		x->l.flags = PEERDIRECT_LIST_ATTACHMENTS;
+		x->l.attach_size = sizeof(x->a[0]);
+		x->l.attachments = (uintptr_t)x->a;
+		x->l.nr_attachments = MAXREC;
+	}
+	return ioctl(fd, PEERDIRECT_IOCTL_LIST, &x->l) ? -errno : 0;
+}
+
+static struct peerdirect_export_info *find(struct listing *x, __u64 id)
+{
+	__u32 i;
+
+	for (i = 0; i < x->l.nr_exports; i++)
+		if (x->e[i].export_id == id)
+			return &x->e[i];
+	return NULL;
+}
+
+static long long boottime_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_BOOTTIME, &ts);
+	return ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+/* One export, a pinned importer on it: every field of both records. */
+TEST_F(list, export_and_attachment_records)
+{
+	static struct listing x;
+	struct peerdirect_export_info *e;
+	long long t0 = boottime_ns();
+	__u64 id = 0, ro_id = 0;
+	int64_t h = pd_alloc(self->fd, self->len);
+	struct stat st;
+	int d, ro, imp;
+	__u32 i, mine = 0;
+
+	ASSERT_LT(0, h);
+	d = pd_export_id(self->fd, h, self->q.page_size, self->q.page_size,
+			 PEERDIRECT_EXPORT_RDWR | PEERDIRECT_EXPORT_CLOEXEC, &id);
+	ASSERT_LE(0, d);
+	ro = pd_export_id(self->fd, h, 0, self->len, PEERDIRECT_EXPORT_CLOEXEC, &ro_id);
+	ASSERT_LE(0, ro);
+	imp = pdti_open("peerdirect0");
+	ASSERT_LE(0, imp);
+	ASSERT_EQ(0, pdti_import(imp, d, pd_pinned_flags(&self->q), 0));
+
+	ASSERT_EQ(0, do_list(self->fd, &x, 1));
+	EXPECT_LE(2, x.l.total_exports);
+	EXPECT_EQ(x.l.total_exports, x.l.nr_exports);
+	e = find(&x, id);
+	ASSERT_NE(NULL, e);
+	ASSERT_EQ(0, fstat(d, &st));
+	EXPECT_EQ(st.st_ino, e->inode);
+	EXPECT_EQ((__u64)h, e->handle);
+	EXPECT_EQ(self->q.page_size, e->offset);
+	EXPECT_EQ(self->q.page_size, e->length);
+	EXPECT_EQ(getpid(), e->tgid);
+	EXPECT_EQ(getuid(), e->uid);
+	EXPECT_EQ(0, e->flags);
+	EXPECT_EQ(0, e->reason);
+	EXPECT_EQ(1, e->nr_attachments);
+	EXPECT_LE(1, e->nr_pins);
+	EXPECT_EQ(1, e->nr_maps);
+	EXPECT_EQ(self->q.page_size, e->mapped_bytes);
+	EXPECT_LE(t0, (long long)e->created_ns);
+	EXPECT_GE(boottime_ns(), (long long)e->created_ns);
+
+	e = find(&x, ro_id);
+	ASSERT_NE(NULL, e);
+	EXPECT_EQ(PEERDIRECT_EXPORT_INFO_RDONLY, e->flags);
+	EXPECT_EQ(0, e->nr_attachments);
+	EXPECT_EQ(0, e->mapped_bytes);
+
+	for (i = 0; i < x.l.nr_attachments; i++) {
+		if (x.a[i].export_id != id)
+			continue;
+		mine++;
+		EXPECT_STREQ(self->importer, x.a[i].device);
+		EXPECT_TRUE(x.a[i].flags & PEERDIRECT_ATTACH_INFO_PINNED);
+		EXPECT_TRUE(x.a[i].flags & PEERDIRECT_ATTACH_INFO_DYNAMIC);
+		EXPECT_TRUE(x.a[i].flags & PEERDIRECT_ATTACH_INFO_PEER2PEER);
+		EXPECT_EQ(1, x.a[i].maps);
+		EXPECT_LE(1, x.a[i].pins);
+		EXPECT_EQ(self->q.page_size, x.a[i].mapped_bytes);
+		EXPECT_LE(t0, (long long)x.a[i].since_ns);
+		EXPECT_EQ(0, x.a[i].pad);
+	}
+	EXPECT_EQ(1, mine);
+	EXPECT_EQ(x.l.total_attachments, x.l.nr_attachments);
+
+	/* Revoked: the reason shows, the importer still holds it. */
+	ASSERT_EQ(0, pd_revoke(self->fd, PEERDIRECT_REVOKE_EXPORT, 0, id, NULL));
+	ASSERT_EQ(0, do_list(self->fd, &x, 0));
+	e = find(&x, id);
+	ASSERT_NE(NULL, e);
+	EXPECT_TRUE(e->flags & PEERDIRECT_EXPORT_INFO_REVOKED);
+	EXPECT_EQ(PEERDIRECT_REASON_REVOKE, e->reason);
+	EXPECT_EQ(0, x.l.nr_attachments);
+	EXPECT_EQ(0, x.l.total_attachments);
+
+	close(imp);
+	close(d);
+	close(ro);
+	/* Gone once released. */
+	ASSERT_EQ(0, do_list(self->fd, &x, 0));
+	EXPECT_EQ(NULL, find(&x, id));
+	EXPECT_EQ(NULL, find(&x, ro_id));
+	pd_free(self->fd, h);
+}
+
+/* Capacity 0 counts; a short array gets what fits and the total. */
+TEST_F(list, totals_tell_the_caller_to_retry)
+{
+	struct peerdirect_export_info one[2];
+	struct peerdirect_list l = {
+		.argsz = sizeof(l), .export_size = sizeof(one[0]),
+	};
+	int64_t h = pd_alloc(self->fd, self->len);
+	int d[3], i;
+
+	ASSERT_LT(0, h);
+	for (i = 0; i < 3; i++) {
+		d[i] = pd_export(self->fd, h, 0, self->q.page_size);
+		ASSERT_LE(0, d[i]);
+	}
+	ASSERT_EQ(0, ioctl(self->fd, PEERDIRECT_IOCTL_LIST, &l));
+	EXPECT_EQ(0, l.nr_exports);
+	EXPECT_LE(3, l.total_exports);
+
+	memset(one, 0xa5, sizeof(one));
+	l.total_exports = 0;
+	l.exports = (uintptr_t)one;
+	l.nr_exports = 1;
+	ASSERT_EQ(0, ioctl(self->fd, PEERDIRECT_IOCTL_LIST, &l));
+	EXPECT_EQ(1, l.nr_exports);
+	EXPECT_LE(3, l.total_exports);
+	EXPECT_NE(0, one[0].export_id);
+	EXPECT_EQ(0, one[0].pad);
+	/* nothing past the capacity was written */
+	EXPECT_EQ(0xa5a5a5a5a5a5a5a5ULL, one[1].export_id);
+	for (i = 0; i < 3; i++)
+		close(d[i]);
+	pd_free(self->fd, h);
+}
+
+/* Records bigger than the kernel's get a zeroed tail, as argsz does. */
+TEST_F(list, record_size_grows_and_shrinks_like_argsz)
+{
+	struct {
+		struct peerdirect_export_info e;
+		__u64 future[3];
+	} big[2];
+	struct peerdirect_list l = {
+		.argsz = sizeof(l), .export_size = sizeof(big[0]),
+		.exports = (uintptr_t)big, .nr_exports = 2,
+	};
+	int64_t h = pd_alloc(self->fd, self->len);
+	__u64 id;
+	int d;
+
+	ASSERT_LT(0, h);
+	d = pd_export_id(self->fd, h, 0, self->len, PEERDIRECT_EXPORT_RDWR, &id);
+	ASSERT_LE(0, d);
+	memset(big, 0xff, sizeof(big));
+	ASSERT_EQ(0, ioctl(self->fd, PEERDIRECT_IOCTL_LIST, &l));
+	ASSERT_LE(1, l.nr_exports);
+	EXPECT_EQ(0, big[0].future[0]);
+	EXPECT_EQ(0, big[0].future[2]);
+	EXPECT_NE(0, big[0].e.export_id);
+	/* not 8-byte aligned, or below the first published size */
+	l.export_size = sizeof(struct peerdirect_export_info) - 8;
+	l.total_exports = 0;
+	l.nr_exports = 2;
+	EXPECT_EQ(-1, ioctl(self->fd, PEERDIRECT_IOCTL_LIST, &l));
+	EXPECT_EQ(EINVAL, errno);
+	l.export_size = sizeof(struct peerdirect_export_info) + 4;
+	EXPECT_EQ(-1, ioctl(self->fd, PEERDIRECT_IOCTL_LIST, &l));
+	EXPECT_EQ(EINVAL, errno);
+	close(d);
+	pd_free(self->fd, h);
+}
+
+TEST_F(list, bad_arguments)
+{
+	struct peerdirect_export_info e[1];
+	struct peerdirect_list l;
+
+#define RESET_L() do { memset(&l, 0, sizeof(l)); l.argsz = sizeof(l); \
+	l.export_size = sizeof(e[0]); l.exports = (uintptr_t)e; l.nr_exports = 1; } while (0)
+	RESET_L();
+	l.flags = 0x2;
+	EXPECT_EQ(-1, ioctl(self->fd, PEERDIRECT_IOCTL_LIST, &l));
+	EXPECT_EQ(EINVAL, errno);
+	RESET_L();
+	l.total_exports = 1;		/* an output on input */
+	EXPECT_EQ(-1, ioctl(self->fd, PEERDIRECT_IOCTL_LIST, &l));
+	EXPECT_EQ(EINVAL, errno);
+	RESET_L();
+	l.attachments = (uintptr_t)e;	/* without LIST_ATTACHMENTS */
+	EXPECT_EQ(-1, ioctl(self->fd, PEERDIRECT_IOCTL_LIST, &l));
+	EXPECT_EQ(EINVAL, errno);
+	RESET_L();
+	l.flags = PEERDIRECT_LIST_ATTACHMENTS;	/* attach_size 0 */
+	EXPECT_EQ(-1, ioctl(self->fd, PEERDIRECT_IOCTL_LIST, &l));
+	EXPECT_EQ(EINVAL, errno);
+	RESET_L();
+	l.argsz = offsetof(struct peerdirect_list, total_attachments);
+	EXPECT_EQ(-1, ioctl(self->fd, PEERDIRECT_IOCTL_LIST, &l));
+	EXPECT_EQ(EINVAL, errno);
+	RESET_L();
+	l.exports = 0;
+	EXPECT_EQ(-1, ioctl(self->fd, PEERDIRECT_IOCTL_LIST, &l));
+	EXPECT_EQ(EFAULT, errno);
+	RESET_L();
+	l.exports = (uintptr_t)8;
+	{
+		int64_t h = pd_alloc(self->fd, self->q.page_size);
+		int d;
+
+		ASSERT_LT(0, h);
+		d = pd_export(self->fd, h, 0, self->q.page_size);
+		ASSERT_LE(0, d);
+		EXPECT_EQ(-1, ioctl(self->fd, PEERDIRECT_IOCTL_LIST, &l));
+		EXPECT_EQ(EFAULT, errno);
+		close(d);
+		pd_free(self->fd, h);
+	}
+	/* a larger argsz with zeroes is fine, with a non-zero byte E2BIG */
+	{
+		struct { struct peerdirect_list l; __u64 more; } big = { .l = {
+			.argsz = sizeof(big), .export_size = sizeof(e[0]),
+		} };
+
+		EXPECT_EQ(0, ioctl(self->fd, PEERDIRECT_IOCTL_LIST, &big));
+		big.l.total_exports = 0;
+		big.more = 1;
+		EXPECT_EQ(-1, ioctl(self->fd, PEERDIRECT_IOCTL_LIST, &big));
+		EXPECT_EQ(E2BIG, errno);
+	}
+#undef RESET_L
+}
+
+/*
+ * Without CAP_SYS_ADMIN a process sees its user's exports only: a child
+ * that became another user sees none of root's, then its own.
+ */
+TEST_F(list, unprivileged_callers_see_their_users_exports)
+{
+	int64_t h = pd_alloc(self->fd, self->q.page_size);
+	int d, status;
+	pid_t pid;
+
+	ASSERT_LT(0, h);
+	d = pd_export(self->fd, h, 0, self->q.page_size);
+	ASSERT_LE(0, d);
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (pid == 0) {
+		static struct listing x;
+		int64_t ch;
+		int cd, rc = 0;
+		__u32 i;
+
+		if (setresgid(65534, 65534, 65534) || setresuid(65534, 65534, 65534))
+			_exit(10);
+		if (do_list(self->fd, &x, 1) || x.l.total_exports || x.l.total_attachments)
+			_exit(11);
+		ch = pd_alloc(self->fd, self->q.page_size);
+		if (ch <= 0)
+			_exit(12);
+		cd = pd_export(self->fd, ch, 0, self->q.page_size);
+		if (cd < 0)
+			_exit(13);
+		if (do_list(self->fd, &x, 1) || x.l.total_exports != 1 || x.l.nr_exports != 1)
+			_exit(14);
+		if (x.e[0].uid != 65534 || x.e[0].tgid != getpid())
+			_exit(15);
+		for (i = 0; i < x.l.nr_exports; i++)
+			rc |= x.e[i].uid != 65534;
+		close(cd);
+		pd_free(self->fd, ch);
+		_exit(rc ? 16 : 0);
+	}
+	ASSERT_EQ(pid, waitpid(pid, &status, 0));
+	EXPECT_TRUE(WIFEXITED(status));
+	EXPECT_EQ(0, WEXITSTATUS(status));
+	close(d);
+	pd_free(self->fd, h);
+}
+
+/* Reads /sys/class/misc/peerdirect0/NAME as a number; -1 on error. */
+static long long sysfs_num(const char *name)
+{
+	char path[128], buf[64];
+	ssize_t n;
+	int f;
+
+	snprintf(path, sizeof(path), "/sys/class/misc/peerdirect0/%s", name);
+	f = open(path, O_RDONLY | O_CLOEXEC);
+	if (f < 0)
+		return -1;
+	n = read(f, buf, sizeof(buf) - 1);
+	close(f);
+	if (n <= 0)
+		return -1;
+	buf[n] = 0;
+	return strtoll(buf, NULL, 0);
+}
+
+static int sysfs_str(const char *name, char *buf, size_t len)
+{
+	char path[128];
+	ssize_t n;
+	int f;
+
+	snprintf(path, sizeof(path), "/sys/class/misc/peerdirect0/%s", name);
+	f = open(path, O_RDONLY | O_CLOEXEC);
+	if (f < 0)
+		return -errno;
+	n = read(f, buf, len - 1);
+	close(f);
+	if (n < 0)
+		return -errno;
+	while (n > 0 && buf[n - 1] == '\n')
+		n--;
+	buf[n] = 0;
+	return 0;
+}
+
+TEST_F(list, sysfs_attributes_match_query_and_counts)
+{
+	long long allocs, exports, total, revoked, free0;
+	char s[64], want[16];
+	int64_t h;
+	int d;
+	__u64 id;
+
+	EXPECT_EQ((long long)self->q.mem_size, sysfs_num("mem_size"));
+	EXPECT_EQ((long long)self->q.page_size, sysfs_num("page_size"));
+	EXPECT_EQ((long long)self->q.quota, sysfs_num("quota"));
+	EXPECT_EQ((long long)self->q.mem_free, sysfs_num("mem_free"));
+	EXPECT_EQ((long long)self->q.features, sysfs_num("features"));
+	EXPECT_EQ(self->q.max_exports, sysfs_num("max_exports"));
+	EXPECT_EQ(self->q.max_events, sysfs_num("max_events"));
+	EXPECT_EQ(!!(self->q.features & PEERDIRECT_FEAT_P2PDMA), sysfs_num("p2pdma"));
+	ASSERT_EQ(0, sysfs_str("backend", s, sizeof(s)));
+	EXPECT_STREQ(self->q.backend == PEERDIRECT_BACKEND_SIM ? "sim" : "pci-bar", s);
+	ASSERT_EQ(0, sysfs_str("abi_version", s, sizeof(s)));
+	snprintf(want, sizeof(want), "%u.%u", PEERDIRECT_ABI_MAJOR, PEERDIRECT_ABI_MINOR);
+	EXPECT_STREQ(want, s);
+	ASSERT_EQ(0, sysfs_str("state", s, sizeof(s)));
+	EXPECT_STREQ("live", s);
+	EXPECT_LE(0, sysfs_num("revoke_timeouts"));
+	EXPECT_LE(0, sysfs_num("quarantined"));
+	EXPECT_LE(0, sysfs_num("importer_mappings"));
+
+	allocs = sysfs_num("nr_allocs");
+	exports = sysfs_num("nr_exports");
+	total = sysfs_num("exports_total");
+	revoked = sysfs_num("revoked/revoke");
+	free0 = sysfs_num("mem_free");
+	EXPECT_LE(0, sysfs_num("revoked/free"));
+	EXPECT_LE(0, sysfs_num("revoked/reset"));
+	EXPECT_LE(0, sysfs_num("revoked/admin"));
+	EXPECT_LE(0, sysfs_num("revoked/unplug"));
+
+	h = pd_alloc(self->fd, self->q.page_size);
+	ASSERT_LT(0, h);
+	d = pd_export_id(self->fd, h, 0, self->q.page_size, PEERDIRECT_EXPORT_RDWR, &id);
+	ASSERT_LE(0, d);
+	EXPECT_EQ(allocs + 1, sysfs_num("nr_allocs"));
+	EXPECT_EQ(exports + 1, sysfs_num("nr_exports"));
+	EXPECT_EQ(total + 1, sysfs_num("exports_total"));
+	EXPECT_EQ(free0 - (long long)self->q.page_size, sysfs_num("mem_free"));
+	ASSERT_EQ(0, pd_revoke(self->fd, PEERDIRECT_REVOKE_EXPORT, 0, id, NULL));
+	EXPECT_EQ(revoked + 1, sysfs_num("revoked/revoke"));
+	close(d);
+	EXPECT_EQ(exports, sysfs_num("nr_exports"));
+	pd_free(self->fd, h);
+	EXPECT_EQ(allocs, sysfs_num("nr_allocs"));
+	EXPECT_EQ(free0, sysfs_num("mem_free"));
+}
+
+TEST_HARNESS_MAIN
