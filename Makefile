@@ -24,7 +24,13 @@ modules:
 $(KSFT):
 	scripts/kselftest-headers.sh $(BUILD)/kselftest
 
-selftests: $(SELFTEST_BINS)
+selftests: $(SELFTEST_BINS) $(BUILD)/selftests/pdctl
+
+# pdctl for the VMs (selftests/admin.c runs it): static, like the selftests.
+$(BUILD)/selftests/pdctl: user/tools/pdctl.c uapi/linux/peerdirect.h
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 -D_GNU_SOURCE -O2 -g -Wall -Wextra -Werror -static -Iuapi \
+		-DPD_VERSION='"$(VERSION)"' -o $@ $<
 
 # Static, so the VM image needs no libraries for them.
 $(BUILD)/selftests/%: selftests/%.c selftests/pd_test.h uapi/linux/peerdirect.h \
