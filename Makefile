@@ -4,7 +4,7 @@
 
 KDIR ?= $(shell scripts/kdir.sh)
 BUILD := build
-SELFTESTS := uapi alloc export revoke events lifetime importers multidev subscribe limits list trace compat32 faults stress fuzz kbench unplug
+SELFTESTS := uapi alloc export revoke events lifetime importers multidev subscribe limits list trace admin compat32 faults stress fuzz kbench unplug
 SELFTEST_BINS := $(addprefix $(BUILD)/selftests/,$(SELFTESTS))
 KSFT := $(BUILD)/kselftest/kselftest_harness.h
 KSRC = $(filter-out %.mod.c,$(wildcard kmod/*.[ch] selftests/importer/*.[ch] uapi/linux/*.h))

@@ -14,7 +14,7 @@ sim) params="sim_devices=2 sim_mem_mb=32 sim_page_kb=64 $common" ;;
 bar) params="sim_devices=0 bind_ivshmem=1 bar_page_kb=64 $common" ;;
 *) echo "usage: run-in-vm.sh sim|bar"; exit 2 ;;
 esac
-tests=(uapi alloc export revoke events lifetime importers multidev subscribe limits list trace compat32 faults stress)
+tests=(uapi alloc export revoke events lifetime importers multidev subscribe limits list trace admin compat32 faults stress)
 # Races and fuzzing get a few minutes on the debug kernel (KASAN, lockdep,
 # kmemleak watching; the longest fuzzing on the simulated backend) and
 # seconds elsewhere.
