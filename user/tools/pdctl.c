@@ -258,7 +258,9 @@ static int open_dev(int idx)
 	if (fd < 0)
 		err("%s: %s%s", path, strerror(errno),
 		    errno == EACCES ? " (root or the peerdirect group needed)" : "");
-	return fd < 0 ? -errno : fd;
+	if (fd < 0)	/* a missing node is a missing device, not a missing export */
+		return errno == ENOENT ? -ENODEV : -errno;
+	return fd;
 }
 
 static const struct {

@@ -1,0 +1,198 @@
+// SPDX-License-Identifier: MIT
+/*
+ * pdctl on the host, without the module: argument errors and exit codes,
+ * and its --json documents field by field against a fake sysfs tree
+ * (PDCTL_SYSFS).  What needs the module (exports, revoke, events --follow)
+ * runs in the VM: selftests/admin.c.
+ */
+#include <limits.h>
+#include <stdarg.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+#include "kselftest_harness.h"
+
+static void tool_path(char *out, size_t len, const char *tool)
+{
+	ssize_t n = readlink("/proc/self/exe", out, len - 64);
+	char *slash;
+
+	out[n > 0 ? n : 0] = '\0';
+	slash = strrchr(out, '/');
+	if (slash)
+		*slash = '\0';
+	slash = strrchr(out, '/');	/* build/tests/x -> build/tool */
+	if (slash)
+		strcpy(slash + 1, tool);
+}
+
+/* "PDCTL_SYSFS=root pdctl ARGS" with stdout (and stderr) in out. */
+static int pdctl(const char *root, char *out, size_t len, bool with_err, const char *fmt, ...)
+{
+	char exe[PATH_MAX], args[256], cmd[PATH_MAX + 512];
+	va_list ap;
+	size_t n;
+	FILE *f;
+	int st;
+
+	va_start(ap, fmt);
+	vsnprintf(args, sizeof(args), fmt, ap);
+	va_end(ap);
+	tool_path(exe, sizeof(exe), "pdctl");
+	snprintf(cmd, sizeof(cmd), "PDCTL_SYSFS=%s PDCTL_DEV=%s %s %s %s", root, root, exe, args,
+		 with_err ? "2>&1" : "2>/dev/null");
+	fflush(NULL);
+	f = popen(cmd, "r");
+	if (!f)
+		return -1;
+	n = fread(out, 1, len - 1, f);
+	out[n] = '\0';
+	st = pclose(f);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+}
+
+static void put(const char *root, const char *rel, const char *val)
+{
+	char path[PATH_MAX], dir[PATH_MAX], *p;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%s", root, rel);
+	snprintf(dir, sizeof(dir), "%s", path);
+	for (p = dir + strlen(root) + 1; (p = strchr(p, '/')); p++) {
+		*p = 0;
+		mkdir(dir, 0755);
+		*p = '/';
+	}
+	f = fopen(path, "w");
+	if (f) {
+		fprintf(f, "%s\n", val);
+		fclose(f);
+	}
+}
+
+FIXTURE(pdctl) {
+	char empty[64], fake[64];
+	char out[16384];
+};
+
+FIXTURE_SETUP(pdctl)
+{
+	static const char *const attrs[][2] = {
+		{ "backend", "sim" }, { "abi_version", "2.1" }, { "state", "live" },
+		{ "mem_size", "33554432" }, { "mem_free", "33161216" },
+		{ "page_size", "65536" }, { "quota", "25165824" }, { "quarantined", "131072" },
+		{ "max_exports", "8" }, { "max_events", "16" }, { "nr_allocs", "2" },
+		{ "nr_exports", "3" }, { "exports_total", "41" }, { "importer_mappings", "1" },
+		{ "features", "0x61f" }, { "p2pdma", "0" }, { "revoke_timeouts", "4" },
+		{ "revoked/free", "10" }, { "revoked/revoke", "11" }, { "revoked/reset", "12" },
+		{ "revoked/admin", "13" }, { "revoked/unplug", "0" },
+	};
+	char rel[128];
+	unsigned int i;
+
+	strcpy(self->empty, "/tmp/pdctl-empty.XXXXXX");
+	strcpy(self->fake, "/tmp/pdctl-fake.XXXXXX");
+	ASSERT_NE(NULL, mkdtemp(self->empty));
+	ASSERT_NE(NULL, mkdtemp(self->fake));
+	for (i = 0; i < sizeof(attrs) / sizeof(attrs[0]); i++) {
+		snprintf(rel, sizeof(rel), "class/misc/peerdirect0/%s", attrs[i][0]);
+		put(self->fake, rel, attrs[i][1]);
+	}
+	put(self->fake, "class/misc/peerdirect1/backend", "pci-bar");
+	put(self->fake, "class/misc/peerdirect1/features", "0xfff");
+	put(self->fake, "class/misc/peerdirect1/p2pdma", "1");
+	put(self->fake, "class/misc/peerdirect1/abi_version", "2.1");
+	put(self->fake, "module/peerdirect/version", "1.0.0");
+}
+
+FIXTURE_TEARDOWN(pdctl)
+{
+	char cmd[256];
+
+	snprintf(cmd, sizeof(cmd), "rm -rf %s %s", self->empty, self->fake);
+	if (system(cmd))
+		TH_LOG("could not remove %s", self->fake);
+}
+
+TEST_F(pdctl, usage_errors_exit_2)
+{
+	static const char *const bad[] = {
+		"", "bogus", "-d x list", "-d -1 list", "--nosuch list", "list extra",
+		"revoke", "revoke 0", "revoke 12x", "revoke -5", "reset", "events --all",
+		"events --bogus", "info x", "info 0 1", "version extra",
+	};
+	unsigned int i;
+	int rc;
+
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		rc = pdctl(self->fake, self->out, sizeof(self->out), true, "%s", bad[i]);
+		if (rc != 2)
+			fprintf(stderr, "# pdctl %s: exit %d: %s\n", bad[i], rc, self->out);
+		EXPECT_EQ(2, rc);
+	}
+	EXPECT_EQ(0, pdctl(self->fake, self->out, sizeof(self->out), false, "--help"));
+	EXPECT_NE(NULL, strstr(self->out, "usage: pdctl"));
+}
+
+TEST_F(pdctl, no_module_exits_3_and_says_so)
+{
+	EXPECT_EQ(3, pdctl(self->empty, self->out, sizeof(self->out), true, "list"));
+	EXPECT_NE(NULL, strstr(self->out, "module is not loaded")) TH_LOG("%s", self->out);
+	EXPECT_EQ(3, pdctl(self->empty, self->out, sizeof(self->out), true, "exports"));
+	EXPECT_EQ(3, pdctl(self->empty, self->out, sizeof(self->out), true, "-d 0 revoke 5"));
+	EXPECT_EQ(0, pdctl(self->empty, self->out, sizeof(self->out), false, "--json version"));
+	EXPECT_STREQ("{\"pdctl\":\"1.0.0\",\"uapi\":\"2.1\",\"module\":null,\"devices\":[]}\n",
+		     self->out);
+	EXPECT_EQ(0, pdctl(self->empty, self->out, sizeof(self->out), false, "version"));
+	EXPECT_NE(NULL, strstr(self->out, "module not loaded"));
+}
+
+TEST_F(pdctl, list_json_field_by_field)
+{
+	ASSERT_EQ(0, pdctl(self->fake, self->out, sizeof(self->out), false, "--json -d 0 list"));
+	EXPECT_STREQ("{\"devices\":[{\"device\":\"peerdirect0\",\"index\":0,\"backend\":\"sim\","
+		     "\"abi_version\":\"2.1\",\"state\":\"live\",\"mem_size\":33554432,"
+		     "\"mem_free\":33161216,\"page_size\":65536,\"quota\":25165824,"
+		     "\"quarantined\":131072,\"nr_allocs\":2,\"nr_exports\":3,"
+		     "\"exports_total\":41,\"importer_mappings\":1,\"features\":1567,"
+		     "\"feature_names\":[\"export\",\"pin\",\"move_notify\",\"cpu_mmap\","
+		     "\"events\",\"subscribe\",\"list\"],\"p2pdma\":false,"
+		     "\"revoked\":{\"free\":10,\"revoke\":11,\"reset\":12,\"admin\":13,"
+		     "\"unplug\":0},\"revoke_timeouts\":4}]}\n", self->out);
+	ASSERT_EQ(0, pdctl(self->fake, self->out, sizeof(self->out), false, "--json list"));
+	EXPECT_NE(NULL, strstr(self->out, "},{\"device\":\"peerdirect1\",\"index\":1,"
+			       "\"backend\":\"pci-bar\",\"abi_version\":\"2.1\",\"state\":null,"))
+		TH_LOG("%s", self->out);
+	EXPECT_NE(NULL, strstr(self->out, "\"p2pdma\":true,"));
+	EXPECT_EQ(3, pdctl(self->fake, self->out, sizeof(self->out), false, "-d 7 list"));
+}
+
+TEST_F(pdctl, info_and_events_json)
+{
+	ASSERT_EQ(0, pdctl(self->fake, self->out, sizeof(self->out), false, "--json info 0"));
+	EXPECT_NE(NULL, strstr(self->out, "\"revoke_timeouts\":4,\"max_exports\":8,"
+			       "\"max_events\":16,\"parent\":null}]}\n")) TH_LOG("%s", self->out);
+	ASSERT_EQ(0, pdctl(self->fake, self->out, sizeof(self->out), false, "--json -d 0 events"));
+	EXPECT_STREQ("{\"devices\":[{\"device\":\"peerdirect0\",\"revoked\":{\"free\":10,"
+		     "\"revoke\":11,\"reset\":12,\"admin\":13,\"unplug\":0},"
+		     "\"revoke_timeouts\":4}]}\n", self->out);
+	ASSERT_EQ(0, pdctl(self->fake, self->out, sizeof(self->out), false, "--json version"));
+	EXPECT_STREQ("{\"pdctl\":\"1.0.0\",\"uapi\":\"2.1\",\"module\":\"1.0.0\",\"devices\":"
+		     "[{\"device\":\"peerdirect0\",\"abi_version\":\"2.1\"},"
+		     "{\"device\":\"peerdirect1\",\"abi_version\":\"2.1\"}]}\n", self->out);
+	/* human tables */
+	ASSERT_EQ(0, pdctl(self->fake, self->out, sizeof(self->out), false, "list"));
+	EXPECT_NE(NULL, strstr(self->out, "peerdirect0  sim      live           32M"))
+		TH_LOG("%s", self->out);
+	ASSERT_EQ(0, pdctl(self->fake, self->out, sizeof(self->out), false, "info 0"));
+	EXPECT_NE(NULL, strstr(self->out, "  revoked/admin      13\n")) TH_LOG("%s", self->out);
+}
+
+/* Commands that need the device node fail with 3 when the node is missing. */
+TEST_F(pdctl, missing_device_node)
+{
+	EXPECT_EQ(3, pdctl(self->fake, self->out, sizeof(self->out), true, "-d 0 exports"));
+	EXPECT_NE(NULL, strstr(self->out, "peerdirect0: No such file")) TH_LOG("%s", self->out);
+}
+
+TEST_HARNESS_MAIN
