@@ -173,22 +173,35 @@ TEST_F(admin, exports_allocs_and_revoke)
 	pd_free(self->fd, h);
 }
 
-/* Not root: the device node is 0660 root, so permission denied (4). */
+/*
+ * Not root: the device node is 0660 root, so permission denied (4).  pdctl
+ * is run from an fd opened as root: the payload directory may be closed to
+ * other users.
+ */
 TEST_F(admin, unprivileged_is_permission_denied)
 {
-	pid_t pid = fork();
-	int status;
+	int exe = open(pdctl, O_RDONLY | O_CLOEXEC), status;
+	pid_t pid;
 
+	ASSERT_LE(0, exe);
+	pid = fork();
 	ASSERT_LE(0, pid);
 	if (pid == 0) {
-		char out[4096];
+		char *const args[] = { "pdctl", "-d", "0", "reset", NULL };
+		char *const env[] = { NULL };
+		int null = open("/dev/null", O_WRONLY);
 
+		if (null < 0 || dup2(null, 1) < 0 || dup2(null, 2) < 0)
+			_exit(11);
 		if (setresgid(65534, 65534, 65534) || setresuid(65534, 65534, 65534))
 			_exit(10);
-		_exit(run(out, sizeof(out), "-d 0 reset"));
+		fexecve(exe, args, env);
+		_exit(12);
 	}
 	ASSERT_EQ(pid, waitpid(pid, &status, 0));
+	EXPECT_TRUE(WIFEXITED(status));
 	EXPECT_EQ(4, WEXITSTATUS(status));
+	close(exe);
 }
 
 TEST_F(admin, reset_needs_a_device_and_reports)
