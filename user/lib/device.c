@@ -321,6 +321,22 @@ static void handle_event_locked(struct pd_device *dev, const struct pd_event *ev
 		pd_fabric_revoked(dev->subs[i], dev->origin, rec->st_dev, rec->st_ino, ev->reason);
 }
 
+/*
+ * A record whose size cannot be right: where the next one starts is
+ * unknown, so whatever followed it in this read is lost.  That is an
+ * overflow in all but name: every subscriber drops this device's dma-bufs
+ * and the application is told it missed events.
+ */
+static void lost_framing_locked(struct pd_device *dev, const struct peerdirect_event *k,
+				size_t left)
+{
+	struct pd_event ev = { .reason = PD_REASON_OVERFLOW };
+
+	pd_error(-EPROTO, "/dev/peerdirect%u: event record of %u bytes (%zu left in the read, %zu the least): treated as an overflow",
+		 dev->index, k->size, left, sizeof(*k));
+	handle_event_locked(dev, &ev);
+}
+
 /* Reads everything queued on the file and hands it out.  Under lock. */
 static int dispatch_locked(struct pd_device *dev)
 {
@@ -353,9 +369,10 @@ static int dispatch_locked(struct pd_device *dev)
 			struct pd_event ev;
 
 			memcpy(&k, buf + pos, sizeof(k));
-			if (k.size < sizeof(k))
-				return pd_error(-EPROTO, "event record of %u bytes is shorter than %zu",
-						k.size, sizeof(k));
+			if (k.size < sizeof(k) || k.size > (size_t)got - pos) {
+				lost_framing_locked(dev, &k, (size_t)got - pos);
+				break;
+			}
 			ev = (struct pd_event) {
 				.reason = k.reason, .seq = k.seq, .export_id = k.export_id,
 				.handle = k.handle, .inode = k.inode, .offset = k.offset,
