@@ -47,6 +47,23 @@ static const struct pd_api api = {
 	.req_free = pd_req_free,
 	.progress = pd_progress,
 	.mr_invalidate_host = pd_mr_invalidate_host,
+	.device_fd = pd_device_fd,
+	.fabric_provider = pd_fabric_provider,
+	.fabric_chunk_size = pd_fabric_chunk_size,
+	.path_name = pd_path_name,
+	.path_parse = pd_path_parse,
+	.fabric_detach_device = pd_fabric_detach_device,
+	.mr_cpu_ptr = pd_mr_cpu_ptr,
+	.rdv_open = pd_rdv_open,
+	.rdv_allgather = pd_rdv_allgather,
+	.rdv_barrier = pd_rdv_barrier,
+	.rdv_close = pd_rdv_close,
+	.fabric_attr_init_sz = pd_fabric_attr_init_sz,
+	.device_query_sz = pd_device_query_sz,
+	.device_export_sz = pd_device_export_sz,
+	.device_read_events_sz = pd_device_read_events_sz,
+	.fabric_cache_stats_sz = pd_fabric_cache_stats_sz,
+	.mr_rkey_sz = pd_mr_rkey_sz,
 };
 
 int pd_get_api(uint32_t abi_major, uint32_t abi_minor, const struct pd_api **out)

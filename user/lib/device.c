@@ -20,6 +20,7 @@
 #include <linux/peerdirect.h>
 
 #include "peerdirect.h"
+#include "abi.h"
 #include "device.h"
 #include "errors.h"
 #include "fabric.h"
@@ -398,17 +399,19 @@ int pd_device_fd(const struct pd_device *dev)
 	return dev ? dev->fd : pd_error(-EINVAL, "pd_device_fd: device is NULL");
 }
 
-int pd_device_query(struct pd_device *dev, struct pd_device_info *info)
+int pd_device_query_sz(struct pd_device *dev, struct pd_device_info *out,
+		       size_t size, size_t *filled)
 {
 	struct peerdirect_query q = { .argsz = sizeof(q) };
+	struct pd_device_info info;
 	int ret;
 
-	if (!info)
+	if (!out)
 		return pd_error(-EINVAL, "pd_device_query: info is NULL");
 	ret = dev_ioctl(dev, PEERDIRECT_IOCTL_QUERY, &q, "PEERDIRECT_IOCTL_QUERY");
 	if (ret)
 		return ret;
-	*info = (struct pd_device_info) {
+	info = (struct pd_device_info) {
 		.abi_major = q.abi_major, .abi_minor = q.abi_minor,
 		.features = q.features, .backend = q.backend, .index = q.index,
 		.mem_size = q.mem_size, .mem_free = q.mem_free,
@@ -416,7 +419,8 @@ int pd_device_query(struct pd_device *dev, struct pd_device_info *info)
 		.quota_used = q.quota_used, .max_exports = q.max_exports,
 		.max_events = q.max_events,
 	};
-	return 0;
+	return pd_copy_out("pd_device_query", out, size, &info, sizeof(info),
+			   PD_DEVICE_INFO_SIZE_1_0, filled);
 }
 
 int pd_device_alloc(struct pd_device *dev, uint64_t size, uint64_t *handle,
@@ -444,19 +448,22 @@ int pd_device_free(struct pd_device *dev, uint64_t handle)
 	return dev_ioctl(dev, PEERDIRECT_IOCTL_FREE, &f, "PEERDIRECT_IOCTL_FREE");
 }
 
-int pd_device_export(struct pd_device *dev, uint64_t handle, uint64_t offset,
-		     uint64_t length, unsigned int flags,
-		     struct pd_export_info *out)
+int pd_device_export_sz(struct pd_device *dev, uint64_t handle, uint64_t offset,
+			uint64_t length, unsigned int flags,
+			struct pd_export_info *out, size_t size, size_t *filled)
 {
+	struct pd_export_info info;
 	struct peerdirect_export e = {
 		.argsz = sizeof(e), .handle = handle, .offset = offset,
 		.length = length,
 	};
 	int ret;
 
-	if (!out || (flags & ~(PD_EXPORT_RDWR | PD_EXPORT_CLOEXEC)))
+	if (!out || (flags & ~(PD_EXPORT_RDWR | PD_EXPORT_CLOEXEC)) ||
+	    size < PD_EXPORT_INFO_SIZE_1_0)
 		return pd_error(-EINVAL, "pd_device_export: %s",
-				!out ? "out is NULL" : "unknown flags");
+				!out ? "out is NULL" : size < PD_EXPORT_INFO_SIZE_1_0 ?
+				"struct size below the 1.0 layout" : "unknown flags");
 	if (flags & PD_EXPORT_RDWR)
 		e.flags |= PEERDIRECT_EXPORT_RDWR;
 	if (flags & PD_EXPORT_CLOEXEC)
@@ -470,10 +477,11 @@ int pd_device_export(struct pd_device *dev, uint64_t handle, uint64_t offset,
 		close(e.fd);
 		return ret;
 	}
-	*out = (struct pd_export_info) {
+	info = (struct pd_export_info) {
 		.fd = e.fd, .export_id = e.export_id, .inode = e.inode,
 	};
-	return 0;
+	return pd_copy_out("pd_device_export", out, size, &info, sizeof(info),
+			   PD_EXPORT_INFO_SIZE_1_0, filled);
 }
 
 int pd_device_revoke(struct pd_device *dev, unsigned int scope, uint64_t id,
@@ -507,16 +515,25 @@ int pd_device_revoke(struct pd_device *dev, unsigned int scope, uint64_t id,
  * events away from anybody.  If the application lets more than 1024 pile
  * up, the oldest go and the next read starts with an OVERFLOW record.
  */
-int pd_device_read_events(struct pd_device *dev, struct pd_event *events,
-			  size_t max, int timeout_ms)
+/* One record into the caller's array of size-byte elements. */
+static void put_event(struct pd_event *events, size_t size, size_t i,
+		      const struct pd_event *ev)
+{
+	pd_copy_out("pd_device_read_events", (char *)events + i * size, size, ev,
+		    sizeof(*ev), PD_EVENT_SIZE_1_0, NULL);
+}
+
+int pd_device_read_events_sz(struct pd_device *dev, struct pd_event *events,
+			     size_t size, size_t max, int timeout_ms)
 {
 	struct pollfd pfd;
 	size_t n = 0;
 	int ret = 0;
 
-	if (!dev || !events || !max)
+	if (!dev || !events || !max || size < PD_EVENT_SIZE_1_0)
 		return pd_error(-EINVAL, "pd_device_read_events: %s",
-				!dev ? "device is NULL" : !events ? "events is NULL" : "max is 0");
+				!dev ? "device is NULL" : !events ? "events is NULL" :
+				!max ? "max is 0" : "record size below the 1.0 layout");
 	pthread_mutex_lock(&dev->lock);
 	ret = dispatch_locked(dev);
 	if (!ret && !dev->app_count && !dev->app_lost && timeout_ms && !dev->gone && !dev->closed) {
@@ -530,11 +547,13 @@ int pd_device_read_events(struct pd_device *dev, struct pd_event *events,
 			ret = dispatch_locked(dev);
 	}
 	if (!ret && dev->app_lost) {
-		events[n++] = (struct pd_event) { .reason = PD_REASON_OVERFLOW };
+		struct pd_event lost = { .reason = PD_REASON_OVERFLOW };
+
+		put_event(events, size, n++, &lost);
 		dev->app_lost = false;
 	}
 	while (!ret && n < max && dev->app_count) {
-		events[n++] = dev->appq[dev->app_head];
+		put_event(events, size, n++, &dev->appq[dev->app_head]);
 		dev->app_head = (dev->app_head + 1) % APP_QUEUE_MAX;
 		dev->app_count--;
 	}

@@ -138,7 +138,7 @@ static uint64_t dmabuf_hash(const struct pd_mr_key *k)
 	h = mix(h, k->ino);
 	h = mix(h, k->start);
 	h = mix(h, k->len);
-	h = mix(h, ((uint64_t)k->access << 32) | k->path);
+	h = mix(h, ((uint64_t)k->access << 32) | k->path | (uint64_t)k->readonly << 31);
 	return mix(h, (uintptr_t)k->domain);
 }
 
@@ -161,7 +161,7 @@ static bool dmabuf_match(const struct pd_mr_key *a, const struct pd_mr_key *b)
 	return a->kind == b->kind && a->dev == b->dev && a->ino == b->ino &&
 	       a->start == b->start && a->len == b->len &&
 	       a->access == b->access && a->path == b->path &&
-	       a->domain == b->domain;
+	       a->readonly == b->readonly && a->domain == b->domain;
 }
 
 static bool host_contains(const struct pd_mr_key *e, const struct pd_mr_key *k)

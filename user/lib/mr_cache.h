@@ -21,7 +21,7 @@ struct pd_mr_key {
 	uint32_t kind;		/* enum pd_mem_kind */
 	uint32_t access;	/* PD_ACCESS_* */
 	uint32_t path;		/* requested enum pd_path (dma-buf only) */
-	uint32_t pad;
+	uint32_t readonly;	/* the dma-buf fd was read-only: so is the mapping */
 	const void *domain;
 	uint64_t dev, ino;	/* dma-buf identity */
 	uint64_t start;		/* host address, or offset into the dma-buf */
