@@ -183,6 +183,19 @@ struct pd_rkey {
 };
 int pd_mr_rkey(const struct pd_mr *mr, struct pd_rkey *out);
 
+/*
+ * Imported dma-bufs: the fd is resolved once (which dma-buf, its size,
+ * read-only or not; the handle keeps its own dup, so the caller may close
+ * the fd).  A registration through the handle that the cache already holds
+ * makes no system call.  Revocation still reaches it through the attached
+ * device's events (drained before each transfer and on every miss).
+ */
+struct pd_dmabuf;
+int pd_dmabuf_import(struct pd_fabric *fab, int fd, struct pd_dmabuf **out);
+void pd_dmabuf_release(struct pd_dmabuf *buf);
+int pd_mr_reg_imported(struct pd_dmabuf *buf, uint64_t offset, size_t len,
+		       unsigned int access, struct pd_mr **out);
+
 /* Drop idle entries covering host range (call before freeing memory that
  * may be reused: providers that pin pages would otherwise keep old pages). */
 int pd_mr_invalidate_host(struct pd_fabric *fab, const void *ptr, size_t len);
@@ -346,6 +359,10 @@ struct pd_api {
 	int (*fabric_cache_stats_sz)(struct pd_fabric *, struct pd_cache_stats *,
 				     size_t, size_t *);
 	int (*mr_rkey_sz)(const struct pd_mr *, struct pd_rkey *, size_t, size_t *);
+	int (*dmabuf_import)(struct pd_fabric *, int, struct pd_dmabuf **);
+	void (*dmabuf_release)(struct pd_dmabuf *);
+	int (*mr_reg_imported)(struct pd_dmabuf *, uint64_t, size_t, unsigned int,
+			       struct pd_mr **);
 };
 
 /*

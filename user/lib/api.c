@@ -64,6 +64,9 @@ static const struct pd_api api = {
 	.device_read_events_sz = pd_device_read_events_sz,
 	.fabric_cache_stats_sz = pd_fabric_cache_stats_sz,
 	.mr_rkey_sz = pd_mr_rkey_sz,
+	.dmabuf_import = pd_dmabuf_import,
+	.dmabuf_release = pd_dmabuf_release,
+	.mr_reg_imported = pd_mr_reg_imported,
 };
 
 int pd_get_api(uint32_t abi_major, uint32_t abi_minor, const struct pd_api **out)

@@ -231,7 +231,7 @@ static void hash_locked(struct pd_mr_cache *c, struct pd_mr_cache_entry *e)
 {
 	size_t i;
 
-	if (c->nlinks + e->nlinks > c->nbuckets * 2)
+	if (c->nlinks + e->nlinks > c->nbuckets)
 		grow_locked(c);
 	for (i = 0; i < e->nlinks; i++) {
 		struct hlink *l = &e->links[i];
@@ -660,6 +660,25 @@ int pd_mr_cache_get(struct pd_mr_cache *c, const struct pd_mr_key *k, int fd,
 		    struct pd_mr_cache_entry **out)
 {
 	return pd_mr_cache_get_since(c, k, fd, UINT64_MAX, out);
+}
+
+int pd_mr_cache_find(struct pd_mr_cache *c, const struct pd_mr_key *k,
+		     struct pd_mr_cache_entry **out)
+{
+	struct pd_mr_cache_entry *e;
+	int ret = -ENOENT;
+
+	pthread_mutex_lock(&c->lock);
+	e = lookup_locked(c, k);
+	if (e && e->state == READY) {
+		hold_locked(e);
+		c->st.lookups++;
+		c->st.hits++;
+		*out = e;
+		ret = 0;
+	}
+	pthread_mutex_unlock(&c->lock);
+	return ret;
 }
 
 uint64_t pd_mr_cache_generation(struct pd_mr_cache *c)

@@ -292,7 +292,7 @@ int pd_paths_register(void *ctx, const struct pd_mr_key *k, int fd,
  * named).  Memory the caller may only read (a read-only export) gets
  * nothing that writes it.
  */
-static int check_access(const char *fn, unsigned int *access, bool readonly, int fd)
+int pd_mr_check_access(const char *fn, unsigned int *access, bool readonly, int fd)
 {
 	if (*access & ~PD_ACCESS_ALL)
 		return pd_error(-EINVAL, "%s: unknown access bits 0x%x", fn,
@@ -309,7 +309,7 @@ static int check_access(const char *fn, unsigned int *access, bool readonly, int
 /* The dma-buf's length: st_size for a file (a memfd stand-in), else what
  * lseek(SEEK_END) answers (a dma-buf's size; its position does not move).
  * 0: unknown. */
-static uint64_t dmabuf_size(int fd, const struct stat *st)
+uint64_t pd_dmabuf_size(int fd, const struct stat *st)
 {
 	off_t end;
 
@@ -320,7 +320,7 @@ static uint64_t dmabuf_size(int fd, const struct stat *st)
 }
 
 /* delta: where the user's range starts inside the cached registration. */
-static int wrap(struct pd_fabric *fab, struct pd_mr_cache_entry *e, size_t delta,
+int pd_mr_wrap(struct pd_fabric *fab, struct pd_mr_cache_entry *e, size_t delta,
 		size_t len, struct pd_mr **out)
 {
 	struct pd_mr_reg *r = pd_mr_entry_handle(e);
@@ -353,7 +353,7 @@ int pd_mr_reg_host(struct pd_fabric *fab, void *ptr, size_t len,
 	if (!fab || !ptr || !len || !out)
 		return pd_error(-EINVAL, "pd_mr_reg_host: %s", !fab ? "fabric is NULL" :
 				!ptr ? "ptr is NULL" : !len ? "length is 0" : "out is NULL");
-	ret = check_access("pd_mr_reg_host", &access, false, -1);
+	ret = pd_mr_check_access("pd_mr_reg_host", &access, false, -1);
 	if (ret)
 		return ret;
 	if (start + len < start)
@@ -366,7 +366,7 @@ int pd_mr_reg_host(struct pd_fabric *fab, void *ptr, size_t len,
 	ret = pd_mr_cache_get(fab->cache, &k, -1, &e);
 	if (ret)
 		return ret;
-	return wrap(fab, e, start - pd_mr_entry_key(e)->start, len, out);
+	return pd_mr_wrap(fab, e, start - pd_mr_entry_key(e)->start, len, out);
 }
 
 int pd_mr_reg_dmabuf(struct pd_fabric *fab, int fd, uint64_t offset,
@@ -387,7 +387,7 @@ int pd_mr_reg_dmabuf(struct pd_fabric *fab, int fd, uint64_t offset,
 		return pd_error(fd < 0 ? -EBADF : -errno, "pd_mr_reg_dmabuf: fd %d: %s", fd,
 				strerror(fd < 0 ? EBADF : errno));
 	k.readonly = (fl & O_ACCMODE) == O_RDONLY;
-	ret = check_access("pd_mr_reg_dmabuf", &access, k.readonly, fd);
+	ret = pd_mr_check_access("pd_mr_reg_dmabuf", &access, k.readonly, fd);
 	if (ret)
 		return ret;
 	if (offset + len < offset)
@@ -402,7 +402,7 @@ int pd_mr_reg_dmabuf(struct pd_fabric *fab, int fd, uint64_t offset,
 		if (fd < 0 || fstat(fd, &st))
 			return pd_error(fd < 0 ? -EBADF : -errno, "pd_mr_reg_dmabuf: fd %d: %s", fd,
 					strerror(fd < 0 ? EBADF : errno));
-		size = dmabuf_size(fd, &st);
+		size = pd_dmabuf_size(fd, &st);
 		if (size && offset + len > size)
 			return pd_error(-EINVAL, "pd_mr_reg_dmabuf: [%llu, +%zu) is past the end of the %llu-byte dma-buf",
 					(unsigned long long)offset, len, (unsigned long long)size);
@@ -422,7 +422,7 @@ int pd_mr_reg_dmabuf(struct pd_fabric *fab, int fd, uint64_t offset,
 	}
 	if (ret)
 		return ret == -ESTALE ? pd_error(-EAGAIN, "pd_mr_reg_dmabuf: revocations keep arriving; try again") : ret;
-	return wrap(fab, e, 0, len, out);
+	return pd_mr_wrap(fab, e, 0, len, out);
 }
 
 /* Requests on mr hold the entry themselves: releasing the handle first is

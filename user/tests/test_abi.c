@@ -32,7 +32,8 @@ static const char *const api_slots[] = {
 	"pd_path_parse", "pd_fabric_detach_device", "pd_mr_cpu_ptr", "pd_rdv_open",
 	"pd_rdv_allgather", "pd_rdv_barrier", "pd_rdv_close", "pd_fabric_attr_init_sz",
 	"pd_device_query_sz", "pd_device_export_sz", "pd_device_read_events_sz",
-	"pd_fabric_cache_stats_sz", "pd_mr_rkey_sz",
+	"pd_fabric_cache_stats_sz", "pd_mr_rkey_sz", "pd_dmabuf_import",
+	"pd_dmabuf_release", "pd_mr_reg_imported",
 };
 
 /* Every exported symbol with the version node that added it. */
@@ -64,6 +65,8 @@ static const char *const exported[] = {
 	"pd_device_read_events_sz@@LIBPEERDIRECT_1.1",
 	"pd_fabric_attr_init_sz@@LIBPEERDIRECT_1.1",
 	"pd_fabric_cache_stats_sz@@LIBPEERDIRECT_1.1", "pd_mr_rkey_sz@@LIBPEERDIRECT_1.1",
+	"pd_dmabuf_import@@LIBPEERDIRECT_1.1", "pd_dmabuf_release@@LIBPEERDIRECT_1.1",
+	"pd_mr_reg_imported@@LIBPEERDIRECT_1.1",
 };
 
 #define N(a) (sizeof(a) / sizeof((a)[0]))
@@ -170,7 +173,7 @@ TEST(layouts_are_frozen)
 	EXPECT_EQ(272, offsetof(struct pd_api, mr_invalidate_host));
 	EXPECT_EQ(280, offsetof(struct pd_api, device_fd));
 	EXPECT_EQ(408, offsetof(struct pd_api, mr_rkey_sz));
-	EXPECT_EQ(416, sizeof(struct pd_api));
+	EXPECT_EQ(440, sizeof(struct pd_api));
 }
 
 /* The shared object exports exactly the frozen list, each symbol in the

@@ -4,7 +4,8 @@
  *
  *   pd-bench cache [--provider P] [--entries N]
  *       median cost of a cache hit (register + release of a cached range) at
- *       N live entries, against the provider's own uncached fi_mr_reg.
+ *       N live entries, against the provider's own uncached fi_mr_reg: host
+ *       ranges, dma-bufs by fd, and dma-bufs through an imported handle.
  *   pd-bench bw [--provider P] [--sizes 4K,1M,64M]
  *       tagged send/recv bandwidth between two processes on host memory:
  *       through the shim, and through a raw libfabric loop on the same
@@ -150,11 +151,18 @@ static int reg_dmabuf_page(struct pd_fabric *fab, void *fdp, int i, struct pd_mr
 	return pd_mr_reg_dmabuf(fab, *(int *)fdp, (uint64_t)i * 4096, 4096, 0, mr);
 }
 
+static int reg_imported_page(struct pd_fabric *fab, void *buf, int i, struct pd_mr **mr)
+{
+	(void)fab;
+	return pd_mr_reg_imported(buf, (uint64_t)i * 4096, 4096, 0, mr);
+}
+
 static void mode_cache(const struct opts *o)
 {
 	size_t len = (size_t)o->entries * 4096;
 	struct pd_fabric *fab = open_fabric(o, PD_PATH_AUTO);
 	struct dmabuf_source src;
+	struct pd_dmabuf *buf_handle;
 	uint64_t reg[201], both[201], t0, t1;
 	struct fid_mr *mr;
 	char *buf;
@@ -185,6 +193,14 @@ static void mode_cache(const struct opts *o)
 	if (source_open(&src, "memfd", len) == 0) {
 		fab = open_fabric(o, PD_PATH_AUTO);
 		bench_hits("shim dma-buf 4 KiB (memfd, auto)", fab, o->entries, reg_dmabuf_page, &src.fd);
+		pd_fabric_close(fab);
+		/* The same through an imported handle: no fstat per hit. */
+		fab = open_fabric(o, PD_PATH_AUTO);
+		if (!pd_dmabuf_import(fab, src.fd, &buf_handle)) {
+			bench_hits("shim dma-buf handle 4 KiB (memfd)", fab, o->entries,
+				   reg_imported_page, buf_handle);
+			pd_dmabuf_release(buf_handle);
+		}
 		pd_fabric_close(fab);
 		source_close(&src);
 	}
