@@ -101,16 +101,35 @@ struct pd_mr_reg {
 	char reason[256];
 };
 
-/* The handle given to users: a view of a (possibly larger) cached entry. */
+/*
+ * The handle given to users: a view of a (possibly larger) cached entry.
+ * Addresses are derived from reg when used, not when the handle is made:
+ * a cache hit then never reads the registration's cache line.
+ */
 struct pd_mr {
 	struct pd_fabric *fab;
 	struct pd_mr_cache_entry *entry;
 	struct pd_mr_reg *reg;
-	char *cpu;		/* first byte of the user's range, or NULL */
-	char *io;		/* that byte as libfabric addresses it */
+	size_t delta;		/* the user's range within the registration */
 	size_t len;
-	uint64_t rma_addr;
 };
+
+/* First byte of the user's range for the CPU, or NULL; as libfabric
+ * addresses it; as a peer's RMA targets it. */
+static inline char *pd_mr_cpu(const struct pd_mr *mr)
+{
+	return mr->reg->cpu ? mr->reg->cpu + mr->delta : NULL;
+}
+
+static inline char *pd_mr_io(const struct pd_mr *mr)
+{
+	return mr->reg->iobase ? mr->reg->iobase + mr->delta : NULL;
+}
+
+static inline uint64_t pd_mr_rma_addr(const struct pd_mr *mr)
+{
+	return mr->reg->rma_base + mr->delta;
+}
 
 /* mr_paths.c: a requested key no other registration of the process has. */
 uint64_t pd_next_mr_key(void);

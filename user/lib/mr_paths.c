@@ -330,12 +330,7 @@ int pd_mr_wrap(struct pd_fabric *fab, struct pd_mr_cache_entry *e, size_t delta,
 		pd_mr_cache_put(fab->cache, e);
 		return pd_error(-ENOMEM, "registration: out of memory");
 	}
-	*mr = (struct pd_mr) {
-		.fab = fab, .entry = e, .reg = r, .len = len,
-		.cpu = r->cpu ? r->cpu + delta : NULL,
-		.io = r->iobase ? r->iobase + delta : NULL,
-		.rma_addr = r->rma_base + delta,
-	};
+	*mr = (struct pd_mr) { .fab = fab, .entry = e, .reg = r, .delta = delta, .len = len };
 	pd_fabric_get(fab);
 	*out = mr;
 	return 0;
@@ -451,7 +446,7 @@ const char *pd_mr_reason(const struct pd_mr *mr)
 
 void *pd_mr_cpu_ptr(const struct pd_mr *mr)
 {
-	return mr ? mr->cpu : NULL;
+	return mr ? pd_mr_cpu(mr) : NULL;
 }
 
 int pd_mr_rkey_sz(const struct pd_mr *mr, struct pd_rkey *out, size_t size,
@@ -466,7 +461,7 @@ int pd_mr_rkey_sz(const struct pd_mr *mr, struct pd_rkey *out, size_t size,
 				pd_path_name(mr->reg->path), mr->reg->reason);
 	if (!(pd_mr_entry_key(mr->entry)->access & PD_ACCESS_REMOTE_WRITE))
 		return pd_error(-EACCES, "pd_mr_rkey: the registration does not allow PD_ACCESS_REMOTE_WRITE (access 0 grants local access only): register with it to be an RMA target");
-	rk = (struct pd_rkey) { .addr = mr->rma_addr, .key = mr->reg->rkey, .len = mr->len };
+	rk = (struct pd_rkey) { .addr = pd_mr_rma_addr(mr), .key = mr->reg->rkey, .len = mr->len };
 	return pd_copy_out("pd_mr_rkey", out, size, &rk, sizeof(rk), PD_RKEY_SIZE_1_0, filled);
 }
 

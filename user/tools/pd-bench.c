@@ -286,8 +286,8 @@ static int raw_round(struct pair *p, struct pd_mr *mr, size_t size, int w)
 	while (done < w) {
 		while (posted < w) {
 			ret = p->rank == 0 ?
-				fi_tsend(f->ep, mr->io, size, desc, p->peer, 2, &ctx[posted]) :
-				fi_trecv(f->ep, mr->io, size, desc, p->peer, 2, 0, &ctx[posted]);
+				fi_tsend(f->ep, pd_mr_io(mr), size, desc, p->peer, 2, &ctx[posted]) :
+				fi_trecv(f->ep, pd_mr_io(mr), size, desc, p->peer, 2, 0, &ctx[posted]);
 			if (ret == -FI_EAGAIN)
 				break;
 			if (ret)
