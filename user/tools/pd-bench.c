@@ -12,6 +12,10 @@
  *       endpoint and registration.
  *   pd-bench paths --memory device:N|memfd [--provider P] [--sizes ...]
  *       dma-buf memory: direct path (auto: dmabuf or mapped) against bounce.
+ *   pd-bench lifecycle --memory device:N|memfd [--sizes 4K,1M,64M] [--repeats N]
+ *       median cost of each step of a dma-buf's life: alloc, export,
+ *       registration miss and hit, import and hit by handle, dereg, revoke
+ *       with and without an importer, the library's teardown, free.
  *
  * Two-process modes fork: rank 1 is the child; they meet over the TCP
  * rendezvous on 127.0.0.1 (--port).  Every figure line is prefixed with the
@@ -30,6 +34,7 @@
 #include <rdma/fi_tagged.h>
 
 #include "bench_report.h"
+#include "bench_lifecycle.h"
 #include "dmabuf_source.h"
 #include "tool_env.h"
 #include "errors.h"
@@ -438,6 +443,31 @@ static int mode_paths(const struct opts *o)
 	return finish(pid);
 }
 
+static int mode_lifecycle(const struct opts *o)
+{
+	struct pd_fabric *fab = open_fabric(o, PD_PATH_AUTO);
+	struct pd_device *dev = NULL;
+	int ret;
+
+	if (!strncmp(o->memory, "device:", 7)) {
+		ret = pd_device_open((unsigned int)atoi(o->memory + 7), &dev) ?:
+		      pd_fabric_attach_device(fab, dev);
+		if (ret)
+			die("device", ret);
+	} else if (strcmp(o->memory, "memfd")) {
+		fprintf(stderr, "pd-bench lifecycle: --memory device:N or memfd\n");
+		return 2;
+	}
+	printf("# %s\n# provider %s, memory %s, path auto\n", cmdline, pd_fabric_provider(fab),
+	       o->memory);
+	ret = bench_lifecycle(fab, dev, o->sizes, o->nsizes, o->repeats);
+	if (ret)
+		die("lifecycle", ret);
+	pd_fabric_close(fab);
+	pd_device_close(dev);
+	return 0;
+}
+
 static int parse(int argc, char **argv, struct opts *o)
 {
 	static const struct option lo[] = {
@@ -485,7 +515,7 @@ int main(int argc, char **argv)
 	tool_env_defaults();
 
 	if (parse(argc, argv, &o)) {
-		fprintf(stderr, "usage: pd-bench cache|bw|paths [--provider P] [--entries N>200]\n"
+		fprintf(stderr, "usage: pd-bench cache|bw|paths|lifecycle [--provider P] [--entries N>200]\n"
 				"       [--sizes 4K,1M,64M] [--repeats 5] [--memory device:N|memfd] [--port P]\n");
 		return 2;
 	}
@@ -497,6 +527,8 @@ int main(int argc, char **argv)
 		return mode_bw(&o);
 	if (!strcmp(o.mode, "paths"))
 		return mode_paths(&o);
-	fprintf(stderr, "pd-bench: unknown mode '%s' (cache, bw, paths)\n", o.mode);
+	if (!strcmp(o.mode, "lifecycle"))
+		return mode_lifecycle(&o);
+	fprintf(stderr, "pd-bench: unknown mode '%s' (cache, bw, paths, lifecycle)\n", o.mode);
 	return 2;
 }
