@@ -29,7 +29,7 @@ extern "C" {
 #endif
 
 #define PD_ABI_MAJOR 1
-#define PD_ABI_MINOR 0
+#define PD_ABI_MINOR 1
 
 struct pd_device;
 struct pd_fabric;
@@ -112,7 +112,8 @@ int pd_path_parse(const char *name, enum pd_path *out);
 /*
  * Zero fields mean "environment variable, else default" (see the
  * documentation for the names).  Call pd_fabric_attr_init() first so that
- * a newer library can tell which fields the caller knew about.
+ * a newer library can tell which fields the caller knew about (size; the
+ * library reads none past it).
  */
 struct pd_fabric_attr {
 	uint32_t size;			/* sizeof(struct pd_fabric_attr) */
@@ -182,6 +183,19 @@ struct pd_rkey {
 };
 int pd_mr_rkey(const struct pd_mr *mr, struct pd_rkey *out);
 
+/*
+ * Imported dma-bufs: the fd is resolved once (which dma-buf, its size,
+ * read-only or not; the handle keeps its own dup, so the caller may close
+ * the fd).  A registration through the handle that the cache already holds
+ * makes no system call.  Revocation still reaches it through the attached
+ * device's events (drained before each transfer and on every miss).
+ */
+struct pd_dmabuf;
+int pd_dmabuf_import(struct pd_fabric *fab, int fd, struct pd_dmabuf **out);
+void pd_dmabuf_release(struct pd_dmabuf *buf);
+int pd_mr_reg_imported(struct pd_dmabuf *buf, uint64_t offset, size_t len,
+		       unsigned int access, struct pd_mr **out);
+
 /* Drop idle entries covering host range (call before freeing memory that
  * may be reused: providers that pin pages would otherwise keep old pages). */
 int pd_mr_invalidate_host(struct pd_fabric *fab, const void *ptr, size_t len);
@@ -229,6 +243,48 @@ int pd_rdv_allgather(struct pd_rdv *rdv, const void *in, size_t len,
 		     void *out);
 int pd_rdv_barrier(struct pd_rdv *rdv);
 void pd_rdv_close(struct pd_rdv *rdv);
+
+/* ---- structs that grow (ABI 1.1) ----------------------------------------
+ *
+ * A struct the library fills or reads may gain fields at its end.  The
+ * _sz forms take the caller's sizeof: the library reads and writes no byte
+ * past it, zeroes the fields it does not know itself (a caller newer than
+ * the library), and stores in *filled (if not NULL) how many bytes it
+ * filled.  For events, size is the stride of the array.
+ *
+ * The macros below route every call made from source through the _sz
+ * forms with the caller's own sizeof, so rebuilding is enough.  The plain
+ * symbols remain for binaries built before 1.1 and handle the 1.0 layouts
+ * only (pd_fabric_attr_init writes the 1.0 size, whatever the library's).
+ */
+void pd_fabric_attr_init_sz(struct pd_fabric_attr *attr, size_t size);
+int pd_device_query_sz(struct pd_device *dev, struct pd_device_info *info,
+		       size_t size, size_t *filled);
+int pd_device_export_sz(struct pd_device *dev, uint64_t handle,
+			uint64_t offset, uint64_t length, unsigned int flags,
+			struct pd_export_info *out, size_t size, size_t *filled);
+int pd_device_read_events_sz(struct pd_device *dev, struct pd_event *events,
+			     size_t size, size_t max, int timeout_ms);
+int pd_fabric_cache_stats_sz(struct pd_fabric *fab, struct pd_cache_stats *out,
+			     size_t size, size_t *filled);
+/* pd_write reads the 1.0 fields of an rkey (addr, key, len) only. */
+int pd_mr_rkey_sz(const struct pd_mr *mr, struct pd_rkey *out, size_t size,
+		  size_t *filled);
+
+#if !defined(PD_BUILDING_LIB) && !defined(PD_NO_SIZED_CALLS)
+#define pd_fabric_attr_init(attr) \
+	pd_fabric_attr_init_sz((attr), sizeof(*(attr)))
+#define pd_device_query(dev, info) \
+	pd_device_query_sz((dev), (info), sizeof(*(info)), NULL)
+#define pd_device_export(dev, handle, offset, length, flags, out) \
+	pd_device_export_sz((dev), (handle), (offset), (length), (flags), (out), \
+			    sizeof(*(out)), NULL)
+#define pd_device_read_events(dev, events, max, timeout_ms) \
+	pd_device_read_events_sz((dev), (events), sizeof(*(events)), (max), (timeout_ms))
+#define pd_fabric_cache_stats(fab, out) \
+	pd_fabric_cache_stats_sz((fab), (out), sizeof(*(out)), NULL)
+#define pd_mr_rkey(mr, out) pd_mr_rkey_sz((mr), (out), sizeof(*(out)), NULL)
+#endif
 
 /* ---- versioned function table for dlopen users ------------------------ */
 
@@ -280,6 +336,33 @@ struct pd_api {
 	void (*req_free)(struct pd_req *);
 	int (*progress)(struct pd_fabric *);
 	int (*mr_invalidate_host)(struct pd_fabric *, const void *, size_t);
+	/* 1.1: every other public function, and the sized forms */
+	int (*device_fd)(const struct pd_device *);
+	const char *(*fabric_provider)(const struct pd_fabric *);
+	size_t (*fabric_chunk_size)(const struct pd_fabric *);
+	const char *(*path_name)(enum pd_path);
+	int (*path_parse)(const char *, enum pd_path *);
+	int (*fabric_detach_device)(struct pd_fabric *, struct pd_device *);
+	void *(*mr_cpu_ptr)(const struct pd_mr *);
+	int (*rdv_open)(const char *, uint16_t, int, int, int, struct pd_rdv **);
+	int (*rdv_allgather)(struct pd_rdv *, const void *, size_t, void *);
+	int (*rdv_barrier)(struct pd_rdv *);
+	void (*rdv_close)(struct pd_rdv *);
+	void (*fabric_attr_init_sz)(struct pd_fabric_attr *, size_t);
+	int (*device_query_sz)(struct pd_device *, struct pd_device_info *, size_t,
+			       size_t *);
+	int (*device_export_sz)(struct pd_device *, uint64_t, uint64_t, uint64_t,
+				unsigned int, struct pd_export_info *, size_t,
+				size_t *);
+	int (*device_read_events_sz)(struct pd_device *, struct pd_event *, size_t,
+				     size_t, int);
+	int (*fabric_cache_stats_sz)(struct pd_fabric *, struct pd_cache_stats *,
+				     size_t, size_t *);
+	int (*mr_rkey_sz)(const struct pd_mr *, struct pd_rkey *, size_t, size_t *);
+	int (*dmabuf_import)(struct pd_fabric *, int, struct pd_dmabuf **);
+	void (*dmabuf_release)(struct pd_dmabuf *);
+	int (*mr_reg_imported)(struct pd_dmabuf *, uint64_t, size_t, unsigned int,
+			       struct pd_mr **);
 };
 
 /*

@@ -20,6 +20,7 @@
 #include <linux/peerdirect.h>
 
 #include "peerdirect.h"
+#include "abi.h"
 #include "device.h"
 #include "errors.h"
 #include "fabric.h"
@@ -413,6 +414,22 @@ static void handle_event_locked(struct pd_device *dev, const struct pd_event *ev
 		pd_fabric_revoked(dev->subs[i], dev->origin, rec->st_dev, rec->st_ino, ev->reason);
 }
 
+/*
+ * A record whose size cannot be right: where the next one starts is
+ * unknown, so whatever followed it in this read is lost.  That is an
+ * overflow in all but name: every subscriber drops this device's dma-bufs
+ * and the application is told it missed events.
+ */
+static void lost_framing_locked(struct pd_device *dev, unsigned int length, size_t left,
+				size_t least)
+{
+	struct pd_event ev = { .reason = PD_REASON_OVERFLOW };
+
+	pd_error(-EPROTO, "/dev/peerdirect%u: event record of %u bytes (%zu left in the read, %zu the least): treated as an overflow",
+		 dev->index, length, left, least);
+	handle_event_locked(dev, &ev, 0);
+}
+
 /* Reads everything queued on the file and hands it out.  Under lock. */
 static int dispatch_locked(struct pd_device *dev)
 {
@@ -446,17 +463,25 @@ static int dispatch_locked(struct pd_device *dev)
 			struct peerdirect_event k;
 			struct pd_event ev;
 
+			/* A record we cannot frame may have hidden a revoke:
+			 * everything it could name is suspect, so it counts as
+			 * an overflow and the records after it are skipped
+			 * rather than misread. */
 			memcpy(&h, buf + pos, sizeof(h));
-			if (h.length < sizeof(h) || h.length > (size_t)got - pos)
-				return pd_error(-EPROTO, "event record of %u bytes at offset %zu of %zd",
-						h.length, pos, got);
+			if (h.length < sizeof(h) || h.length > (size_t)got - pos) {
+				lost_framing_locked(dev, h.length, (size_t)got - pos, sizeof(h));
+				break;
+			}
 			if (h.type != PEERDIRECT_EVENT_REVOKE) {
 				pos += h.length;
 				continue;
 			}
-			if (h.length < sizeof(k))
-				return pd_error(-EPROTO, "revoke record of %u bytes is shorter than %zu",
-						h.length, sizeof(k));
+			if (h.length < sizeof(k)) {
+				/* Framed, but too short to say what it revoked. */
+				lost_framing_locked(dev, h.length, (size_t)got - pos, sizeof(k));
+				pos += h.length;
+				continue;
+			}
 			memcpy(&k, buf + pos, sizeof(k));
 			ev = (struct pd_event) {
 				.reason = k.reason, .seq = k.seq, .export_id = k.export_id,
@@ -483,17 +508,19 @@ int pd_device_fd(const struct pd_device *dev)
 	return dev ? dev->fd : pd_error(-EINVAL, "pd_device_fd: device is NULL");
 }
 
-int pd_device_query(struct pd_device *dev, struct pd_device_info *info)
+int pd_device_query_sz(struct pd_device *dev, struct pd_device_info *out,
+		       size_t size, size_t *filled)
 {
 	struct peerdirect_query q = { .argsz = sizeof(q) };
+	struct pd_device_info info;
 	int ret;
 
-	if (!info)
+	if (!out)
 		return pd_error(-EINVAL, "pd_device_query: info is NULL");
 	ret = dev_ioctl(dev, PEERDIRECT_IOCTL_QUERY, &q, "PEERDIRECT_IOCTL_QUERY");
 	if (ret)
 		return ret;
-	*info = (struct pd_device_info) {
+	info = (struct pd_device_info) {
 		.abi_major = q.abi_major, .abi_minor = q.abi_minor,
 		.features = q.features, .backend = q.backend, .index = q.index,
 		.mem_size = q.mem_size, .mem_free = q.mem_free,
@@ -501,7 +528,8 @@ int pd_device_query(struct pd_device *dev, struct pd_device_info *info)
 		.quota_used = q.quota_used, .max_exports = q.max_exports,
 		.max_events = q.max_events,
 	};
-	return 0;
+	return pd_copy_out("pd_device_query", out, size, &info, sizeof(info),
+			   PD_DEVICE_INFO_SIZE_1_0, filled);
 }
 
 int pd_device_alloc(struct pd_device *dev, uint64_t size, uint64_t *handle,
@@ -529,19 +557,22 @@ int pd_device_free(struct pd_device *dev, uint64_t handle)
 	return dev_ioctl(dev, PEERDIRECT_IOCTL_FREE, &f, "PEERDIRECT_IOCTL_FREE");
 }
 
-int pd_device_export(struct pd_device *dev, uint64_t handle, uint64_t offset,
-		     uint64_t length, unsigned int flags,
-		     struct pd_export_info *out)
+int pd_device_export_sz(struct pd_device *dev, uint64_t handle, uint64_t offset,
+			uint64_t length, unsigned int flags,
+			struct pd_export_info *out, size_t size, size_t *filled)
 {
+	struct pd_export_info info;
 	struct peerdirect_export e = {
 		.argsz = sizeof(e), .handle = handle, .offset = offset,
 		.length = length,
 	};
 	int ret;
 
-	if (!out || (flags & ~(PD_EXPORT_RDWR | PD_EXPORT_CLOEXEC)))
+	if (!out || (flags & ~(PD_EXPORT_RDWR | PD_EXPORT_CLOEXEC)) ||
+	    size < PD_EXPORT_INFO_SIZE_1_0)
 		return pd_error(-EINVAL, "pd_device_export: %s",
-				!out ? "out is NULL" : "unknown flags");
+				!out ? "out is NULL" : size < PD_EXPORT_INFO_SIZE_1_0 ?
+				"struct size below the 1.0 layout" : "unknown flags");
 	if (flags & PD_EXPORT_RDWR)
 		e.flags |= PEERDIRECT_EXPORT_RDWR;
 	if (flags & PD_EXPORT_CLOEXEC)
@@ -555,10 +586,11 @@ int pd_device_export(struct pd_device *dev, uint64_t handle, uint64_t offset,
 		close(e.fd);
 		return ret;
 	}
-	*out = (struct pd_export_info) {
+	info = (struct pd_export_info) {
 		.fd = e.fd, .export_id = e.export_id, .inode = e.inode,
 	};
-	return 0;
+	return pd_copy_out("pd_device_export", out, size, &info, sizeof(info),
+			   PD_EXPORT_INFO_SIZE_1_0, filled);
 }
 
 int pd_device_revoke(struct pd_device *dev, unsigned int scope, uint64_t id,
@@ -592,16 +624,25 @@ int pd_device_revoke(struct pd_device *dev, unsigned int scope, uint64_t id,
  * events away from anybody.  If the application lets more than 1024 pile
  * up, the oldest go and the next read starts with an OVERFLOW record.
  */
-int pd_device_read_events(struct pd_device *dev, struct pd_event *events,
-			  size_t max, int timeout_ms)
+/* One record into the caller's array of size-byte elements. */
+static void put_event(struct pd_event *events, size_t size, size_t i,
+		      const struct pd_event *ev)
+{
+	pd_copy_out("pd_device_read_events", (char *)events + i * size, size, ev,
+		    sizeof(*ev), PD_EVENT_SIZE_1_0, NULL);
+}
+
+int pd_device_read_events_sz(struct pd_device *dev, struct pd_event *events,
+			     size_t size, size_t max, int timeout_ms)
 {
 	struct pollfd pfd;
 	size_t n = 0;
 	int ret = 0;
 
-	if (!dev || !events || !max)
+	if (!dev || !events || !max || size < PD_EVENT_SIZE_1_0)
 		return pd_error(-EINVAL, "pd_device_read_events: %s",
-				!dev ? "device is NULL" : !events ? "events is NULL" : "max is 0");
+				!dev ? "device is NULL" : !events ? "events is NULL" :
+				!max ? "max is 0" : "record size below the 1.0 layout");
 	pthread_mutex_lock(&dev->lock);
 	ret = dispatch_locked(dev);
 	if (!ret && !dev->app_count && !dev->app_lost && timeout_ms && !dev->gone && !dev->closed) {
@@ -615,11 +656,13 @@ int pd_device_read_events(struct pd_device *dev, struct pd_event *events,
 			ret = dispatch_locked(dev);
 	}
 	if (!ret && dev->app_lost) {
-		events[n++] = (struct pd_event) { .reason = PD_REASON_OVERFLOW };
+		struct pd_event lost = { .reason = PD_REASON_OVERFLOW };
+
+		put_event(events, size, n++, &lost);
 		dev->app_lost = false;
 	}
 	while (!ret && n < max && dev->app_count) {
-		events[n++] = dev->appq[dev->app_head];
+		put_event(events, size, n++, &dev->appq[dev->app_head]);
 		dev->app_head = (dev->app_head + 1) % APP_QUEUE_MAX;
 		dev->app_count--;
 	}

@@ -14,6 +14,7 @@
 #include <rdma/fi_endpoint.h>
 #include <rdma/fi_errno.h>
 
+#include "abi.h"
 #include "bounce_pool.h"
 #include "device.h"
 #include "errors.h"
@@ -109,10 +110,29 @@ bool pd_provider_pins_cpu_maps(const char *provider)
 	return core == 3 && !strncmp(provider, "shm", 3);
 }
 
-void pd_fabric_attr_init(struct pd_fabric_attr *attr)
+/* The caller's size, not ours: an older caller's struct is shorter. */
+void pd_fabric_attr_init_sz(struct pd_fabric_attr *attr, size_t size)
 {
-	if (attr)
-		*attr = (struct pd_fabric_attr) { .size = sizeof(*attr) };
+	struct pd_fabric_attr zero = { .size = (uint32_t)size };
+
+	if (!attr || size < PD_FABRIC_ATTR_SIZE_1_0 || size > UINT32_MAX)
+		return;
+	pd_copy_out("pd_fabric_attr_init", attr, size, &zero, sizeof(zero),
+		    PD_FABRIC_ATTR_SIZE_1_0, NULL);
+}
+
+/* A caller newer than the library may pass a longer struct: fine as long
+ * as it asks nothing of the fields this library does not know. */
+static bool unknown_tail_is_zero(const struct pd_fabric_attr *a)
+{
+	const unsigned char *p = (const unsigned char *)a;
+	size_t i;
+
+	for (i = sizeof(*a); i < a->size; i++) {
+		if (p[i])
+			return false;
+	}
+	return true;
 }
 
 /* API value if given, else the environment, else the default. */
@@ -147,6 +167,9 @@ static int read_settings(const struct pd_fabric_attr *a, struct settings *s)
 	    a->flags)
 		return pd_error(-EINVAL, "pd_fabric_open: attr not initialised with pd_fabric_attr_init (size %u, flags 0x%x)",
 				a->size, a->flags);
+	if (!unknown_tail_is_zero(a))
+		return pd_error(-E2BIG, "pd_fabric_open: attr of %u bytes sets fields past the %zu this libpeerdirect knows: install a newer one",
+				a->size, sizeof(*a));
 	s->provider = a->provider ? a->provider : getenv("PEERDIRECT_PROVIDER");
 	if (s->provider && (!*s->provider || !strcmp(s->provider, "auto")))
 		s->provider = NULL;
@@ -322,7 +345,7 @@ int pd_fabric_open(const struct pd_fabric_attr *attr, struct pd_fabric **out)
 	if (!out)
 		return pd_error(-EINVAL, "pd_fabric_open: out is NULL");
 	if (!attr) {
-		pd_fabric_attr_init(&dflt);
+		pd_fabric_attr_init_sz(&dflt, sizeof(dflt));
 		attr = &dflt;
 	}
 	ret = read_settings(attr, &s);
@@ -686,12 +709,16 @@ int pd_fabric_poll_events(struct pd_fabric *fab)
 	return (int)(__atomic_load_n(&fab->dev_invalidations, __ATOMIC_RELAXED) - before);
 }
 
-int pd_fabric_cache_stats(struct pd_fabric *fab, struct pd_cache_stats *out)
+int pd_fabric_cache_stats_sz(struct pd_fabric *fab, struct pd_cache_stats *out,
+			     size_t size, size_t *filled)
 {
+	struct pd_cache_stats st;
+
 	if (!fab || !out)
 		return pd_error(-EINVAL, "pd_fabric_cache_stats: NULL argument");
-	pd_mr_cache_stats(fab->cache, out);
-	return 0;
+	pd_mr_cache_stats(fab->cache, &st);
+	return pd_copy_out("pd_fabric_cache_stats", out, size, &st, sizeof(st),
+			   PD_CACHE_STATS_SIZE_1_0, filled);
 }
 
 int pd_fabric_set_cache_limits(struct pd_fabric *fab, size_t max_entries,

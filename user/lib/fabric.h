@@ -85,31 +85,51 @@ struct pd_fabric {
 
 /* What the cache stores per registration (its opaque handle). */
 struct pd_mr_reg {
+	/* What a cache hit reads (pd_mr_wrap): one cache line. */
+	char *cpu;		/* CPU address of the first registered byte */
+	char *iobase;		/* address libfabric expects for that byte */
+	uint64_t rma_base;	/* remote address of the first byte */
 	struct pd_fabric *fab;
 	struct fid_mr *mr;	/* NULL on the bounce path */
 	void *desc;
 	uint64_t rkey;
 	int fd;			/* dup of the dma-buf, keeps the inode alive */
+	int map_err;		/* why there is no mapping (negative errno) */
 	void *map;		/* mmap of the page-aligned range, or NULL */
 	size_t map_len;
-	int map_err;		/* why there is no mapping (negative errno) */
-	char *cpu;		/* CPU address of the first registered byte */
-	char *iobase;		/* address libfabric expects for that byte */
-	uint64_t rma_base;	/* remote address of the first byte */
 	enum pd_path path;
 	char reason[256];
 };
 
-/* The handle given to users: a view of a (possibly larger) cached entry. */
+/*
+ * The handle given to users: a view of a (possibly larger) cached entry.
+ * Addresses are derived from reg when used, not when the handle is made:
+ * a cache hit then never reads the registration's cache line.
+ */
 struct pd_mr {
 	struct pd_fabric *fab;
 	struct pd_mr_cache_entry *entry;
 	struct pd_mr_reg *reg;
-	char *cpu;		/* first byte of the user's range, or NULL */
-	char *io;		/* that byte as libfabric addresses it */
+	size_t delta;		/* the user's range within the registration */
 	size_t len;
-	uint64_t rma_addr;
 };
+
+/* First byte of the user's range for the CPU, or NULL; as libfabric
+ * addresses it; as a peer's RMA targets it. */
+static inline char *pd_mr_cpu(const struct pd_mr *mr)
+{
+	return mr->reg->cpu ? mr->reg->cpu + mr->delta : NULL;
+}
+
+static inline char *pd_mr_io(const struct pd_mr *mr)
+{
+	return mr->reg->iobase ? mr->reg->iobase + mr->delta : NULL;
+}
+
+static inline uint64_t pd_mr_rma_addr(const struct pd_mr *mr)
+{
+	return mr->reg->rma_base + mr->delta;
+}
 
 /* mr_paths.c: a requested key no other registration of the process has. */
 uint64_t pd_next_mr_key(void);
@@ -117,6 +137,15 @@ uint64_t pd_next_mr_key(void);
 int pd_paths_register(void *fab, const struct pd_mr_key *key, int fd,
 		      void **handle);
 void pd_paths_deregister(void *fab, void *handle);
+/* mr_paths.c, shared with the imported-dma-buf handles (dmabuf_handle.c):
+ * access 0 made explicit and checked against a read-only fd; a dma-buf's
+ * size (0: unknown); a cache entry handed out as a pd_mr (the entry's
+ * reference passes to it, or is put on failure). */
+struct stat;
+int pd_mr_check_access(const char *fn, unsigned int *access, bool readonly, int fd);
+uint64_t pd_dmabuf_size(int fd, const struct stat *st);
+int pd_mr_wrap(struct pd_fabric *fab, struct pd_mr_cache_entry *e, size_t delta,
+	       size_t len, struct pd_mr **out);
 /* Creates the staging pool on first use of the bounce path. */
 int pd_fabric_bounce_pool(struct pd_fabric *fab, struct pd_bounce_pool **out);
 

@@ -10,7 +10,9 @@
  *    of its start address on each non-empty level from its own size up.
  *    One fixed granule would not do: 10k page-sized buffers in one 2 MiB
  *    granule make a 512-entry chain;
- *  - an LRU of idle entries only (in-use entries are never evicted);
+ *  - LRU eviction approximated by CLOCK over the cached entries (in-use
+ *    entries are never evicted): a hit sets a bit in its own entry instead
+ *    of relinking a list, whose neighbours are cold cache lines;
  *  - caps on entries and bytes; an entry that cannot fit because everything
  *    else is in use, or that is larger than the byte cap, is handed out
  *    uncached and deregistered on release (it still gets invalidations);
@@ -60,8 +62,9 @@ struct pd_mr_cache_entry {
 	bool cached;		/* counted in the caps; on the LRU when idle */
 	bool invalid;		/* revoked; read without the lock */
 	bool stale;		/* host range invalidated while registering */
+	bool referenced;	/* used since CLOCK last passed it */
 	uint32_t inval_reason;
-	struct list lru;	/* idle and cached */
+	struct list lru;	/* cached, in use or idle, in CLOCK order */
 	struct list all;	/* every entry not yet freed, for invalidations */
 	size_t nlinks;
 	struct hlink links[];
@@ -138,7 +141,7 @@ static uint64_t dmabuf_hash(const struct pd_mr_key *k)
 	h = mix(h, k->ino);
 	h = mix(h, k->start);
 	h = mix(h, k->len);
-	h = mix(h, ((uint64_t)k->access << 32) | k->path);
+	h = mix(h, ((uint64_t)k->access << 32) | k->path | (uint64_t)k->readonly << 31);
 	return mix(h, (uintptr_t)k->domain);
 }
 
@@ -161,7 +164,7 @@ static bool dmabuf_match(const struct pd_mr_key *a, const struct pd_mr_key *b)
 	return a->kind == b->kind && a->dev == b->dev && a->ino == b->ino &&
 	       a->start == b->start && a->len == b->len &&
 	       a->access == b->access && a->path == b->path &&
-	       a->domain == b->domain;
+	       a->readonly == b->readonly && a->domain == b->domain;
 }
 
 static bool host_contains(const struct pd_mr_key *e, const struct pd_mr_key *k)
@@ -231,7 +234,7 @@ static void hash_locked(struct pd_mr_cache *c, struct pd_mr_cache_entry *e)
 {
 	size_t i;
 
-	if (c->nlinks + e->nlinks > c->nbuckets * 2)
+	if (c->nlinks + e->nlinks > c->nbuckets)
 		grow_locked(c);
 	for (i = 0; i < e->nlinks; i++) {
 		struct hlink *l = &e->links[i];
@@ -265,8 +268,7 @@ static void unhash_locked(struct pd_mr_cache *c, struct pd_mr_cache_entry *e)
 		e->hashed = false;
 	}
 	if (e->cached) {
-		if (e->refs == 0)
-			list_del(&e->lru);
+		list_del(&e->lru);
 		c->entries--;
 		c->bytes -= e->key.len;
 		e->cached = false;
@@ -290,15 +292,27 @@ static bool over_caps(const struct pd_mr_cache *c, size_t add_entries,
 	       c->bytes + add_bytes > c->max_bytes;
 }
 
-/* Pops idle entries, oldest first, onto victims until the caps hold with
- * room for add_*; all = true empties the LRU. */
+/*
+ * Retires idle entries onto victims until the caps hold with room for
+ * add_*; all = true retires every idle one.  CLOCK: the oldest goes unless
+ * it is in use or was used since it last came round, which sends it to the
+ * back (and clears the mark).  Every entry comes round at most twice.
+ */
 static void evict_locked(struct pd_mr_cache *c, size_t add_entries,
 			 size_t add_bytes, bool all, struct list *victims)
 {
-	while (!list_empty(&c->lru) &&
+	size_t budget = 2 * c->entries + 1;
+
+	while (!list_empty(&c->lru) && budget-- &&
 	       (all || over_caps(c, add_entries, add_bytes))) {
 		struct pd_mr_cache_entry *e = entry_of(c->lru.next, lru);
 
+		if (e->refs || (e->referenced && !all)) {
+			e->referenced = false;
+			list_del(&e->lru);
+			list_add_tail(&c->lru, &e->lru);
+			continue;
+		}
 		retire_locked(c, e, victims);
 		c->st.evictions++;
 	}
@@ -317,8 +331,8 @@ static void release_victims(struct pd_mr_cache *c, struct list *victims)
 	}
 }
 
-/* One reference goes.  The last one: a cached entry idles in the LRU
- * (unless it is a host entry the cache must not keep idle); any other is
+/* One reference goes.  The last one: a cached entry stays, idle (unless it
+ * is a host entry the cache must not keep idle); any other is
  * deregistered. */
 static void put_locked(struct pd_mr_cache *c, struct pd_mr_cache_entry *e,
 		       struct list *victims)
@@ -331,7 +345,6 @@ static void put_locked(struct pd_mr_cache *c, struct pd_mr_cache_entry *e,
 	}
 	if (e->cached && !e->invalid &&
 	    (e->key.kind != PD_MEM_HOST || c->retain_idle_host)) {
-		list_add_tail(&c->lru, &e->lru);
 		evict_locked(c, 0, 0, false, victims);
 		return;
 	}
@@ -395,7 +408,7 @@ void pd_mr_cache_set_retain_idle_host(struct pd_mr_cache *c, bool retain)
 		struct pd_mr_cache_entry *e = entry_of(l, lru);
 
 		next = l->next;
-		if (e->key.kind == PD_MEM_HOST)
+		if (e->key.kind == PD_MEM_HOST && !e->refs)
 			retire_locked(c, e, &victims);
 	}
 	pthread_mutex_unlock(&c->lock);
@@ -444,11 +457,11 @@ static uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 }
 
-/* Takes a reference on a found entry; an idle one leaves the LRU. */
+/* Takes a reference on a found entry; it stays where CLOCK has it. */
 static void hold_locked(struct pd_mr_cache_entry *e)
 {
-	if (e->refs++ == 0 && e->cached)
-		list_del(&e->lru);
+	e->refs++;
+	e->referenced = true;
 }
 
 static int register_with_retry(struct pd_mr_cache *c,
@@ -622,6 +635,7 @@ static int get_locked(struct pd_mr_cache *c, const struct pd_mr_key *k, int fd,
 		evict_locked(c, 1, k->len, false, &victims);
 	if (!over_caps(c, 1, k->len)) {
 		e->cached = true;
+		list_add_tail(&c->lru, &e->lru);
 		c->entries++;
 		c->bytes += k->len;
 	} else {
@@ -660,6 +674,25 @@ int pd_mr_cache_get(struct pd_mr_cache *c, const struct pd_mr_key *k, int fd,
 		    struct pd_mr_cache_entry **out)
 {
 	return pd_mr_cache_get_since(c, k, fd, UINT64_MAX, out);
+}
+
+int pd_mr_cache_find(struct pd_mr_cache *c, const struct pd_mr_key *k,
+		     struct pd_mr_cache_entry **out)
+{
+	struct pd_mr_cache_entry *e;
+	int ret = -ENOENT;
+
+	pthread_mutex_lock(&c->lock);
+	e = lookup_locked(c, k);
+	if (e && e->state == READY) {
+		hold_locked(e);
+		c->st.lookups++;
+		c->st.hits++;
+		*out = e;
+		ret = 0;
+	}
+	pthread_mutex_unlock(&c->lock);
+	return ret;
 }
 
 uint64_t pd_mr_cache_generation(struct pd_mr_cache *c)

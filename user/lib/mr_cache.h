@@ -21,7 +21,7 @@ struct pd_mr_key {
 	uint32_t kind;		/* enum pd_mem_kind */
 	uint32_t access;	/* PD_ACCESS_* */
 	uint32_t path;		/* requested enum pd_path (dma-buf only) */
-	uint32_t pad;
+	uint32_t readonly;	/* the dma-buf fd was read-only: so is the mapping */
 	const void *domain;
 	uint64_t dev, ino;	/* dma-buf identity */
 	uint64_t start;		/* host address, or offset into the dma-buf */
@@ -66,6 +66,13 @@ int pd_mr_cache_get(struct pd_mr_cache *c, const struct pd_mr_key *key, int fd,
 uint64_t pd_mr_cache_generation(struct pd_mr_cache *c);
 int pd_mr_cache_get_since(struct pd_mr_cache *c, const struct pd_mr_key *key, int fd,
 			  uint64_t since, struct pd_mr_cache_entry **out);
+/*
+ * Hit only: a ready, valid entry for key, held, or -ENOENT (nothing is
+ * registered and no miss is counted: the caller goes on to
+ * pd_mr_cache_get_since).  No system call on the way.
+ */
+int pd_mr_cache_find(struct pd_mr_cache *c, const struct pd_mr_key *key,
+		     struct pd_mr_cache_entry **out);
 /* Threads waiting for another's registration of the same key (tests). */
 unsigned int pd_mr_cache_waiters(struct pd_mr_cache *c);
 /* false: host entries are deregistered at their last release instead of

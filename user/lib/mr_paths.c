@@ -26,6 +26,7 @@
 #include <rdma/fi_domain.h>
 #include <rdma/fi_errno.h>
 
+#include "abi.h"
 #include "bounce_pool.h"
 #include "errors.h"
 #include "fabric.h"
@@ -113,8 +114,10 @@ static void map_dmabuf(const struct pd_mr_key *k, struct pd_mr_reg *r)
 	size_t delta = (size_t)(k->start - aligned);
 
 	r->map_len = (delta + k->len + pg - 1) & ~(pg - 1);
-	r->map = mmap(NULL, r->map_len, PROT_READ | PROT_WRITE, MAP_SHARED, r->fd,
-		      (off_t)aligned);
+	/* A read-only export cannot be mapped for writing: it is mapped for
+	 * what it allows (and registered only for sending, see check_access). */
+	r->map = mmap(NULL, r->map_len, PROT_READ | (k->readonly ? 0 : PROT_WRITE), MAP_SHARED,
+		      r->fd, (off_t)aligned);
 	if (r->map == MAP_FAILED) {
 		r->map = NULL;
 		r->map_err = -errno;
@@ -280,18 +283,44 @@ int pd_paths_register(void *ctx, const struct pd_mr_key *k, int fd,
 	return 0;
 }
 
-static int check_access(const char *fn, unsigned int *access)
+/* What reaches the memory from outside: the peer's RMA, and receives. */
+#define PD_ACCESS_WRITES_MEMORY	(PD_ACCESS_RECV | PD_ACCESS_REMOTE_WRITE)
+
+/*
+ * 0 is the least privilege that still moves data: local send, receive and
+ * RMA source, never a peer's write (that takes PD_ACCESS_REMOTE_WRITE
+ * named).  Memory the caller may only read (a read-only export) gets
+ * nothing that writes it.
+ */
+int pd_mr_check_access(const char *fn, unsigned int *access, bool readonly, int fd)
 {
 	if (*access & ~PD_ACCESS_ALL)
 		return pd_error(-EINVAL, "%s: unknown access bits 0x%x", fn,
 				*access & ~PD_ACCESS_ALL);
 	if (!*access)
-		*access = PD_ACCESS_ALL;
+		*access = (PD_ACCESS_SEND | PD_ACCESS_RECV | PD_ACCESS_WRITE) &
+			  ~(readonly ? PD_ACCESS_WRITES_MEMORY : 0u);
+	if (readonly && (*access & PD_ACCESS_WRITES_MEMORY))
+		return pd_error(-EACCES, "%s: dma-buf fd %d is read-only (exported without PD_EXPORT_RDWR): it can be registered for PD_ACCESS_SEND and PD_ACCESS_WRITE only, not 0x%x",
+				fn, fd, *access & PD_ACCESS_WRITES_MEMORY);
 	return 0;
 }
 
+/* The dma-buf's length: st_size for a file (a memfd stand-in), else what
+ * lseek(SEEK_END) answers (a dma-buf's size; its position does not move).
+ * 0: unknown. */
+uint64_t pd_dmabuf_size(int fd, const struct stat *st)
+{
+	off_t end;
+
+	if (S_ISREG(st->st_mode))
+		return (uint64_t)st->st_size;
+	end = lseek(fd, 0, SEEK_END);
+	return end > 0 ? (uint64_t)end : 0;
+}
+
 /* delta: where the user's range starts inside the cached registration. */
-static int wrap(struct pd_fabric *fab, struct pd_mr_cache_entry *e, size_t delta,
+int pd_mr_wrap(struct pd_fabric *fab, struct pd_mr_cache_entry *e, size_t delta,
 		size_t len, struct pd_mr **out)
 {
 	struct pd_mr_reg *r = pd_mr_entry_handle(e);
@@ -301,12 +330,7 @@ static int wrap(struct pd_fabric *fab, struct pd_mr_cache_entry *e, size_t delta
 		pd_mr_cache_put(fab->cache, e);
 		return pd_error(-ENOMEM, "registration: out of memory");
 	}
-	*mr = (struct pd_mr) {
-		.fab = fab, .entry = e, .reg = r, .len = len,
-		.cpu = r->cpu ? r->cpu + delta : NULL,
-		.io = r->iobase ? r->iobase + delta : NULL,
-		.rma_addr = r->rma_base + delta,
-	};
+	*mr = (struct pd_mr) { .fab = fab, .entry = e, .reg = r, .delta = delta, .len = len };
 	pd_fabric_get(fab);
 	*out = mr;
 	return 0;
@@ -324,7 +348,7 @@ int pd_mr_reg_host(struct pd_fabric *fab, void *ptr, size_t len,
 	if (!fab || !ptr || !len || !out)
 		return pd_error(-EINVAL, "pd_mr_reg_host: %s", !fab ? "fabric is NULL" :
 				!ptr ? "ptr is NULL" : !len ? "length is 0" : "out is NULL");
-	ret = check_access("pd_mr_reg_host", &access);
+	ret = pd_mr_check_access("pd_mr_reg_host", &access, false, -1);
 	if (ret)
 		return ret;
 	if (start + len < start)
@@ -337,7 +361,7 @@ int pd_mr_reg_host(struct pd_fabric *fab, void *ptr, size_t len,
 	ret = pd_mr_cache_get(fab->cache, &k, -1, &e);
 	if (ret)
 		return ret;
-	return wrap(fab, e, start - pd_mr_entry_key(e)->start, len, out);
+	return pd_mr_wrap(fab, e, start - pd_mr_entry_key(e)->start, len, out);
 }
 
 int pd_mr_reg_dmabuf(struct pd_fabric *fab, int fd, uint64_t offset,
@@ -347,13 +371,18 @@ int pd_mr_reg_dmabuf(struct pd_fabric *fab, int fd, uint64_t offset,
 	struct pd_mr_key k = { .kind = PD_MEM_DMABUF };
 	unsigned int attempt;
 	struct stat st;
-	uint64_t gen;
-	int ret;
+	uint64_t gen, size;
+	int ret, fl;
 
 	if (!fab || !len || !out)
 		return pd_error(-EINVAL, "pd_mr_reg_dmabuf: %s", !fab ? "fabric is NULL" :
 				!len ? "length is 0" : "out is NULL");
-	ret = check_access("pd_mr_reg_dmabuf", &access);
+	fl = fd < 0 ? -1 : fcntl(fd, F_GETFL);
+	if (fl < 0)
+		return pd_error(fd < 0 ? -EBADF : -errno, "pd_mr_reg_dmabuf: fd %d: %s", fd,
+				strerror(fd < 0 ? EBADF : errno));
+	k.readonly = (fl & O_ACCMODE) == O_RDONLY;
+	ret = pd_mr_check_access("pd_mr_reg_dmabuf", &access, k.readonly, fd);
 	if (ret)
 		return ret;
 	if (offset + len < offset)
@@ -368,9 +397,10 @@ int pd_mr_reg_dmabuf(struct pd_fabric *fab, int fd, uint64_t offset,
 		if (fd < 0 || fstat(fd, &st))
 			return pd_error(fd < 0 ? -EBADF : -errno, "pd_mr_reg_dmabuf: fd %d: %s", fd,
 					strerror(fd < 0 ? EBADF : errno));
-		if (S_ISREG(st.st_mode) && offset + len > (uint64_t)st.st_size)
-			return pd_error(-EINVAL, "pd_mr_reg_dmabuf: [%llu, +%zu) is past the end (%lld bytes)",
-					(unsigned long long)offset, len, (long long)st.st_size);
+		size = pd_dmabuf_size(fd, &st);
+		if (size && offset + len > size)
+			return pd_error(-EINVAL, "pd_mr_reg_dmabuf: [%llu, +%zu) is past the end of the %llu-byte dma-buf",
+					(unsigned long long)offset, len, (unsigned long long)size);
 		k.dev = st.st_dev;
 		k.ino = st.st_ino;
 		k.start = offset;
@@ -387,7 +417,7 @@ int pd_mr_reg_dmabuf(struct pd_fabric *fab, int fd, uint64_t offset,
 	}
 	if (ret)
 		return ret == -ESTALE ? pd_error(-EAGAIN, "pd_mr_reg_dmabuf: revocations keep arriving; try again") : ret;
-	return wrap(fab, e, 0, len, out);
+	return pd_mr_wrap(fab, e, 0, len, out);
 }
 
 /* Requests on mr hold the entry themselves: releasing the handle first is
@@ -416,18 +446,23 @@ const char *pd_mr_reason(const struct pd_mr *mr)
 
 void *pd_mr_cpu_ptr(const struct pd_mr *mr)
 {
-	return mr ? mr->cpu : NULL;
+	return mr ? pd_mr_cpu(mr) : NULL;
 }
 
-int pd_mr_rkey(const struct pd_mr *mr, struct pd_rkey *out)
+int pd_mr_rkey_sz(const struct pd_mr *mr, struct pd_rkey *out, size_t size,
+		  size_t *filled)
 {
+	struct pd_rkey rk;
+
 	if (!mr || !out)
 		return pd_error(-EINVAL, "pd_mr_rkey: NULL argument");
 	if (!mr->reg->mr)
 		return pd_error(-EOPNOTSUPP, "pd_mr_rkey: a %s-path registration cannot be an RMA target (%s)",
 				pd_path_name(mr->reg->path), mr->reg->reason);
-	*out = (struct pd_rkey) { .addr = mr->rma_addr, .key = mr->reg->rkey, .len = mr->len };
-	return 0;
+	if (!(pd_mr_entry_key(mr->entry)->access & PD_ACCESS_REMOTE_WRITE))
+		return pd_error(-EACCES, "pd_mr_rkey: the registration does not allow PD_ACCESS_REMOTE_WRITE (access 0 grants local access only): register with it to be an RMA target");
+	rk = (struct pd_rkey) { .addr = pd_mr_rma_addr(mr), .key = mr->reg->rkey, .len = mr->len };
+	return pd_copy_out("pd_mr_rkey", out, size, &rk, sizeof(rk), PD_RKEY_SIZE_1_0, filled);
 }
 
 int pd_mr_invalidate_host(struct pd_fabric *fab, const void *ptr, size_t len)

@@ -933,7 +933,8 @@ static int start(struct pd_fabric *fab, enum req_kind kind, struct pd_mr *mr,
 		return pd_error(-ENOMEM, "%s: out of memory", fn);
 	*r = (struct pd_req) {
 		.fab = fab, .kind = kind, .entry = mr->entry, .reg = mr->reg,
-		.cpu = mr->cpu ? mr->cpu + off : NULL, .io = mr->io ? mr->io + off : NULL,
+		.cpu = pd_mr_cpu(mr) ? pd_mr_cpu(mr) + off : NULL,
+		.io = pd_mr_io(mr) ? pd_mr_io(mr) + off : NULL,
 		.path = mr->reg->path, .off = off, .len = len, .peer = peer,
 		.tag = tag, .nchunks = (uint32_t)nchunks,
 		.raddr = rk ? rk->addr + roff : 0, .rkey = rk ? rk->key : 0,

@@ -87,7 +87,7 @@ static inline int raw_chunk(struct pd_fabric *fab, struct pd_mr *mr, size_t len,
 	ssize_t ret;
 
 	do {
-		ret = fi_tsend(fab->ep, mr->io, len, mr->reg->desc, peer,
+		ret = fi_tsend(fab->ep, pd_mr_io(mr), len, mr->reg->desc, peer,
 			       tag | (uint64_t)i << fab->tag_bits, &ctx);
 		if (ret == -FI_EAGAIN) {
 			fi_cq_read(fab->cq, &ent, 1);

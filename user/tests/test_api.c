@@ -207,7 +207,7 @@ FIXTURE_SETUP(fab)
 {
 	ASSERT_EQ(0, pd_fabric_open(NULL, &self->fab));
 	ASSERT_EQ(0, pd_fabric_open(NULL, &self->other));
-	ASSERT_EQ(0, pd_mr_reg_host(self->fab, self->buf, sizeof(self->buf), 0, &self->mr));
+	ASSERT_EQ(0, pd_mr_reg_host(self->fab, self->buf, sizeof(self->buf), PD_ACCESS_ALL, &self->mr));
 }
 
 FIXTURE_TEARDOWN(fab)

@@ -108,7 +108,7 @@ FIXTURE_SETUP(dmabuf)
 	}
 	self->host = mmap(NULL, BUF_LEN, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	ASSERT_NE(MAP_FAILED, self->host);
-	ASSERT_EQ(0, pd_mr_reg_host(self->fab, self->host, BUF_LEN, 0, &self->host_mr));
+	ASSERT_EQ(0, pd_mr_reg_host(self->fab, self->host, BUF_LEN, PD_ACCESS_ALL, &self->host_mr));
 }
 
 FIXTURE_TEARDOWN(dmabuf)
@@ -262,7 +262,7 @@ TEST_F(dmabuf, rma_write_into_and_out_of_dmabuf)
 
 	if (dmabuf_accepted(variant))
 		ASSERT_EQ(0, pd_fabric_set_path(self->fab, PD_PATH_DMABUF));
-	ASSERT_EQ(0, pd_mr_reg_dmabuf(self->fab, self->fd[1], REG_OFF, REG_LEN, 0, &dev))
+	ASSERT_EQ(0, pd_mr_reg_dmabuf(self->fab, self->fd[1], REG_OFF, REG_LEN, PD_ACCESS_ALL, &dev))
 		TH_LOG("%s", pd_last_error());
 	if (pd_mr_path(dev) == PD_PATH_BOUNCE) {
 		EXPECT_FALSE(dmabuf_accepted(variant));

@@ -233,7 +233,7 @@ TEST(any_peer_multi_chunk_receive_takes_one_sender)
 	ASSERT_EQ(0, marker(b, mkb, r_in_b, r, mkr, 901));
 	/* A's chunk 1: the second half of A's buffer */
 	half = *ma;
-	half.io += CHUNK;
+	half.delta += CHUNK;
 	ASSERT_EQ(0, raw_chunk(a, &half, CHUNK, r_in_a, tag, 1, r));
 	ASSERT_EQ(0, marker(a, mka, r_in_a, r, mkr, 902));
 

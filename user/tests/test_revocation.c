@@ -269,4 +269,72 @@ TEST_F(rev, revoked_before_registration_is_refused)
 	pd_mr_dereg(m);
 }
 
+/* One read() may carry several records: a malformed one in the middle must
+ * not drop the ones after it (the revocation of export 200 below). */
+TEST_F(rev, a_bad_record_loses_none_that_follow)
+{
+	struct peerdirect_event rec[3] = {
+		{ .hdr = { PEERDIRECT_EVENT_REVOKE, sizeof(rec[0]) }, .reason = PEERDIRECT_REASON_REVOKE, .seq = 1,
+		  .export_id = 100, .inode = self->st[0].st_ino },
+		{ .hdr = { PEERDIRECT_EVENT_REVOKE, 8 }, .reason = PEERDIRECT_REASON_REVOKE, .seq = 2 },
+		{ .hdr = { PEERDIRECT_EVENT_REVOKE, sizeof(rec[0]) }, .reason = PEERDIRECT_REASON_REVOKE, .seq = 3,
+		  .export_id = 200 },
+	};
+	int other = memfd_of(1 << 20, 7);
+	struct pd_event ev[4];
+	struct pd_mr *m, *m2;
+	int n;
+
+	ASSERT_LE(0, other);
+	ASSERT_EQ(0, pd_device_track_export(self->dev[0], other, 200));
+	ASSERT_EQ(0, pd_fabric_attach_device(self->f1, self->dev[0]));
+	ASSERT_EQ(0, pd_mr_reg_dmabuf(self->f1, self->memfd[0], 0, 4096, 0, &m));
+	ASSERT_EQ(0, pd_mr_reg_dmabuf(self->f1, other, 0, 4096, 0, &m2));
+	ASSERT_EQ(sizeof(rec), send(self->sock[0][1], rec, sizeof(rec), 0));
+	pd_fabric_poll_events(self->f1);
+	EXPECT_EQ(-ENODEV, usable(self->f1, self->me1, m));
+	EXPECT_EQ(-ENODEV, usable(self->f1, self->me1, m2)) TH_LOG("the record after the bad one was lost");
+	/* The application is told too: the good record, then that it cannot
+	 * know what else it missed. */
+	memset(ev, 0, sizeof(ev));
+	n = pd_device_read_events(self->dev[0], ev, 4, 0);
+	ASSERT_LE(2, n) TH_LOG("%d: %s", n, pd_last_error());
+	EXPECT_EQ(100, ev[0].export_id);
+	EXPECT_EQ(PD_REASON_OVERFLOW, ev[n - 1].reason);
+	pd_mr_dereg(m);
+	pd_mr_dereg(m2);
+	close(other);
+}
+
+/* A newer kernel's records are longer: reading them one at a time works,
+ * and each still reaches the fabric. */
+TEST_F(rev, longer_records_read_one_at_a_time)
+{
+	struct grown {
+		struct peerdirect_event ev;
+		uint64_t added[3];
+	} rec[3];
+	struct pd_event ev;
+	struct pd_mr *m;
+	int i;
+
+	memset(rec, 0xa5, sizeof(rec));
+	for (i = 0; i < 3; i++)
+		rec[i].ev = (struct peerdirect_event) {
+			.hdr = { PEERDIRECT_EVENT_REVOKE, sizeof(rec[i]) }, .reason = PEERDIRECT_REASON_REVOKE,
+			.seq = 10 + (uint64_t)i, .export_id = i == 1 ? 100 : 300 + (uint64_t)i,
+		};
+	ASSERT_EQ(0, pd_fabric_attach_device(self->f1, self->dev[0]));
+	ASSERT_EQ(0, pd_mr_reg_dmabuf(self->f1, self->memfd[0], 0, 4096, 0, &m));
+	ASSERT_EQ(sizeof(rec), send(self->sock[0][1], rec, sizeof(rec), 0));
+	for (i = 0; i < 3; i++) {
+		memset(&ev, 0, sizeof(ev));
+		ASSERT_EQ(1, pd_device_read_events(self->dev[0], &ev, 1, 1000)) TH_LOG("%s", pd_last_error());
+		EXPECT_EQ(10 + i, ev.seq);
+		EXPECT_EQ(i == 1 ? 100 : 300 + i, ev.export_id);
+	}
+	EXPECT_EQ(-ENODEV, usable(self->f1, self->me1, m));
+	pd_mr_dereg(m);
+}
+
 TEST_HARNESS_MAIN

@@ -173,7 +173,7 @@ static int rma_write(struct peer *p, void *arg)
 	(void)arg;
 	if (!buf)
 		return -ENOMEM;
-	ret = pd_mr_reg_host(p->fab, buf, len + 2 * off, 0, &mr);
+	ret = pd_mr_reg_host(p->fab, buf, len + 2 * off, PD_ACCESS_ALL, &mr);
 	if (!ret && p->rank == 1) {
 		memset(buf, 0, len + 2 * off);
 		ret = pd_mr_rkey(mr, &rk) ?: oob_send(p, &rk, sizeof(rk));

@@ -4,13 +4,18 @@
  *
  *   pd-bench cache [--provider P] [--entries N]
  *       median cost of a cache hit (register + release of a cached range) at
- *       N live entries, against the provider's own uncached fi_mr_reg.
+ *       N live entries, against the provider's own uncached fi_mr_reg: host
+ *       ranges, dma-bufs by fd, and dma-bufs through an imported handle.
  *   pd-bench bw [--provider P] [--sizes 4K,1M,64M]
  *       tagged send/recv bandwidth between two processes on host memory:
  *       through the shim, and through a raw libfabric loop on the same
  *       endpoint and registration.
  *   pd-bench paths --memory device:N|memfd [--provider P] [--sizes ...]
  *       dma-buf memory: direct path (auto: dmabuf or mapped) against bounce.
+ *   pd-bench lifecycle --memory device:N|memfd [--sizes 4K,1M,64M] [--repeats N]
+ *       median cost of each step of a dma-buf's life: alloc, export,
+ *       registration miss and hit, import and hit by handle, dereg, revoke
+ *       with and without an importer, the library's teardown, free.
  *
  * Two-process modes fork: rank 1 is the child; they meet over the TCP
  * rendezvous on 127.0.0.1 (--port).  Every figure line is prefixed with the
@@ -29,6 +34,7 @@
 #include <rdma/fi_tagged.h>
 
 #include "bench_report.h"
+#include "bench_lifecycle.h"
 #include "dmabuf_source.h"
 #include "tool_env.h"
 #include "errors.h"
@@ -150,11 +156,18 @@ static int reg_dmabuf_page(struct pd_fabric *fab, void *fdp, int i, struct pd_mr
 	return pd_mr_reg_dmabuf(fab, *(int *)fdp, (uint64_t)i * 4096, 4096, 0, mr);
 }
 
+static int reg_imported_page(struct pd_fabric *fab, void *buf, int i, struct pd_mr **mr)
+{
+	(void)fab;
+	return pd_mr_reg_imported(buf, (uint64_t)i * 4096, 4096, 0, mr);
+}
+
 static void mode_cache(const struct opts *o)
 {
 	size_t len = (size_t)o->entries * 4096;
 	struct pd_fabric *fab = open_fabric(o, PD_PATH_AUTO);
 	struct dmabuf_source src;
+	struct pd_dmabuf *buf_handle;
 	uint64_t reg[201], both[201], t0, t1;
 	struct fid_mr *mr;
 	char *buf;
@@ -185,6 +198,14 @@ static void mode_cache(const struct opts *o)
 	if (source_open(&src, "memfd", len) == 0) {
 		fab = open_fabric(o, PD_PATH_AUTO);
 		bench_hits("shim dma-buf 4 KiB (memfd, auto)", fab, o->entries, reg_dmabuf_page, &src.fd);
+		pd_fabric_close(fab);
+		/* The same through an imported handle: no fstat per hit. */
+		fab = open_fabric(o, PD_PATH_AUTO);
+		if (!pd_dmabuf_import(fab, src.fd, &buf_handle)) {
+			bench_hits("shim dma-buf handle 4 KiB (memfd)", fab, o->entries,
+				   reg_imported_page, buf_handle);
+			pd_dmabuf_release(buf_handle);
+		}
 		pd_fabric_close(fab);
 		source_close(&src);
 	}
@@ -270,8 +291,8 @@ static int raw_round(struct pair *p, struct pd_mr *mr, size_t size, int w)
 	while (done < w) {
 		while (posted < w) {
 			ret = p->rank == 0 ?
-				fi_tsend(f->ep, mr->io, size, desc, p->peer, 2, &ctx[posted]) :
-				fi_trecv(f->ep, mr->io, size, desc, p->peer, 2, 0, &ctx[posted]);
+				fi_tsend(f->ep, pd_mr_io(mr), size, desc, p->peer, 2, &ctx[posted]) :
+				fi_trecv(f->ep, pd_mr_io(mr), size, desc, p->peer, 2, 0, &ctx[posted]);
 			if (ret == -FI_EAGAIN)
 				break;
 			if (ret)
@@ -422,6 +443,31 @@ static int mode_paths(const struct opts *o)
 	return finish(pid);
 }
 
+static int mode_lifecycle(const struct opts *o)
+{
+	struct pd_fabric *fab = open_fabric(o, PD_PATH_AUTO);
+	struct pd_device *dev = NULL;
+	int ret;
+
+	if (!strncmp(o->memory, "device:", 7)) {
+		ret = pd_device_open((unsigned int)atoi(o->memory + 7), &dev) ?:
+		      pd_fabric_attach_device(fab, dev);
+		if (ret)
+			die("device", ret);
+	} else if (strcmp(o->memory, "memfd")) {
+		fprintf(stderr, "pd-bench lifecycle: --memory device:N or memfd\n");
+		return 2;
+	}
+	printf("# %s\n# provider %s, memory %s, path auto\n", cmdline, pd_fabric_provider(fab),
+	       o->memory);
+	ret = bench_lifecycle(fab, dev, o->sizes, o->nsizes, o->repeats);
+	if (ret)
+		die("lifecycle", ret);
+	pd_fabric_close(fab);
+	pd_device_close(dev);
+	return 0;
+}
+
 static int parse(int argc, char **argv, struct opts *o)
 {
 	static const struct option lo[] = {
@@ -469,7 +515,7 @@ int main(int argc, char **argv)
 	tool_env_defaults();
 
 	if (parse(argc, argv, &o)) {
-		fprintf(stderr, "usage: pd-bench cache|bw|paths [--provider P] [--entries N>200]\n"
+		fprintf(stderr, "usage: pd-bench cache|bw|paths|lifecycle [--provider P] [--entries N>200]\n"
 				"       [--sizes 4K,1M,64M] [--repeats 5] [--memory device:N|memfd] [--port P]\n");
 		return 2;
 	}
@@ -481,6 +527,8 @@ int main(int argc, char **argv)
 		return mode_bw(&o);
 	if (!strcmp(o.mode, "paths"))
 		return mode_paths(&o);
-	fprintf(stderr, "pd-bench: unknown mode '%s' (cache, bw, paths)\n", o.mode);
+	if (!strcmp(o.mode, "lifecycle"))
+		return mode_lifecycle(&o);
+	fprintf(stderr, "pd-bench: unknown mode '%s' (cache, bw, paths, lifecycle)\n", o.mode);
 	return 2;
 }

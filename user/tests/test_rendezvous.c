@@ -1,0 +1,228 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The tools' rendezvous: every call within the caller's deadline whatever
+ * the other side does, a handshake that keeps jobs and rank counts apart,
+ * every local address, and IPv6.  Ranks are threads of this process.
+ */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <sys/socket.h>
+#include <time.h>
+
+#include "kselftest_harness.h"
+#include "peerdirect.h"
+
+static int64_t mono_ms_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* A port nobody listens on right now. */
+static uint16_t free_port(void)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t len = sizeof(sa);
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+	bind(fd, (struct sockaddr *)&sa, sizeof(sa));
+	getsockname(fd, (struct sockaddr *)&sa, &len);
+	close(fd);
+	return ntohs(sa.sin_port);
+}
+
+struct rank_arg {
+	const char *host, *job;
+	uint16_t port;
+	int rank, size, timeout_ms, ret;
+	char err[256];
+	struct pd_rdv *rdv;
+};
+
+static void *rank_main(void *p)
+{
+	struct rank_arg *a = p;
+
+	a->ret = pd_rdv_open(a->host, a->port, a->rank, a->size, a->timeout_ms, &a->rdv);
+	snprintf(a->err, sizeof(a->err), "%s", pd_last_error());
+	return NULL;
+}
+
+/* Rank 0's queue is full (it never accepts): the kernel drops our SYNs and
+ * a blocking connect() would wait minutes. */
+TEST(connect_is_bounded_by_the_deadline)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t len = sizeof(sa);
+	int lfd = socket(AF_INET, SOCK_STREAM, 0), filler[2], i;
+	struct pd_rdv *rdv;
+	int64_t t0;
+
+	ASSERT_EQ(0, bind(lfd, (struct sockaddr *)&sa, sizeof(sa)));
+	ASSERT_EQ(0, listen(lfd, 0));
+	ASSERT_EQ(0, getsockname(lfd, (struct sockaddr *)&sa, &len));
+	for (i = 0; i < 2; i++) {
+		filler[i] = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+		connect(filler[i], (struct sockaddr *)&sa, sizeof(sa));
+	}
+	usleep(100000);
+	t0 = mono_ms_now();
+	EXPECT_EQ(-ETIMEDOUT, pd_rdv_open("127.0.0.1", ntohs(sa.sin_port), 1, 2, 400, &rdv));
+	EXPECT_GT(1500, mono_ms_now() - t0) TH_LOG("took %lld ms for a 400 ms deadline",
+						   (long long)(mono_ms_now() - t0));
+	for (i = 0; i < 2; i++)
+		close(filler[i]);
+	close(lfd);
+}
+
+/* Rank 0 joins, then never reads: 32 MiB cannot fit in the socket
+ * buffers, and a blocking send would wait forever. */
+TEST(send_is_bounded_by_the_deadline)
+{
+	struct rank_arg r0 = { .host = "127.0.0.1", .rank = 0, .size = 2, .timeout_ms = 5000 };
+	struct rank_arg r1 = r0;
+	size_t big = 32 << 20;
+	char *in = calloc(1, big), *out = calloc(2, big);
+	pthread_t t;
+	int64_t t0;
+
+	ASSERT_TRUE(in && out);
+	r0.port = r1.port = free_port();
+	r1.rank = 1;
+	r1.timeout_ms = 400;
+	ASSERT_EQ(0, pthread_create(&t, NULL, rank_main, &r0));
+	rank_main(&r1);
+	pthread_join(t, NULL);
+	ASSERT_EQ(0, r0.ret) TH_LOG("%s", r0.err);
+	ASSERT_EQ(0, r1.ret) TH_LOG("%s", r1.err);
+	t0 = mono_ms_now();
+	EXPECT_EQ(-ETIMEDOUT, pd_rdv_allgather(r1.rdv, in, big, out));
+	EXPECT_GT(1500, mono_ms_now() - t0);
+	EXPECT_NE(NULL, strstr(pd_last_error(), "not reading")) TH_LOG("%s", pd_last_error());
+	pd_rdv_close(r1.rdv);
+	pd_rdv_close(r0.rdv);
+	free(in);
+	free(out);
+}
+
+/* A wrong --nranks on one rank fails both sides at once, saying so. */
+TEST(rank_counts_must_agree)
+{
+	struct rank_arg r0 = { .host = "127.0.0.1", .rank = 0, .size = 2, .timeout_ms = 3000 };
+	struct rank_arg r1 = r0;
+	pthread_t t;
+
+	r0.port = r1.port = free_port();
+	r1.rank = 1;
+	r1.size = 3;
+	ASSERT_EQ(0, pthread_create(&t, NULL, rank_main, &r0));
+	rank_main(&r1);
+	pthread_join(t, NULL);
+	EXPECT_EQ(-EPROTO, r0.ret);
+	EXPECT_NE(NULL, strstr(r0.err, "started for 3 ranks")) TH_LOG("%s", r0.err);
+	EXPECT_EQ(-EPROTO, r1.ret);
+	EXPECT_NE(NULL, strstr(r1.err, "started for 2 ranks")) TH_LOG("%s", r1.err);
+	if (!r0.ret)
+		pd_rdv_close(r0.rdv);
+	if (!r1.ret)
+		pd_rdv_close(r1.rdv);
+}
+
+/* A rank of an earlier job that is still retrying is turned away, and the
+ * job's own rank still gets in. */
+TEST(a_rank_of_another_job_is_turned_away)
+{
+	struct rank_arg r0 = { .host = "127.0.0.1", .rank = 0, .size = 2, .timeout_ms = 3000 };
+	struct rank_arg r1 = r0;
+	struct pd_rdv *stale;
+	pthread_t t;
+	int ret;
+
+	r0.port = r1.port = free_port();
+	r1.rank = 1;
+	setenv("PEERDIRECT_RDV_JOB", "7", 1);
+	ASSERT_EQ(0, pthread_create(&t, NULL, rank_main, &r0));
+	usleep(100000);		/* rank 0 has read the job */
+	setenv("PEERDIRECT_RDV_JOB", "6", 1);
+	ret = pd_rdv_open("127.0.0.1", r0.port, 1, 2, 2000, &stale);
+	EXPECT_EQ(-EPROTO, ret);
+	EXPECT_NE(NULL, strstr(pd_last_error(), "another job")) TH_LOG("%s", pd_last_error());
+	if (!ret)
+		pd_rdv_close(stale);
+	setenv("PEERDIRECT_RDV_JOB", "7", 1);
+	rank_main(&r1);
+	pthread_join(t, NULL);
+	unsetenv("PEERDIRECT_RDV_JOB");
+	EXPECT_EQ(0, r0.ret) TH_LOG("%s", r0.err);
+	EXPECT_EQ(0, r1.ret) TH_LOG("%s", r1.err);
+	if (!r0.ret)
+		pd_rdv_close(r0.rdv);
+	if (!r1.ret)
+		pd_rdv_close(r1.rdv);
+}
+
+static void *gather0(void *p)
+{
+	struct rank_arg *a = p;
+	char in = 'a', out[2];
+
+	a->ret = pd_rdv_allgather(a->rdv, &in, 1, out);
+	return NULL;
+}
+
+/* Rank 0 was named 127.0.0.1 (its /etc/hosts entry, say); rank 1 reaches
+ * it by another of its addresses. */
+TEST(rank_zero_listens_on_every_address)
+{
+	struct rank_arg r0 = { .host = "127.0.0.1", .rank = 0, .size = 2, .timeout_ms = 3000 };
+	struct rank_arg r1 = r0;
+	char in = 'b', out[2];
+	pthread_t t;
+
+	r0.port = r1.port = free_port();
+	r1.rank = 1;
+	r1.host = "127.0.0.2";
+	ASSERT_EQ(0, pthread_create(&t, NULL, rank_main, &r0));
+	rank_main(&r1);
+	pthread_join(t, NULL);
+	ASSERT_EQ(0, r0.ret) TH_LOG("%s", r0.err);
+	ASSERT_EQ(0, r1.ret) TH_LOG("%s", r1.err);
+	ASSERT_EQ(0, pthread_create(&t, NULL, gather0, &r0));
+	EXPECT_EQ(0, pd_rdv_allgather(r1.rdv, &in, 1, out)) TH_LOG("%s", pd_last_error());
+	pthread_join(t, NULL);
+	EXPECT_EQ(0, r0.ret);
+	EXPECT_EQ('a', out[0]);
+	EXPECT_EQ('b', out[1]);
+	pd_rdv_close(r1.rdv);
+	pd_rdv_close(r0.rdv);
+}
+
+TEST(ipv6)
+{
+	struct sockaddr_in6 sa = { .sin6_family = AF_INET6, .sin6_addr = IN6ADDR_LOOPBACK_INIT };
+	struct rank_arg r0 = { .host = "::1", .rank = 0, .size = 2, .timeout_ms = 3000 };
+	struct rank_arg r1 = r0;
+	int fd = socket(AF_INET6, SOCK_STREAM, 0);
+	pthread_t t;
+
+	if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa))) {
+		if (fd >= 0)
+			close(fd);
+		SKIP(return, "no IPv6 loopback here");
+	}
+	close(fd);
+	r0.port = r1.port = free_port();
+	r1.rank = 1;
+	ASSERT_EQ(0, pthread_create(&t, NULL, rank_main, &r0));
+	rank_main(&r1);
+	pthread_join(t, NULL);
+	ASSERT_EQ(0, r0.ret) TH_LOG("%s", r0.err);
+	ASSERT_EQ(0, r1.ret) TH_LOG("%s", r1.err);
+	pd_rdv_close(r1.rdv);
+	pd_rdv_close(r0.rdv);
+}
+
+TEST_HARNESS_MAIN
