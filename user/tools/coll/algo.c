@@ -131,7 +131,7 @@ static int allreduce_rd(struct run *r, size_t count, size_t out)
 			me = -1;
 		} else {
 			x.rpeer = R - 1, x.roff = scr, x.rlen = len;
-			x.on_recv = reduce_piece, x.arg = &(struct red) { out, out, scr };
+			x.on_recv = reduce_piece, x.arg = &red;
 			me = R / 2;
 		}
 		ret = xchg(r, &x);

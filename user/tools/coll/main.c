@@ -605,7 +605,7 @@ out:
 		fclose(csv);
 	if (plotdat) {
 		fclose(plotdat);
-		if (!status && run_plot(o.plot, datpath))
+		if (nplot && run_plot(o.plot, datpath))
 			status = status ? status : 1;
 	}
 	free(me);
