@@ -480,11 +480,11 @@ int main(int argc, char **argv)
 		}
 		fflush(stdout);
 	}
-	for (ci = 0; ci < o.ncolls && status < 2; ci++) {
+	for (ci = 0; ci < o.ncolls && (status == 0 || status == 2); ci++) {
 		enum coll_kind k = o.colls[ci];
 
-		for (ti = 0; ti < o.ntypes && status < 2; ti++) {
-			for (oi = 0; oi < (reducing(k) ? o.nops : 1) && status < 2; oi++) {
+		for (ti = 0; ti < o.ntypes && (status == 0 || status == 2); ti++) {
+			for (oi = 0; oi < (reducing(k) ? o.nops : 1) && (status == 0 || status == 2); oi++) {
 				struct run r = { .o = &o, .rank = b.rank, .n = b.size, .t = o.types[ti],
 						 .op = reducing(k) ? o.ops[oi] : OP_SUM,
 						 .esz = o.types[ti] == T_FLOAT ? 4 : 2, .max = region / 3 };
@@ -494,7 +494,7 @@ int main(int argc, char **argv)
 
 				if (b.rank == 0)
 					table_header(&o, k, r.t, r.op);
-				for (si = 0; si < nsizes && status < 2; si++) {
+				for (si = 0; si < nsizes && (status == 0 || status == 2); si++) {
 					struct geom g;
 					struct result res[NLANES][2];
 
@@ -507,10 +507,18 @@ int main(int argc, char **argv)
 						status = 3;
 						break;
 					}
-					for (p = 0; p < b.size; p++)
-						if (((struct sample *)(void *)((char *)all + (size_t)p * stride))->status)
+					for (p = 0; p < b.size; p++) {
+						const struct sample *s = (const void *)((char *)all + (size_t)p * stride);
+						int q;
+
+						if (s->status)
 							status = 1;
-					if (status)
+						/* every rank knows: the run goes on, the exit status says it */
+						for (q = 0; q < NLANES * 2; q++)
+							if (s->wrong[q / 2][q % 2] && !status)
+								status = 2;
+					}
+					if (status == 1)
 						break;
 					if (b.rank)
 						continue;
@@ -561,7 +569,7 @@ int main(int argc, char **argv)
 					}
 					fflush(stdout);
 				}
-				if (status)
+				if (status == 1 || status == 3)
 					break;
 				if (b.rank)
 					continue;
@@ -590,8 +598,6 @@ int main(int argc, char **argv)
 					}
 				}
 				fflush(stdout);
-				if (wrong)
-					status = 2;
 			}
 		}
 	}
