@@ -392,6 +392,42 @@ static int run_plot(const char *png, const char *dat)
 	return 0;
 }
 
+/* The copy the bounce path adds, as the CPU does it here: SYNC-bracketed
+ * memcpy between host memory and the device memory's mapping, the median
+ * of 5, GB/s (an input of the model in Documentation/performance.md). */
+static void copy_bandwidth(struct lane *l, size_t len, double *to_dev, double *from_dev)
+{
+	double t[2][5], *tt;
+	char *host = malloc(len);
+	int k, d;
+
+	*to_dev = *from_dev = 0;
+	if (!host)
+		return;
+	memset(host, 1, len);
+	for (k = 0; k < 5; k++) {
+		for (d = 0; d < 2; d++) {
+			uint64_t t0 = coll_now_ns();
+
+			if (l->src.fd >= 0)
+				memfd_sync(l->src.fd, DMA_BUF_SYNC_START | (d ? DMA_BUF_SYNC_READ : DMA_BUF_SYNC_WRITE));
+			if (d)
+				memcpy(host, l->src.map, len);
+			else
+				memcpy(l->src.map, host, len);
+			if (l->src.fd >= 0)
+				memfd_sync(l->src.fd, DMA_BUF_SYNC_END | (d ? DMA_BUF_SYNC_READ : DMA_BUF_SYNC_WRITE));
+			t[d][k] = (double)(coll_now_ns() - t0);
+		}
+	}
+	for (d = 0; d < 2; d++) {
+		tt = t[d];
+		qsort(tt, 5, sizeof(double), cmp_d);
+		*(d ? from_dev : to_dev) = (double)len / tt[2];
+	}
+	free(host);
+}
+
 static void table_header(const struct opts *o, enum coll_kind k, enum dtype t, int op)
 {
 	printf("#\n# Collective: %s, type %s, redop %s, root %d; time: %s of the slowest rank per iteration\n",
@@ -466,6 +502,15 @@ int main(int argc, char **argv)
 				printf("# path %-6s: memory %-8s %s: %s\n", lane_names[p],
 				       p == LANE_HOST ? "host" : o.memory, pd_path_name(pd_mr_path(lanes[p].mr)),
 				       pd_mr_reason(lanes[p].mr));
+		if (o.lanes[LANE_DIRECT] || o.lanes[LANE_BOUNCE]) {
+			struct lane *l = &lanes[o.lanes[LANE_DIRECT] ? LANE_DIRECT : LANE_BOUNCE];
+			size_t len = o.maxb < (64 << 20) ? o.maxb : (64 << 20);
+			double up, down;
+
+			copy_bandwidth(l, len, &up, &down);
+			printf("# CPU copy of %zu B (rank 0, median of 5): host to %s %.2f GB/s, %s to host %.2f GB/s\n",
+			       len, o.memory, up, o.memory, down);
+		}
 		printf("# paths alternate per iteration; every checked iteration verifies every element on every rank\n");
 		if (o.corrupt)
 			printf("# --test-corrupt: one output element per checked iteration is put back to its poison\n");
