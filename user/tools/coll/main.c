@@ -374,7 +374,7 @@ static int run_plot(const char *png, const char *dat)
 		return -errno;
 	fprintf(f, "set terminal pngcairo size 1100,650 noenhanced\nset output '%s'\n"
 		   "set title 'pd-coll: out-of-place bus bandwidth'\nset logscale x 2\n"
-		   "set format x '%%.0s%%cB'\nset xlabel 'size'\nset ylabel 'busbw (GB/s)'\n"
+		   "set format x '%%.0b %%BB'\nset yrange [0:*]\nset xlabel 'size'\nset ylabel 'busbw (GB/s)'\n"
 		   "set key outside right\nset grid\nplot ", png);
 	for (i = 0; i < nplot; i++)
 		fprintf(f, "%s'%s' index %d using 1:2 with linespoints title '%s'", i ? ", \\\n  " : "",
