@@ -450,7 +450,6 @@ int main(int argc, char **argv)
 	struct rankinfo ri = { 0 }, *ris = NULL;
 	size_t region, stride, sizes[64];
 	int nsizes = 0, ci, ti, oi, si, p, ret, status = 0, child;
-	uint64_t total_wrong = 0;
 	char datpath[4200] = "";
 
 	tool_env_defaults();
@@ -618,7 +617,6 @@ int main(int argc, char **argv)
 					break;
 				if (b.rank)
 					continue;
-				total_wrong += wrong;
 				if (o.lanes[0] && (o.lanes[1] || o.lanes[2]) && nrat) {
 					printf("# out-of-place busbw ratios: %10s  %13s  %11s\n", "size",
 					       "direct/bounce", "direct/host");
@@ -669,6 +667,5 @@ out_boot:
 
 		status = worst > status ? worst : status;
 	}
-	(void)total_wrong;
 	return status;
 }
