@@ -60,6 +60,7 @@ struct opts {
 	bool lanes[NLANES];
 	enum algo algo;
 	size_t rd_max;		/* allreduce: recursive doubling up to this size */
+	bool rd_max_set;
 	const char *provider, *memory, *csv, *plot;
 	int corrupt;		/* test only: undo one element of a received result */
 };
