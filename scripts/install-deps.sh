@@ -14,6 +14,8 @@ pkgs=(
 	rdma-core ibverbs-utils ibverbs-providers libibverbs-dev librdmacm-dev
 	libfabric-dev libfabric-bin perftest
 	valgrind libdrm-dev
+	# pd-coll: mpirun launches and the Open MPI comparison; its plots
+	openmpi-bin libopenmpi-dev gnuplot-nox
 	# the newer-stack tiers: a Debian unstable root (scripts/stack-root.sh)
 	debootstrap curl
 	# packages, DKMS and man pages (scripts/packaging/deps.sh lists the same)

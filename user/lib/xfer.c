@@ -26,6 +26,8 @@
  * that met -FI_EAGAIN, waited for a staging buffer or an earlier request.
  */
 #include <errno.h>
+#include <sched.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,6 +48,7 @@
 #define PROBE_CHUNK	((1ULL << PD_CHUNK_BITS) - 1)
 #define CQ_BURST	32
 #define CQ_MAX_BURSTS	64	/* per progress call: bounded time under the lock */
+#define WAIT_SPIN_NS	20000L	/* pd_wait spins this long, then yields */
 #define SCAN_MS		10	/* how often progress looks for silent peers */
 
 enum req_kind { REQ_SEND, REQ_RECV, REQ_WRITE };
@@ -1087,12 +1090,29 @@ int pd_wait(struct pd_req *r, int timeout_ms, size_t *bytes)
 	int64_t deadline = timeout_ms < 0 ? INT64_MAX : now_ms() + timeout_ms;
 	int ret;
 
-	/* Busy polling, like a raw libfabric loop: sched_yield() on a loaded
-	 * machine gives the core away for a whole timeslice (measured: 4 KiB
-	 * bandwidth fell to a sixth). */
+	struct timespec t0, t;
+	bool spin = true;
+
+	/*
+	 * Busy polling first, like a raw libfabric loop: yielding on every
+	 * poll gave the core away on a loaded machine (measured: 4 KiB
+	 * bandwidth fell to a sixth).  After WAIT_SPIN_NS, yield between
+	 * polls: the peer this request waits for may need this very core,
+	 * and a waiter that only spins keeps it until the scheduler's tick
+	 * (4 ms at HZ=250 per hand-off: a 4 KiB allreduce took 8 ms;
+	 * test_wait).  On an idle core sched_yield() returns at once.
+	 */
+	clock_gettime(CLOCK_MONOTONIC, &t0);
 	while ((ret = pd_test(r, bytes)) == 0) {
 		if (now_ms() >= deadline)
 			return timed_out(r, timeout_ms);
+		if (spin) {
+			clock_gettime(CLOCK_MONOTONIC, &t);
+			spin = (t.tv_sec - t0.tv_sec) * 1000000000L + (t.tv_nsec - t0.tv_nsec) <
+			       WAIT_SPIN_NS;
+		} else {
+			sched_yield();
+		}
 	}
 	return ret < 0 ? ret : 0;
 }

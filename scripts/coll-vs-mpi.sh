@@ -1,0 +1,64 @@
+#!/bin/bash
+# SPDX-License-Identifier: MIT
+# pd-coll's allreduce against Open MPI's MPI_Allreduce, same ranks, same
+# transport, same launcher (mpirun), same statistic: the median over the
+# iterations of the slowest rank's time, float32 sum, out of place, host
+# memory.  tcp: libfabric's tcp provider against Open MPI's tcp btl; shm:
+# libfabric's shm provider against Open MPI's vader (shared memory) btl.
+# The two alternate REPEATS times and the median of the repeats is shown,
+# so that load from elsewhere hits both.
+#
+#   scripts/coll-vs-mpi.sh [-n RANKS] [-b MIN] [-e MAX] [-i ITERS] [-r REPEATS] [tcp] [shm]
+#
+# Prints every command, then per transport and size: both times, and
+# "pd/mpi busbw" = MPI's time over pd-coll's (above 1: pd-coll is faster).
+# Needs openmpi-bin and libopenmpi-dev (mpicc); builds user/build/pd-coll.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ranks=2 minb=4096 maxb=$((64 << 20)) iters=20 repeats=3
+while getopts n:b:e:i:r: opt; do
+	case $opt in
+	n) ranks=$OPTARG ;; b) minb=$OPTARG ;; e) maxb=$OPTARG ;; i) iters=$OPTARG ;;
+	r) repeats=$OPTARG ;; *) sed -n '2,16p' "$0"; exit 2 ;;
+	esac
+done
+shift $((OPTIND - 1))
+transports=${*:-tcp shm}
+command -v mpirun >/dev/null && command -v mpicc >/dev/null ||
+	{ echo "coll-vs-mpi: needs mpirun and mpicc (apt-get install openmpi-bin libopenmpi-dev)" >&2; exit 2; }
+make -s -C user build/pd-coll >/dev/null
+mpicc -O2 -o user/build/pd-mpi-allreduce user/tools/coll/mpi/pd-mpi-allreduce.c
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+warm=3
+median() { sort -g | awk '{ a[NR] = $1 } END { if (NR) print a[int((NR + 1) / 2)] }'; }
+echo "# $(date -u '+%F %T') $(uname -n), $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg), commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
+for tr in $transports; do
+	case $tr in
+	tcp) btl=tcp,self prov=tcp ;;
+	shm) btl=vader,self prov=shm ;;
+	*) echo "coll-vs-mpi: transport $tr is not tcp or shm" >&2; exit 2 ;;
+	esac
+	mpi=(mpirun --oversubscribe -np "$ranks" --mca pml ob1 --mca btl "$btl")
+	pd=(user/build/pd-coll --provider "$prov" --paths host --coll allreduce -b "$minb" -e "$maxb" -f 2
+	    -n "$iters" -w "$warm" -c 1 --stat median)
+	mpib=(user/build/pd-mpi-allreduce "$minb" "$maxb" "$iters" "$warm")
+	echo "# $tr: ${mpi[*]} ${mpib[*]}"
+	echo "# $tr: ${mpi[*]} ${pd[*]}"
+	for rep in $(seq "$repeats"); do
+		"${mpi[@]}" "${mpib[@]}" | awk '!/^#/ && $1 ~ /^[0-9]+$/ { print $1, $3 }' > "$tmp/mpi.$tr.$rep"
+		"${mpi[@]}" "${pd[@]}" > "$tmp/pdout.$tr.$rep"
+		grep -q "Out of bounds values : 0 OK" "$tmp/pdout.$tr.$rep" ||
+			{ echo "coll-vs-mpi: pd-coll reported wrong elements:" >&2; cat "$tmp/pdout.$tr.$rep" >&2; exit 1; }
+		awk '!/^#/ && $1 ~ /^[0-9]+$/ { print $1, $6 }' "$tmp/pdout.$tr.$rep" > "$tmp/pd.$tr.$rep"
+	done
+	grep -m1 "^# provider" "$tmp/pdout.$tr.1"
+	printf "# %-4s %10s %12s %12s %14s\n" "$tr" size "pd-coll us" "MPI us" "pd/mpi busbw"
+	for z in $(cut -d' ' -f1 "$tmp/pd.$tr.1"); do
+		p=$(awk -v z="$z" '$1 == z { print $2 }' "$tmp"/pd."$tr".* | median)
+		m=$(awk -v z="$z" '$1 == z { print $2 }' "$tmp"/mpi."$tr".* | median)
+		[ -n "$m" ] && awk -v tr="$tr" -v z="$z" -v p="$p" -v m="$m" \
+			'BEGIN { printf "  %-4s %10d %12.2f %12.2f %13.2fx\n", tr, z, p, m, m / p }'
+	done
+done

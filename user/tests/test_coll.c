@@ -1,0 +1,292 @@
+// SPDX-License-Identifier: MIT
+/*
+ * pd-coll on the host: every collective, both types, 2 to 4 ranks on tcp
+ * and shm over a small sweep, with memfd standing in for device memory.
+ * The table must have nccl-tests' shape and #wrong = 0 on every row; a
+ * deliberately corrupted result (--test-corrupt) must be counted.  CSV and
+ * PNG from one command; launch under mpirun and from Slurm's variables.
+ */
+#include <limits.h>
+#include <sys/stat.h>
+
+#include "kselftest_harness.h"
+#include "peer_pair.h"
+
+#define OUT_MAX (512 * 1024)
+
+static void tool_path(char *out, size_t len, const char *tool)
+{
+	ssize_t n = readlink("/proc/self/exe", out, len - 64);
+	char *slash;
+
+	out[n > 0 ? n : 0] = '\0';
+	slash = strrchr(out, '/');
+	if (slash)
+		*slash = '\0';
+	slash = strrchr(out, '/');	/* build/tests/x -> build/tool */
+	if (slash)
+		strcpy(slash + 1, tool);
+}
+
+/* Runs "prefix pd-coll args"; its exit status, stdout+stderr in out. */
+static int run(const char *prefix, const char *args, char *out)
+{
+	char exe[PATH_MAX], cmd[PATH_MAX + 1024];
+	size_t n;
+	int status;
+	FILE *f;
+
+	tool_path(exe, sizeof(exe), "pd-coll");
+	snprintf(cmd, sizeof(cmd), "%s %s %s 2>&1", prefix, exe, args);
+	fflush(NULL);
+	f = popen(cmd, "r");
+	if (!f)
+		return -1;
+	n = fread(out, 1, OUT_MAX - 1, f);
+	out[n] = '\0';
+	status = pclose(f);
+	return WIFEXITED(status) ? WEXITSTATUS(status) : 99;
+}
+
+struct table {
+	int rows, tables, bad_rows;
+	double wrong;
+};
+
+/*
+ * Every data row: size count type redop root, then out-of-place and
+ * in-place time algbw busbw #wrong, then the path.  Times and bandwidths
+ * must be positive; the #wrong columns are summed.
+ */
+static void parse(const char *out, struct table *t)
+{
+	const char *line = out;
+
+	memset(t, 0, sizeof(*t));
+	while (line && *line) {
+		const char *nl = strchr(line, '\n');
+		char type[16], op[16], path[16];
+		double v[8];
+		size_t size, count;
+		int root;
+
+		if (!strncmp(line, "# Out of bounds values", 22))
+			t->tables++;
+		if (*line == ' ' && sscanf(line, "%zu %zu %15s %15s %d %lf %lf %lf %lf %lf %lf %lf %lf %15s",
+					   &size, &count, type, op, &root, &v[0], &v[1], &v[2], &v[3],
+					   &v[4], &v[5], &v[6], &v[7], path) == 14) {
+			t->rows++;
+			t->wrong += v[3] + v[7];
+			if (!(v[0] > 0 && v[1] >= 0 && v[2] >= 0 && v[4] > 0 && v[5] >= 0 && v[6] >= 0) ||
+			    !size || !count)
+				t->bad_rows++;
+		} else if (*line == ' ') {
+			t->bad_rows++;
+		}
+		line = nl ? nl + 1 : NULL;
+	}
+}
+
+FIXTURE(coll) {
+	char *out;
+};
+
+FIXTURE_VARIANT(coll) {
+	const char *args;
+	int tables;	/* collectives x types x ops */
+	int rows;	/* tables x sizes x paths */
+};
+
+/* 7 collectives x 2 types, sum: 14 tables; reductions x 3 ops with -o all. */
+FIXTURE_VARIANT_ADD(coll, tcp_2) {
+	.args = "--np 2 --provider tcp -b 4K -e 64K -f 4 -n 2 -w 1 -c 2 --coll all -d all",
+	.tables = 14, .rows = 14 * 3 * 3,
+};
+FIXTURE_VARIANT_ADD(coll, tcp_3) {
+	.args = "--np 3 --provider tcp -b 4K -e 256K -f 8 -n 2 -w 1 -c 2 --coll all -d all -r 2",
+	.tables = 14, .rows = 14 * 3 * 3,
+};
+FIXTURE_VARIANT_ADD(coll, shm_2) {
+	.args = "--np 2 --provider shm -b 4K -e 64K -f 4 -n 2 -w 1 -c 2 --coll all -d all",
+	.tables = 14, .rows = 14 * 3 * 3,
+};
+FIXTURE_VARIANT_ADD(coll, shm_4) {
+	.args = "--np 4 --provider shm -b 4K -e 64K -f 16 -n 2 -w 1 -c 2 --coll all -d all -r 1",
+	.tables = 14, .rows = 14 * 2 * 3,
+};
+/* min and max, both allreduce algorithms, a ragged count (not a multiple
+ * of the ranks), pieces smaller than the message. */
+FIXTURE_VARIANT_ADD(coll, tcp_3_ops_ring_chunks) {
+	.args = "--np 3 --provider tcp -b 4100 -e 200K -f 7 -n 2 -c 2 --coll allreduce,reducescatter,reduce -o all -d all --algo ring --chunk 16K --depth 3",
+	.tables = 18, .rows = 18 * 3 * 3,
+};
+FIXTURE_VARIANT_ADD(coll, tcp_4_rd) {
+	.args = "--np 4 --provider tcp -b 4K -e 64K -f 16 -n 2 -c 2 --coll allreduce -o all -d all --algo rd",
+	.tables = 6, .rows = 6 * 2 * 3,
+};
+
+FIXTURE_SETUP(coll)
+{
+	self->out = malloc(OUT_MAX);
+	ASSERT_NE(NULL, self->out);
+}
+
+FIXTURE_TEARDOWN(coll)
+{
+	free(self->out);
+}
+
+FIXTURE(coll1) {
+	char *out;
+};
+
+FIXTURE_SETUP(coll1)
+{
+	self->out = malloc(OUT_MAX);
+	ASSERT_NE(NULL, self->out);
+}
+
+FIXTURE_TEARDOWN(coll1)
+{
+	free(self->out);
+}
+
+TEST_F_TIMEOUT(coll, every_element_right, 300)
+{
+	struct table t;
+	int st = run("", variant->args, self->out);
+
+	parse(self->out, &t);
+	EXPECT_EQ(0, st) TH_LOG("%s", self->out);
+	EXPECT_EQ(variant->tables, t.tables) TH_LOG("%s", self->out);
+	EXPECT_EQ(variant->rows, t.rows) TH_LOG("%s", self->out);
+	EXPECT_EQ(0, t.bad_rows) TH_LOG("%s", self->out);
+	EXPECT_EQ(0, t.wrong) TH_LOG("%s", self->out);
+	/* nccl-tests' header and footer */
+	EXPECT_NE(NULL, strstr(self->out, "#       size         count      type   redop    root     time   algbw   busbw  #wrong     time   algbw   busbw  #wrong"));
+	EXPECT_NE(NULL, strstr(self->out, "out-of-place                       in-place"));
+	EXPECT_NE(NULL, strstr(self->out, "# Out of bounds values : 0 OK"));
+	EXPECT_NE(NULL, strstr(self->out, "# Avg bus bandwidth    : "));
+	EXPECT_NE(NULL, strstr(self->out, "# Collective test concluded"));
+	EXPECT_EQ(NULL, strstr(self->out, "FAILED"));
+}
+
+/* The check can fail: one element per checked iteration put back to the
+ * poison a receive that wrote nothing would leave. */
+TEST_F_TIMEOUT(coll1, corrupted_result_is_counted, 120)
+{
+	struct table t;
+	int st = run("", "--np 2 --provider tcp -b 4K -e 16K -f 4 -n 3 -c 3 --coll allreduce,allgather,reduce --test-corrupt",
+		     self->out);
+
+	parse(self->out, &t);
+	EXPECT_EQ(2, st) TH_LOG("%s", self->out);
+	EXPECT_EQ(0, t.bad_rows) TH_LOG("%s", self->out);
+	/* allreduce, allgather: one per rank, path, placement, checked
+	 * iteration and size: 2 x 3 x 2 x 3 x 2 = 72 each; reduce: the root's
+	 * 36, and the non-root's in-place 18 (its buffer must stay as it
+	 * was; out of place it must stay poisoned, so putting the poison back
+	 * changes nothing there).  The tables go on after a wrong one. */
+	EXPECT_EQ(72 + 72 + 36 + 18, t.wrong) TH_LOG("%s", self->out);
+	EXPECT_EQ(3, t.tables);
+	EXPECT_NE(NULL, strstr(self->out, "# Out of bounds values : 72 FAILED"));
+	EXPECT_NE(NULL, strstr(self->out, "element 0 of"));
+}
+
+/* Without the check the column says N/A (nccl-tests' -c 0). */
+TEST_F(coll1, no_check_says_na)
+{
+	int st = run("", "--np 2 --provider shm -b 4K -e 4K -n 2 -c 0 --paths host", self->out);
+
+	EXPECT_EQ(0, st) TH_LOG("%s", self->out);
+	EXPECT_NE(NULL, strstr(self->out, "    N/A  host")) TH_LOG("%s", self->out);
+}
+
+TEST_F_TIMEOUT(coll1, csv_and_png_from_one_command, 120)
+{
+	char dir[] = "/tmp/pd-coll-test-XXXXXX", args[512], path[600], line[512];
+	unsigned char sig[8];
+	struct stat sb;
+	int st, lines = 0;
+	FILE *f;
+
+	if (system("command -v gnuplot >/dev/null 2>&1"))
+		SKIP(return, "gnuplot is not installed (apt-get install gnuplot-nox)");
+	ASSERT_NE(NULL, mkdtemp(dir));
+	snprintf(args, sizeof(args), "--np 2 --provider tcp -b 4K -e 64K -f 4 -n 2 --coll allreduce,alltoall --csv %s/r.csv --plot %s/r.png",
+		 dir, dir);
+	st = run("", args, self->out);
+	EXPECT_EQ(0, st) TH_LOG("%s", self->out);
+	snprintf(path, sizeof(path), "%s/r.csv", dir);
+	f = fopen(path, "r");
+	ASSERT_NE(NULL, f);
+	while (fgets(line, sizeof(line), f))
+		lines++;
+	fclose(f);
+	/* header + 2 collectives x 3 sizes x 3 paths x 2 placements */
+	EXPECT_EQ(1 + 36, lines);
+	snprintf(path, sizeof(path), "%s/r.png", dir);
+	ASSERT_EQ(0, stat(path, &sb));
+	EXPECT_GT(sb.st_size, 1000);
+	f = fopen(path, "rb");
+	ASSERT_NE(NULL, f);
+	EXPECT_EQ(8, fread(sig, 1, 8, f));
+	fclose(f);
+	EXPECT_EQ(0, memcmp(sig, "\x89PNG\r\n\x1a\n", 8));
+	snprintf(args, sizeof(args), "rm -rf %s", dir);
+	EXPECT_EQ(0, system(args));
+}
+
+/* Open MPI's mpirun: the addresses go through MPI_Allgather of the
+ * dlopen'ed libmpi.  Open MPI's own allocations are not ours to count:
+ * leak detection is off for this run only (the other tests keep it). */
+TEST_F_TIMEOUT(coll1, under_mpirun, 120)
+{
+	int st;
+
+	if (system("command -v mpirun >/dev/null 2>&1"))
+		SKIP(return, "mpirun is not installed (apt-get install openmpi-bin)");
+	st = run("OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 ASAN_OPTIONS=detect_leaks=0 mpirun --oversubscribe -np 3 --mca btl tcp,self",
+		 "--provider tcp -b 4K -e 64K -f 16 -n 2 --coll allreduce,broadcast -r 1", self->out);
+	EXPECT_EQ(0, st) TH_LOG("%s", self->out);
+	EXPECT_NE(NULL, strstr(self->out, "3 ranks, bootstrap: mpi (dlopen libmpi)")) TH_LOG("%s", self->out);
+	EXPECT_NE(NULL, strstr(self->out, "# Out of bounds values : 0 OK"));
+}
+
+/* Slurm's variables and the TCP rendezvous, two processes started apart. */
+TEST_F_TIMEOUT(coll1, slurm_environment, 120)
+{
+	char prefix[256];
+	int port = 26000 + getpid() % 20000, st;
+
+	/* rank 1 in the background, rank 0 in the foreground */
+	{
+		char exe[PATH_MAX], cmd[PATH_MAX + 512];
+
+		tool_path(exe, sizeof(exe), "pd-coll");
+		snprintf(cmd, sizeof(cmd), "PD_COLL_RENDEZVOUS=127.0.0.1:%d SLURM_NTASKS=2 SLURM_PROCID=1 %s --provider shm -b 4K -e 4K -n 2 >/dev/null 2>&1 &",
+			 port, exe);
+		ASSERT_EQ(0, system(cmd));
+	}
+	snprintf(prefix, sizeof(prefix), "PD_COLL_RENDEZVOUS=127.0.0.1:%d SLURM_NTASKS=2 SLURM_PROCID=0", port);
+	st = run(prefix, "--provider shm -b 4K -e 4K -n 2", self->out);
+	EXPECT_EQ(0, st) TH_LOG("%s", self->out);
+	EXPECT_NE(NULL, strstr(self->out, "bootstrap: SLURM_PROCID/SLURM_NTASKS, tcp rendezvous")) TH_LOG("%s", self->out);
+	EXPECT_NE(NULL, strstr(self->out, "# Out of bounds values : 0 OK"));
+}
+
+TEST_F(coll1, refuses_bad_arguments)
+{
+	EXPECT_EQ(3, run("", "--np 2 -b 64K -e 4K", self->out));
+	EXPECT_EQ(3, run("", "--np 2 --coll allfoo", self->out));
+	EXPECT_NE(NULL, strstr(self->out, "unknown collective 'allfoo'"));
+	EXPECT_EQ(3, run("", "--np 2 -o prod", self->out));
+	EXPECT_EQ(3, run("", "--np 2 -d int8", self->out));
+	EXPECT_EQ(3, run("", "--np 2 --paths fast", self->out));
+	EXPECT_EQ(3, run("", "--np 2 -r 5 -b 4K -e 4K", self->out));
+	/* no launcher, no --np: says how to start it */
+	EXPECT_EQ(3, run("env -u OMPI_COMM_WORLD_SIZE -u SLURM_NTASKS -u PMI_SIZE", "-b 4K -e 4K", self->out));
+	EXPECT_NE(NULL, strstr(self->out, "no rank/size"));
+}
+
+TEST_HARNESS_MAIN

@@ -1,0 +1,139 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * pd-coll: nccl-tests' collectives over libpeerdirect, with the paths side
+ * by side.  Files:
+ *   main.c    options, the sweep, the nccl-tests table, CSV and plot
+ *   launch.c  rank and size (mpirun, Slurm, PMI, flags, --np), bootstrap
+ *   lane.c    one fabric per path, pipelined exchange, barrier, waiting
+ *   algo.c    the collectives (ring, chain, pairwise, recursive doubling)
+ *   data.c    types, reductions, fill, poison and check
+ */
+#ifndef PD_COLL_H
+#define PD_COLL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "peerdirect.h"
+#include "../dmabuf_source.h"
+
+#define MAX_RANKS 64
+#define MAX_DEPTH 64
+
+enum lane_kind { LANE_DIRECT, LANE_BOUNCE, LANE_HOST, NLANES };
+enum coll_kind { C_ALLREDUCE, C_ALLGATHER, C_REDUCESCATTER, C_BROADCAST, C_REDUCE,
+		 C_ALLTOALL, C_SENDRECV, NCOLLS };
+enum dtype { T_FLOAT, T_BF16, NTYPES };
+enum redop { OP_SUM, OP_MIN, OP_MAX, NOPS };
+enum algo { ALGO_AUTO, ALGO_RING, ALGO_RD };
+
+extern const char *const lane_names[NLANES];
+extern const char *const coll_names[NCOLLS];
+extern const char *const type_names[NTYPES];
+extern const char *const op_names[NOPS];
+
+/* Out-of-band channel for setup: MPI (dlopen'ed libmpi) or the TCP rendezvous. */
+struct boot {
+	int rank, size;
+	char how[200];
+	int (*allgather)(struct boot *b, const void *in, size_t len, void *out);
+	void (*close)(struct boot *b);
+	void *priv;
+};
+
+/* One path: its own fabric, region and peers. */
+struct lane {
+	enum lane_kind kind;
+	struct pd_fabric *fab;
+	struct pd_mr *mr, *ctl_mr;
+	struct dmabuf_source src;
+	uint64_t peer[MAX_RANKS];
+	char ctl[MAX_RANKS];	/* host bytes for the barrier */
+};
+
+struct opts {
+	size_t minb, maxb, stepb, chunk;
+	double stepf;
+	int iters, warmup, check, root, depth, timeout_ms, median;
+	int colls[NCOLLS], ncolls, types[NTYPES], ntypes, ops[NOPS], nops;
+	bool lanes[NLANES];
+	enum algo algo;
+	size_t rd_max;		/* allreduce: recursive doubling up to this size */
+	bool rd_max_set;
+	const char *provider, *memory, *csv, *plot;
+	int corrupt;		/* test only: undo one element of a received result */
+};
+
+/* A collective in flight on one lane: where its buffers are. */
+struct run {
+	const struct opts *o;
+	struct lane *l;
+	int rank, n;
+	enum dtype t;
+	enum redop op;
+	size_t esz;
+	size_t max;		/* region: in [0, max), out [max, 2max), scratch [2max, 3max) */
+	uint64_t seq;		/* collective number, part of every tag */
+};
+
+#define OFF_IN(r)	((size_t)0)
+#define OFF_OUT(r)	((r)->max)
+#define OFF_SCR(r)	(2 * (r)->max)
+
+/* nccl-tests' buffer geometry of one collective at one size. */
+struct geom {
+	size_t count;		/* the "count" column: elements per the collective's parameter */
+	size_t sendcount, recvcount;
+	size_t send_ip_off, recv_ip_off;	/* in elements, times the rank */
+	double alg_factor, bus_factor;	/* algbw = bytes * alg_factor / t */
+};
+
+/* launch.c */
+int launch(int argc, char **argv, const char *rdv_spec, int rank_opt, int nranks_opt, int np,
+	   struct boot *b);
+
+int launch_wait_children(void);
+
+/* lane.c */
+int lane_open(struct lane *l, enum lane_kind kind, const struct opts *o, struct boot *b,
+	      size_t region);
+void lane_close(struct lane *l);
+uint64_t coll_tag(struct run *r, int step, size_t piece);
+int lane_barrier(struct run *r);
+/* Send [soff, soff+slen) to speer and receive [roff, roff+rlen) from rpeer
+ * (either peer -1 for none), in pieces of the chunk size with at most
+ * depth of each in flight.  on_recv runs for each received piece, in
+ * order; chain: piece i is sent only after piece i was received. */
+struct xchg {
+	int speer, rpeer;
+	size_t soff, slen, roff, rlen;
+	int step;
+	bool chain;
+	int (*on_recv)(struct run *r, size_t off, size_t len, void *arg);
+	void *arg;
+};
+int xchg(struct run *r, const struct xchg *x);
+int cpu_begin(struct run *r);
+int cpu_end(struct run *r);
+void spin_or_yield(uint64_t t0);
+uint64_t coll_now_ns(void);
+
+/* algo.c */
+void coll_geom(enum coll_kind k, size_t bytes, size_t esz, int n, struct geom *g);
+int coll_run(struct run *r, enum coll_kind k, const struct geom *g, bool in_place);
+
+/* data.c */
+float value(const struct run *r, int rank, size_t i, int iter, int ip);
+void reduce_into(enum dtype t, enum redop op, void *dst, const void *a, const void *b, size_t n);
+void store(enum dtype t, void *p, size_t i, float v);
+float load(enum dtype t, const void *p, size_t i);
+int prepare(struct run *r, enum coll_kind k, const struct geom *g, bool ip, int iter);
+int verify(struct run *r, enum coll_kind k, const struct geom *g, bool ip, int iter,
+	   uint64_t *wrong);
+size_t coll_in_off(struct run *r, const struct geom *g, bool ip);
+size_t coll_out_off(struct run *r, const struct geom *g, bool ip);
+int corrupt(struct run *r, const struct geom *g, bool ip, int iter);
+int local_copy(struct run *r, size_t dst, size_t src, size_t len);
+
+#endif

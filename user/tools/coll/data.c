@@ -1,0 +1,210 @@
+// SPDX-License-Identifier: MIT
+/*
+ * pd-coll data: float32 and bfloat16, sum/min/max, and the checks.
+ *
+ * Every input element is a small integer, 1 + (7i + 13 iter + 5 rank +
+ * 3 path + 11 in-place) mod m, with m = min(16, 256 / ranks): distinct per
+ * rank, iteration, path and placement, and every sum stays exact in
+ * bfloat16 (8 significant bits) whatever the order of the additions, so the
+ * expected result is known exactly.  Before every iteration the output and
+ * the scratch region are poisoned (0xa5 bytes, which no expected value
+ * has), so a receive that writes nothing is counted wrong.  The CPU touches
+ * device memory only inside SYNC brackets, as an accelerator runtime would.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "coll.h"
+
+#define POISON 0xa5
+
+static inline float bf16_to_f(uint16_t v)
+{
+	uint32_t u = (uint32_t)v << 16;
+	float f;
+
+	memcpy(&f, &u, sizeof(f));
+	return f;
+}
+
+static inline uint16_t f_to_bf16(float f)
+{
+	uint32_t u;
+
+	memcpy(&u, &f, sizeof(u));
+	u += 0x7fff + ((u >> 16) & 1);	/* round to nearest even */
+	return (uint16_t)(u >> 16);
+}
+
+float load(enum dtype t, const void *p, size_t i)
+{
+	return t == T_FLOAT ? ((const float *)p)[i] : bf16_to_f(((const uint16_t *)p)[i]);
+}
+
+void store(enum dtype t, void *p, size_t i, float v)
+{
+	if (t == T_FLOAT)
+		((float *)p)[i] = v;
+	else
+		((uint16_t *)p)[i] = f_to_bf16(v);
+}
+
+static inline float apply(enum redop op, float a, float b)
+{
+	switch (op) {
+	case OP_MIN: return a < b ? a : b;
+	case OP_MAX: return a > b ? a : b;
+	default: return a + b;
+	}
+}
+
+void reduce_into(enum dtype t, enum redop op, void *dst, const void *a, const void *b, size_t n)
+{
+	size_t i;
+
+	if (t == T_FLOAT) {
+		float *d = dst;
+		const float *x = a, *y = b;
+
+		switch (op) {
+		case OP_SUM: for (i = 0; i < n; i++) d[i] = x[i] + y[i]; break;
+		case OP_MIN: for (i = 0; i < n; i++) d[i] = x[i] < y[i] ? x[i] : y[i]; break;
+		default: for (i = 0; i < n; i++) d[i] = x[i] > y[i] ? x[i] : y[i]; break;
+		}
+		return;
+	}
+	for (i = 0; i < n; i++)
+		store(t, dst, i, apply(op, load(t, a, i), load(t, b, i)));
+}
+
+float value(const struct run *r, int rank, size_t i, int iter, int ip)
+{
+	uint64_t m = (uint64_t)(256 / r->n), k;
+
+	m = m > 16 ? 16 : m < 1 ? 1 : m;
+	k = (uint64_t)i * 7 + (uint64_t)iter * 13 + (uint64_t)rank * 5 + (uint64_t)r->l->kind * 3 +
+	    (uint64_t)ip * 11;
+	return (float)(1 + k % m);
+}
+
+static char *at(struct run *r, size_t off)
+{
+	return r->l->src.map + off;
+}
+
+int local_copy(struct run *r, size_t dst, size_t src, size_t len)
+{
+	int ret;
+
+	if (dst == src || !len)
+		return 0;
+	ret = cpu_begin(r);
+	if (ret)
+		return ret;
+	memmove(at(r, dst), at(r, src), len);
+	return cpu_end(r);
+}
+
+size_t coll_in_off(struct run *r, const struct geom *g, bool ip)
+{
+	return ip ? OFF_OUT(r) + g->send_ip_off * (size_t)r->rank * r->esz : OFF_IN(r);
+}
+
+size_t coll_out_off(struct run *r, const struct geom *g, bool ip)
+{
+	return ip ? OFF_OUT(r) + g->recv_ip_off * (size_t)r->rank * r->esz : OFF_OUT(r);
+}
+
+static size_t span(const struct run *r, const struct geom *g)
+{
+	return (g->sendcount > g->recvcount ? g->sendcount : g->recvcount) * r->esz;
+}
+
+int prepare(struct run *r, enum coll_kind k, const struct geom *g, bool ip, int iter)
+{
+	char *in;
+	size_t i;
+	int ret = cpu_begin(r);
+
+	(void)k;
+	if (ret)
+		return ret;
+	memset(at(r, OFF_OUT(r)), POISON, span(r, g));
+	memset(at(r, OFF_SCR(r)), POISON, span(r, g));
+	in = at(r, coll_in_off(r, g, ip));
+	for (i = 0; i < g->sendcount; i++)
+		store(r->t, in, i, value(r, r->rank, i, iter, ip));
+	return cpu_end(r);
+}
+
+static float reduced(const struct run *r, size_t i, int iter, int ip)
+{
+	float v = value(r, 0, i, iter, ip);
+	int q;
+
+	for (q = 1; q < r->n; q++)
+		v = apply(r->op, v, value(r, q, i, iter, ip));
+	return r->t == T_FLOAT ? v : bf16_to_f(f_to_bf16(v));
+}
+
+int verify(struct run *r, enum coll_kind k, const struct geom *g, bool ip, int iter,
+	   uint64_t *wrong)
+{
+	const char *out = at(r, coll_out_off(r, g, ip));
+	size_t j, n = g->recvcount, c = g->count, first = SIZE_MAX;
+	int R = r->rank, N = r->n, ret = cpu_begin(r);
+	float got = 0, want = 0;
+
+	if (ret)
+		return ret;
+	for (j = 0; j < n; j++) {
+		float w;
+		bool ok;
+
+		switch (k) {
+		case C_ALLREDUCE: w = reduced(r, j, iter, ip); break;
+		case C_ALLGATHER: w = value(r, (int)(j / c), j % c, iter, ip); break;
+		case C_REDUCESCATTER: w = reduced(r, (size_t)R * c + j, iter, ip); break;
+		case C_BROADCAST: w = value(r, r->o->root, j, iter, ip); break;
+		case C_REDUCE:
+			if (R == r->o->root)
+				w = reduced(r, j, iter, ip);
+			else if (ip)	/* a non-root's buffer is left as it was */
+				w = value(r, R, j, iter, ip);
+			else
+				w = load(r->t, (const unsigned char[4]) { POISON, POISON, POISON, POISON }, 0);
+			break;
+		case C_ALLTOALL: w = value(r, (int)(j / c), (size_t)R * c + j % c, iter, ip); break;
+		default: w = value(r, (R + N - 1) % N, j, iter, ip); break;
+		}
+		if (k == C_REDUCE && R != r->o->root && !ip) {
+			const unsigned char *b = (const unsigned char *)out + j * r->esz;
+
+			ok = b[0] == POISON && b[r->esz - 1] == POISON;
+		} else {
+			ok = load(r->t, out, j) == w;
+		}
+		if (!ok && (*wrong)++ == 0) {
+			first = j;
+			got = load(r->t, out, j);
+			want = w;
+		}
+	}
+	if (first != SIZE_MAX)
+		fprintf(stderr, "pd-coll: rank %d: %s %s %s %s iter %d: element %zu of %zu is %g, want %g\n",
+			R, coll_names[k], lane_names[r->l->kind], type_names[r->t], ip ? "in-place" : "out-of-place",
+			iter, first, n, (double)got, (double)want);
+	return cpu_end(r);
+}
+
+/* Test only (--test-corrupt): put the poison back into one output element,
+ * as a receive that wrote nothing would leave it. */
+int corrupt(struct run *r, const struct geom *g, bool ip, int iter)
+{
+	int ret = cpu_begin(r);
+
+	if (ret)
+		return ret;
+	memset(at(r, coll_out_off(r, g, ip)) + ((size_t)iter % g->recvcount) * r->esz, POISON, r->esz);
+	return cpu_end(r);
+}

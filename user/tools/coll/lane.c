@@ -1,0 +1,217 @@
+// SPDX-License-Identifier: MIT
+/*
+ * pd-coll lanes: one fabric per path (direct: device memory on the path
+ * the library picks, dmabuf or mapped; bounce: device memory forced through
+ * staging; host: host memory), each with its own region, addresses and
+ * connections, so that iterations can alternate between them.
+ *
+ * Every lane moves data the same way: messages cut into pieces of the
+ * chunk size (one wire chunk each), at most `depth` sends and `depth`
+ * receives in flight per exchange.  So the pipeline depth is the same on
+ * every path and a ratio between paths measures the copy, nothing else.
+ */
+#include <sched.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "coll.h"
+#include "errors.h"
+
+#define SPIN_NS 20000	/* then yield: the peer may need this core (test_wait) */
+
+uint64_t coll_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+void spin_or_yield(uint64_t t0)
+{
+	if (coll_now_ns() - t0 > SPIN_NS)
+		sched_yield();
+}
+
+int cpu_begin(struct run *r)
+{
+	return r->l->src.fd < 0 ? 0 : memfd_sync(r->l->src.fd, DMA_BUF_SYNC_START | DMA_BUF_SYNC_RW);
+}
+
+int cpu_end(struct run *r)
+{
+	return r->l->src.fd < 0 ? 0 : memfd_sync(r->l->src.fd, DMA_BUF_SYNC_END | DMA_BUF_SYNC_RW);
+}
+
+int lane_open(struct lane *l, enum lane_kind kind, const struct opts *o, struct boot *b,
+	      size_t region)
+{
+	struct pd_fabric_attr attr;
+	char mine[256] = { 0 }, (*all)[256];
+	size_t len = sizeof(mine), slots = 2 * (size_t)o->depth + 2;
+	int ret, i;
+
+	memset(l, 0, sizeof(*l));
+	l->kind = kind;
+	ret = source_open(&l->src, kind == LANE_HOST ? "host" : o->memory, region);
+	if (ret)
+		return pd_error(ret, "%s lane: memory %s of %zu bytes: %s", lane_names[kind],
+				kind == LANE_HOST ? "host" : o->memory, region, strerror(-ret));
+	pd_fabric_attr_init(&attr);
+	attr.provider = o->provider;
+	attr.path = kind == LANE_BOUNCE ? PD_PATH_BOUNCE : PD_PATH_AUTO;
+	attr.chunk_size = o->chunk;
+	attr.bounce_slots = slots < 8 ? 8 : slots;
+	ret = pd_fabric_open(&attr, &l->fab);
+	if (ret)
+		return ret;
+	all = calloc((size_t)b->size, sizeof(*all));
+	if (!all)
+		return -ENOMEM;
+	ret = pd_fabric_addr(l->fab, mine, &len) ?: b->allgather(b, mine, sizeof(mine), all);
+	for (i = 0; i < b->size && !ret; i++)
+		ret = pd_fabric_insert(l->fab, all[i], len, &l->peer[i]);
+	free(all);
+	if (!ret)
+		ret = pd_mr_reg_host(l->fab, l->ctl, sizeof(l->ctl), 0, &l->ctl_mr);
+	if (!ret)
+		ret = source_register(&l->src, l->fab, &l->mr);
+	return ret;
+}
+
+void lane_close(struct lane *l)
+{
+	pd_mr_dereg(l->mr);
+	pd_mr_dereg(l->ctl_mr);
+	if (l->fab)
+		pd_fabric_close(l->fab);
+	source_close(&l->src);
+	memset(l, 0, sizeof(*l));
+	l->src.fd = -1;
+}
+
+/* 24 bits of collective number, 8 of step, 16 of piece: below 2^48. */
+uint64_t coll_tag(struct run *r, int step, size_t piece)
+{
+	return (r->seq & 0xffffff) << 24 | (uint64_t)(step & 0xff) << 16 | (piece & 0xffff);
+}
+
+static int wait_all(struct run *r, struct pd_req **req, int n)
+{
+	uint64_t t0 = coll_now_ns(), end = t0 + (uint64_t)r->o->timeout_ms * 1000000ULL;
+	int i, ret = 0, left;
+
+	do {
+		left = 0;
+		for (i = 0; i < n; i++) {
+			int t;
+
+			if (!req[i])
+				continue;
+			t = pd_test(req[i], NULL);
+			if (t == 0) {
+				left++;
+				continue;
+			}
+			ret = ret ? ret : t < 0 ? t : 0;
+			pd_req_free(req[i]);
+			req[i] = NULL;
+		}
+		if (left && coll_now_ns() > end) {
+			ret = pd_error(-ETIMEDOUT, "barrier: no completion after %d ms", r->o->timeout_ms);
+			break;
+		}
+		if (left)
+			spin_or_yield(t0);
+	} while (left && !ret);
+	for (i = 0; i < n; i++)
+		pd_req_free(req[i]);
+	return ret;
+}
+
+/* Gather to rank 0 and release, over the lane's own fabric. */
+int lane_barrier(struct run *r)
+{
+	struct pd_req *req[MAX_RANKS] = { 0 };
+	struct lane *l = r->l;
+	int q, phase, ret = 0;
+
+	r->seq++;
+	for (phase = 0; phase < 2 && !ret; phase++) {
+		uint64_t tag = coll_tag(r, 0xff, (size_t)phase);
+
+		if (r->rank == 0) {
+			for (q = 1; q < r->n && !ret; q++)
+				ret = phase == 0 ? pd_trecv(l->fab, l->ctl_mr, (size_t)q, 1, l->peer[q], tag, &req[q]) :
+						   pd_tsend(l->fab, l->ctl_mr, 0, 1, l->peer[q], tag, &req[q]);
+		} else {
+			ret = phase == 0 ? pd_tsend(l->fab, l->ctl_mr, 0, 1, l->peer[0], tag, &req[0]) :
+					   pd_trecv(l->fab, l->ctl_mr, 1, 1, l->peer[0], tag, &req[0]);
+		}
+		ret = wait_all(r, req, r->n) ?: ret;
+	}
+	return ret;
+}
+
+int xchg(struct run *r, const struct xchg *x)
+{
+	struct lane *l = r->l;
+	size_t P = r->o->chunk, D = (size_t)r->o->depth;
+	size_t ns = x->speer >= 0 ? (x->slen + P - 1) / P : 0;
+	size_t nr = x->rpeer >= 0 ? (x->rlen + P - 1) / P : 0;
+	struct pd_req *sq[MAX_DEPTH] = { 0 }, *rq[MAX_DEPTH] = { 0 };
+	size_t ps = 0, ds = 0, pr = 0, dr = 0, i;
+	uint64_t last = coll_now_ns(), end;
+	int ret = 0, t;
+
+	while (!ret && (ds < ns || dr < nr)) {
+		bool moved = false;
+
+		for (; !ret && pr < nr && pr - dr < D; pr++, moved = true) {
+			size_t len = x->rlen - pr * P < P ? x->rlen - pr * P : P;
+
+			ret = pd_trecv(l->fab, l->mr, x->roff + pr * P, len, l->peer[x->rpeer],
+				       coll_tag(r, x->step, pr), &rq[pr % D]);
+		}
+		for (; !ret && ps < ns && ps - ds < D && (!x->chain || ps < dr); ps++, moved = true) {
+			size_t len = x->slen - ps * P < P ? x->slen - ps * P : P;
+
+			ret = pd_tsend(l->fab, l->mr, x->soff + ps * P, len, l->peer[x->speer],
+				       coll_tag(r, x->step, ps), &sq[ps % D]);
+		}
+		if (!ret && dr < pr && (t = pd_test(rq[dr % D], NULL)) != 0) {
+			size_t len = x->rlen - dr * P < P ? x->rlen - dr * P : P;
+
+			ret = t < 0 ? t : 0;
+			pd_req_free(rq[dr % D]);
+			rq[dr % D] = NULL;
+			if (!ret && x->on_recv)
+				ret = x->on_recv(r, dr * P, len, x->arg);
+			dr++;
+			moved = true;
+		}
+		if (!ret && ds < ps && (t = pd_test(sq[ds % D], NULL)) != 0) {
+			ret = t < 0 ? t : 0;
+			pd_req_free(sq[ds % D]);
+			sq[ds % D] = NULL;
+			ds++;
+			moved = true;
+		}
+		if (moved) {
+			last = coll_now_ns();
+			continue;
+		}
+		end = last + (uint64_t)r->o->timeout_ms * 1000000ULL;
+		if (coll_now_ns() > end)
+			ret = pd_error(-ETIMEDOUT, "step %d: no progress for %d ms (%zu of %zu pieces sent to rank %d, %zu of %zu received from rank %d)",
+				       x->step, r->o->timeout_ms, ds, ns, x->speer, dr, nr, x->rpeer);
+		else
+			spin_or_yield(last);
+	}
+	for (i = 0; i < D; i++) {
+		pd_req_free(sq[i]);
+		pd_req_free(rq[i]);
+	}
+	return ret;
+}

@@ -1,0 +1,686 @@
+// SPDX-License-Identifier: MIT
+/*
+ * pd-coll: nccl-tests' collectives over libpeerdirect, every path side by
+ * side in one run.
+ *
+ *   pd-coll [--np N | under mpirun/srun | --rank R --nranks N] [options]
+ *
+ * Flags as nccl-tests: -b/-e/-f/-i sizes, -n iterations, -w warmup, -c
+ * checked iterations, -o sum|min|max|all, -d float|bfloat16|all, -r root;
+ * and --coll, --paths, --memory, --provider, --csv, --plot, --depth,
+ * --chunk, --algo, --rd-max, --stat, --timeout (see usage() and
+ * Documentation/man/pd-coll.1).
+ *
+ * For every size, placement (out-of-place, then in-place) and iteration,
+ * the paths take turns: device memory on the direct path, device memory
+ * through bounce, host memory.  An iteration is: fill the input (values
+ * distinct per rank, iteration, path and placement), poison output and
+ * scratch, barrier over the lane's fabric, the timed collective, and, for
+ * the first -c timed iterations, a check of every element on every rank.
+ * Its time is the slowest rank's; the table shows the mean over the
+ * iterations (nccl-tests' statistic; --stat median for the median).
+ * Exit status: 0 all verified, 1 transfer error, 2 any wrong element, 3
+ * setup failed.
+ */
+#include <getopt.h>
+#include <math.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "coll.h"
+#include "../bench_report.h"
+#include "../tool_env.h"
+#include "errors.h"
+
+extern char **environ;
+
+const char *const lane_names[NLANES] = { "direct", "bounce", "host" };
+const char *const coll_names[NCOLLS] = { "allreduce", "allgather", "reducescatter",
+					 "broadcast", "reduce", "alltoall", "sendrecv" };
+const char *const type_names[NTYPES] = { "float", "bfloat16" };
+const char *const op_names[NOPS] = { "sum", "min", "max" };
+
+struct rankinfo {
+	int32_t pid, pad;
+	char host[56];
+};
+
+/* Per rank and size: what the iterations measured. */
+struct sample {
+	int32_t status, pad;
+	uint64_t wrong[NLANES][2];
+	double ns[];		/* [lane][placement][iter] */
+};
+
+struct result {
+	double us, alg, bus;
+	uint64_t wrong;
+	bool checked;
+};
+
+static struct lane lanes[NLANES];
+static FILE *csv, *plotdat;
+static int nplot;
+static char plotnames[256][48];
+
+static bool reducing(enum coll_kind k)
+{
+	return k == C_ALLREDUCE || k == C_REDUCESCATTER || k == C_REDUCE;
+}
+
+static bool rooted(enum coll_kind k)
+{
+	return k == C_BROADCAST || k == C_REDUCE;
+}
+
+static int cmp_d(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* nccl-tests' getFloatStr: as many decimals as the width allows. */
+static void fmt(double v, int w, char *s)
+{
+	if (snprintf(s, (size_t)w + 1, "%*.2f", w, v) <= w)
+		return;
+	if (snprintf(s, (size_t)w + 1, "%*.1f", w, v) <= w)
+		return;
+	if (snprintf(s, (size_t)w + 1, "%*.0f", w, v) <= w)
+		return;
+	snprintf(s, (size_t)w + 1, w >= 7 ? "%*.1e" : "%*.0e", w, v);
+}
+
+static void usage(void)
+{
+	fprintf(stderr,
+		"usage: pd-coll [--np N | --rank R --nranks N --rendezvous HOST:PORT] [options]\n"
+		"  (under mpirun, srun or a PMI launcher rank and size come from the environment)\n"
+		"  -b, --minbytes SIZE    smallest size (default 32M)\n"
+		"  -e, --maxbytes SIZE    largest size (default 32M)\n"
+		"  -f, --stepfactor F     multiply the size by F (default: add -i)\n"
+		"  -i, --stepbytes SIZE   add SIZE (default 1M)\n"
+		"  -n, --iters N          timed iterations per size, path and placement (default 20)\n"
+		"  -w, --warmup_iters N   untimed iterations first (default 1)\n"
+		"  -c, --check N          check every element of the first N timed iterations (default 1)\n"
+		"  -o, --op OP            sum, min, max or all (default sum)\n"
+		"  -d, --datatype T       float, bfloat16 or all (default float)\n"
+		"  -r, --root R           root of broadcast and reduce (default 0)\n"
+		"  --coll LIST            allreduce,allgather,reducescatter,broadcast,reduce,alltoall,\n"
+		"                         sendrecv or all (default allreduce)\n"
+		"  --paths LIST           direct,bounce,host (default all three, alternating)\n"
+		"  --memory KIND          device memory: device:N, udmabuf or memfd\n"
+		"                         (default device:0 if /dev/peerdirect0 exists, else memfd)\n"
+		"  --provider NAME        libfabric provider (default: the library's choice)\n"
+		"  --depth N              pieces in flight per direction and exchange (default 4)\n"
+		"  --chunk SIZE           piece size = wire chunk, every path (default 4M)\n"
+		"  --algo auto|ring|rd    allreduce algorithm (auto: rd up to --rd-max, default 256K, 4K over shm)\n"
+		"  --stat mean|median     time statistic over the iterations (default mean)\n"
+		"  --csv FILE             one row per size, path and placement\n"
+		"  --plot FILE.png        busbw against size per collective and path (gnuplot)\n"
+		"  --timeout MS           bound on every exchange (default 60000)\n"
+		"  --np N                 fork N local ranks (TCP rendezvous on 127.0.0.1)\n"
+		"  --rank R --nranks N --rendezvous HOST:PORT   by hand\n");
+}
+
+static int parse_list(char *arg, const char *const *names, int nnames, int *out, const char *what)
+{
+	char *tok, *save;
+	int i, n = 0;
+
+	if (!strcmp(arg, "all")) {
+		for (i = 0; i < nnames; i++)
+			out[n++] = i;
+		return n;
+	}
+	for (tok = strtok_r(arg, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+		for (i = 0; i < nnames && strcmp(tok, names[i]); i++)
+			;
+		if (i == nnames && !strcmp(what, "datatype") && (!strcmp(tok, "float32") || !strcmp(tok, "bf16")))
+			i = tok[1] == 'l' ? T_FLOAT : T_BF16;
+		if (i == nnames || n == nnames) {
+			fprintf(stderr, "pd-coll: unknown %s '%s'\n", what, tok);
+			return -1;
+		}
+		out[n++] = i;
+	}
+	return n;
+}
+
+static int size_arg(const char *s, size_t *out, const char *what)
+{
+	if (pd_parse_size(s, out)) {
+		fprintf(stderr, "pd-coll: %s: bad size '%s'\n", what, s);
+		return -1;
+	}
+	return 0;
+}
+
+struct launch_opts {
+	const char *rdv;
+	int rank, nranks, np;
+};
+
+static int parse(int argc, char **argv, struct opts *o, struct launch_opts *lo)
+{
+	enum { O_COLL = 256, O_PATHS, O_MEMORY, O_PROVIDER, O_DEPTH, O_CHUNK, O_ALGO, O_RDMAX,
+	       O_STAT, O_CSV, O_PLOT, O_TIMEOUT, O_NP, O_RANK, O_NRANKS, O_RDV, O_CORRUPT };
+	static const struct option lopts[] = {
+		{ "minbytes", 1, 0, 'b' }, { "maxbytes", 1, 0, 'e' }, { "stepfactor", 1, 0, 'f' },
+		{ "stepbytes", 1, 0, 'i' }, { "iters", 1, 0, 'n' }, { "warmup_iters", 1, 0, 'w' },
+		{ "check", 1, 0, 'c' }, { "op", 1, 0, 'o' }, { "datatype", 1, 0, 'd' },
+		{ "root", 1, 0, 'r' }, { "help", 0, 0, 'h' }, { "coll", 1, 0, O_COLL },
+		{ "paths", 1, 0, O_PATHS }, { "memory", 1, 0, O_MEMORY },
+		{ "provider", 1, 0, O_PROVIDER }, { "depth", 1, 0, O_DEPTH },
+		{ "chunk", 1, 0, O_CHUNK }, { "algo", 1, 0, O_ALGO }, { "rd-max", 1, 0, O_RDMAX },
+		{ "stat", 1, 0, O_STAT }, { "csv", 1, 0, O_CSV }, { "plot", 1, 0, O_PLOT },
+		{ "timeout", 1, 0, O_TIMEOUT }, { "np", 1, 0, O_NP }, { "rank", 1, 0, O_RANK },
+		{ "nranks", 1, 0, O_NRANKS }, { "rendezvous", 1, 0, O_RDV },
+		{ "test-corrupt", 0, 0, O_CORRUPT }, { 0 },
+	};
+	int c, lanes_sel[NLANES], n, i;
+
+	*o = (struct opts) { .minb = 32 << 20, .maxb = 32 << 20, .stepb = 1 << 20, .chunk = 4 << 20,
+			     .iters = 20, .warmup = 1, .check = 1, .depth = 4, .timeout_ms = 60000,
+			     .ncolls = 1, .ntypes = 1, .nops = 1, .rd_max = 256 << 10,
+			     .lanes = { true, true, true },
+			     .memory = access("/dev/peerdirect0", R_OK | W_OK) ? "memfd" : "device:0" };
+	*lo = (struct launch_opts) { .rank = -1 };
+	while ((c = getopt_long(argc, argv, "b:e:f:i:n:w:c:o:d:r:h", lopts, NULL)) != -1) {
+		switch (c) {
+		case 'b': if (size_arg(optarg, &o->minb, "-b")) return -1; break;
+		case 'e': if (size_arg(optarg, &o->maxb, "-e")) return -1; break;
+		case 'i': if (size_arg(optarg, &o->stepb, "-i")) return -1; break;
+		case 'f': o->stepf = atof(optarg); break;
+		case 'n': o->iters = atoi(optarg); break;
+		case 'w': o->warmup = atoi(optarg); break;
+		case 'c': o->check = atoi(optarg); break;
+		case 'r': o->root = atoi(optarg); break;
+		case 'o':
+			if ((o->nops = parse_list(optarg, op_names, NOPS, o->ops, "op")) < 0)
+				return -1;
+			break;
+		case 'd':
+			if ((o->ntypes = parse_list(optarg, type_names, NTYPES, o->types, "datatype")) < 0)
+				return -1;
+			break;
+		case O_COLL:
+			if ((o->ncolls = parse_list(optarg, coll_names, NCOLLS, o->colls, "collective")) < 0)
+				return -1;
+			break;
+		case O_PATHS:
+			if ((n = parse_list(optarg, lane_names, NLANES, lanes_sel, "path")) < 0)
+				return -1;
+			memset(o->lanes, 0, sizeof(o->lanes));
+			for (i = 0; i < n; i++)
+				o->lanes[lanes_sel[i]] = true;
+			break;
+		case O_MEMORY: o->memory = optarg; break;
+		case O_PROVIDER: o->provider = optarg; break;
+		case O_DEPTH: o->depth = atoi(optarg); break;
+		case O_CHUNK: if (size_arg(optarg, &o->chunk, "--chunk")) return -1; break;
+		case O_ALGO:
+			o->algo = !strcmp(optarg, "ring") ? ALGO_RING : !strcmp(optarg, "rd") ? ALGO_RD :
+				  !strcmp(optarg, "auto") ? ALGO_AUTO : (enum algo)-1;
+			if ((int)o->algo < 0) {
+				fprintf(stderr, "pd-coll: --algo auto, ring or rd\n");
+				return -1;
+			}
+			break;
+		case O_RDMAX:
+			if (size_arg(optarg, &o->rd_max, "--rd-max"))
+				return -1;
+			o->rd_max_set = true;
+			break;
+		case O_STAT: o->median = !strcmp(optarg, "median"); break;
+		case O_CSV: o->csv = optarg; break;
+		case O_PLOT: o->plot = optarg; break;
+		case O_TIMEOUT: o->timeout_ms = atoi(optarg); break;
+		case O_NP: lo->np = atoi(optarg); break;
+		case O_RANK: lo->rank = atoi(optarg); break;
+		case O_NRANKS: lo->nranks = atoi(optarg); break;
+		case O_RDV: lo->rdv = optarg; break;
+		case O_CORRUPT: o->corrupt = 1; break;
+		default: usage(); return -1;
+		}
+	}
+	if (o->ncolls == 1 && !o->colls[0])
+		o->colls[0] = C_ALLREDUCE;
+	if (optind != argc || !o->minb || o->minb > o->maxb || o->iters < 1 || o->warmup < 0 ||
+	    o->check < 0 || o->depth < 1 || o->depth > MAX_DEPTH || o->timeout_ms < 1 ||
+	    o->chunk < 4096 || o->chunk % 16 || (o->stepf != 0 && o->stepf <= 1) ||
+	    (!o->lanes[0] && !o->lanes[1] && !o->lanes[2])) {
+		usage();
+		return -1;
+	}
+	if ((o->maxb + o->chunk - 1) / o->chunk > 65535) {
+		fprintf(stderr, "pd-coll: -e %zu needs more than 65535 pieces of --chunk %zu\n",
+			o->maxb, o->chunk);
+		return -1;
+	}
+	return 0;
+}
+
+static void csv_header(void)
+{
+	fprintf(csv, "collective,path,path_used,provider,memory,nranks,size,count,type,redop,root,placement,time_us,algbw_gbs,busbw_gbs,wrong,iters\n");
+}
+
+/*
+ * One size of one collective, every lane, both placements.  Returns 0, or
+ * the first local transfer error (the sample records it for the others).
+ */
+static int measure(struct run *r, enum coll_kind k, const struct geom *g, struct sample *me)
+{
+	const struct opts *o = r->o;
+	int ip, it, p, ret = 0;
+
+	for (ip = 0; ip < 2; ip++) {
+		for (it = 0; it < o->warmup + o->iters; it++) {
+			for (p = 0; p < NLANES; p++) {
+				int timed = it - o->warmup;
+				uint64_t t0;
+
+				if (!o->lanes[p])
+					continue;
+				r->l = &lanes[p];
+				ret = prepare(r, k, g, ip, it) ?: lane_barrier(r);
+				t0 = coll_now_ns();
+				if (!ret)
+					ret = coll_run(r, k, g, ip);
+				if (ret) {
+					fprintf(stderr, "pd-coll: rank %d: %s %s %zu B %s iter %d: %s (%s)\n",
+						r->rank, coll_names[k], lane_names[p], g->recvcount * r->esz,
+						ip ? "in-place" : "out-of-place", it, pd_last_error(),
+						pd_strerror(ret));
+					me->status = 1;
+					return ret;
+				}
+				if (timed < 0)
+					continue;
+				me->ns[((size_t)p * 2 + (size_t)ip) * (size_t)o->iters + (size_t)timed] =
+					(double)(coll_now_ns() - t0);
+				if (timed < o->check) {
+					if (o->corrupt)
+						ret = corrupt(r, g, ip, timed);
+					ret = ret ?: verify(r, k, g, ip, it, &me->wrong[p][ip]);
+					if (ret) {
+						me->status = 1;
+						return ret;
+					}
+				}
+			}
+		}
+	}
+	return 0;
+}
+
+/* Rank 0: slowest rank per iteration, then the mean or median. */
+static void summarize(const struct opts *o, int n, const struct sample *all, size_t stride,
+		      const struct geom *g, size_t esz, int p, int ip, struct result *res)
+{
+	double *t = calloc((size_t)o->iters, sizeof(double)), sec = 0;
+	int it, q;
+
+	memset(res, 0, sizeof(*res));
+	if (!t)
+		return;
+	for (it = 0; it < o->iters; it++) {
+		for (q = 0; q < n; q++) {
+			const struct sample *s = (const void *)((const char *)all + (size_t)q * stride);
+			double v = s->ns[((size_t)p * 2 + (size_t)ip) * (size_t)o->iters + (size_t)it];
+
+			t[it] = v > t[it] ? v : t[it];
+		}
+	}
+	if (o->median) {
+		qsort(t, (size_t)o->iters, sizeof(double), cmp_d);
+		sec = t[o->iters / 2] / 1e9;
+	} else {
+		for (it = 0; it < o->iters; it++)
+			sec += t[it] / 1e9 / o->iters;
+	}
+	for (q = 0; q < n; q++)
+		res->wrong += ((const struct sample *)(const void *)((const char *)all + (size_t)q * stride))->wrong[p][ip];
+	res->us = sec * 1e6;
+	res->alg = (double)(g->count * esz) * g->alg_factor / 1e9 / sec;
+	res->bus = res->alg * g->bus_factor;
+	res->checked = o->check > 0;
+	free(t);
+}
+
+static void plot_block(const char *coll, const char *path, const char *type, const char *op)
+{
+	if (!plotdat || nplot >= 256)
+		return;
+	if (nplot)
+		fprintf(plotdat, "\n\n");
+	snprintf(plotnames[nplot++], sizeof(plotnames[0]), "%s %s %s%s%s", coll, path, type,
+		 *op ? " " : "", op);
+}
+
+static int run_plot(const char *png, const char *dat)
+{
+	char script[4200];
+	FILE *f;
+	int i, st;
+	pid_t pid;
+	char *argv[] = { "gnuplot", script, NULL };
+
+	snprintf(script, sizeof(script), "%s.gp", png);
+	f = fopen(script, "w");
+	if (!f)
+		return -errno;
+	fprintf(f, "set terminal pngcairo size 1100,650 noenhanced\nset output '%s'\n"
+		   "set title 'pd-coll: out-of-place bus bandwidth'\nset logscale x 2\n"
+		   "set format x '%%.0b %%BB'\nset yrange [0:*]\nset xlabel 'size'\nset ylabel 'busbw (GB/s)'\n"
+		   "set key outside right\nset grid\nplot ", png);
+	for (i = 0; i < nplot; i++)
+		fprintf(f, "%s'%s' index %d using 1:2 with linespoints title '%s'", i ? ", \\\n  " : "",
+			dat, i, plotnames[i]);
+	fprintf(f, "\n");
+	fclose(f);
+	if (posix_spawnp(&pid, "gnuplot", NULL, NULL, argv, environ)) {
+		fprintf(stderr, "pd-coll: --plot: cannot run gnuplot (apt-get install gnuplot-nox)\n");
+		return -ENOENT;
+	}
+	if (waitpid(pid, &st, 0) < 0 || !WIFEXITED(st) || WEXITSTATUS(st)) {
+		fprintf(stderr, "pd-coll: --plot: gnuplot %s failed\n", script);
+		return -EIO;
+	}
+	return 0;
+}
+
+/* The copy the bounce path adds, as the CPU does it here: SYNC-bracketed
+ * memcpy between host memory and the device memory's mapping, the median
+ * of 5, GB/s (an input of the model in Documentation/performance.md). */
+static void copy_bandwidth(struct lane *l, size_t len, double *to_dev, double *from_dev)
+{
+	double t[2][5], *tt;
+	char *host = malloc(len);
+	int k, d;
+
+	*to_dev = *from_dev = 0;
+	if (!host)
+		return;
+	memset(host, 1, len);
+	for (k = 0; k < 5; k++) {
+		for (d = 0; d < 2; d++) {
+			uint64_t t0 = coll_now_ns();
+
+			if (l->src.fd >= 0)
+				memfd_sync(l->src.fd, DMA_BUF_SYNC_START | (d ? DMA_BUF_SYNC_READ : DMA_BUF_SYNC_WRITE));
+			if (d)
+				memcpy(host, l->src.map, len);
+			else
+				memcpy(l->src.map, host, len);
+			if (l->src.fd >= 0)
+				memfd_sync(l->src.fd, DMA_BUF_SYNC_END | (d ? DMA_BUF_SYNC_READ : DMA_BUF_SYNC_WRITE));
+			t[d][k] = (double)(coll_now_ns() - t0);
+		}
+	}
+	for (d = 0; d < 2; d++) {
+		tt = t[d];
+		qsort(tt, 5, sizeof(double), cmp_d);
+		*(d ? from_dev : to_dev) = (double)len / tt[2];
+	}
+	free(host);
+}
+
+static void table_header(const struct opts *o, enum coll_kind k, enum dtype t, int op)
+{
+	printf("#\n# Collective: %s, type %s, redop %s, root %d; time: %s of the slowest rank per iteration\n",
+	       coll_names[k], type_names[t], reducing(k) ? op_names[op] : "none",
+	       rooted(k) ? o->root : -1, o->median ? "median" : "mean");
+	printf("# %10s  %12s  %8s  %6s  %6s           out-of-place                       in-place          \n", "", "", "", "", "");
+	printf("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s  %s\n", "size",
+	       "count", "type", "redop", "root", "time", "algbw", "busbw", "#wrong", "time", "algbw",
+	       "busbw", "#wrong", "path");
+	printf("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s\n", "(B)",
+	       "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "");
+}
+
+int main(int argc, char **argv)
+{
+	struct opts o;
+	struct launch_opts lo;
+	struct boot b;
+	struct sample *me = NULL, *all = NULL;
+	struct rankinfo ri = { 0 }, *ris = NULL;
+	size_t region, stride, sizes[64];
+	int nsizes = 0, ci, ti, oi, si, p, ret, status = 0, child;
+	char datpath[4200] = "";
+
+	tool_env_defaults();
+	record_cmdline(argc, argv);
+	if (parse(argc, argv, &o, &lo))
+		return 3;
+	for (size_t s = o.minb; s <= o.maxb && nsizes < 64;
+	     s = o.stepf > 1 ? (size_t)((double)s * o.stepf) : s + o.stepb)
+		sizes[nsizes++] = s;
+	ret = launch(argc, argv, lo.rdv, lo.rank, lo.nranks, lo.np, &b);
+	if (ret)
+		return 3;
+	child = lo.np > 0 && b.rank > 0;
+	if (o.root < 0 || o.root >= b.size) {
+		fprintf(stderr, "pd-coll: root %d is not a rank of %d\n", o.root, b.size);
+		status = 3;
+		goto out_boot;
+	}
+	region = 3 * (o.maxb < 4096 ? 4096 : o.maxb);
+	for (p = 0; p < NLANES && !status; p++) {
+		lanes[p].src.fd = -1;
+		if (o.lanes[p] && (ret = lane_open(&lanes[p], p, &o, &b, region))) {
+			fprintf(stderr, "pd-coll: rank %d: %s path setup: %s (%s)\n", b.rank,
+				lane_names[p], pd_last_error(), pd_strerror(ret));
+			status = 3;
+		}
+	}
+	/*
+	 * Measured (Documentation/performance.md): over shm, recursive doubling
+	 * loses to the ring from 8 KiB on, where shm leaves its inject path
+	 * (4 KiB) for a handshake; over tcp it wins up to 256 KiB.
+	 */
+	if (!status && !o.rd_max_set) {
+		const char *prov = pd_fabric_provider(lanes[o.lanes[0] ? 0 : o.lanes[1] ? 1 : 2].fab);
+
+		if (!strncmp(prov, "shm", 3))
+			o.rd_max = 4096;
+	}
+	stride = sizeof(struct sample) + (size_t)NLANES * 2 * (size_t)o.iters * sizeof(double);
+	stride = (stride + 7) / 8 * 8;
+	me = calloc(1, stride);
+	all = calloc((size_t)b.size, stride);
+	ris = calloc((size_t)b.size, sizeof(*ris));
+	ri.pid = (int32_t)getpid();
+	gethostname(ri.host, sizeof(ri.host) - 1);
+	if (!me || !all || !ris || b.allgather(&b, &ri, sizeof(ri), ris))
+		status = 3;
+	if (status)
+		goto out;
+	if (b.rank == 0) {
+		printf("# pd-coll: %s\n# %d ranks, bootstrap: %s\n", cmdline, b.size, b.how);
+		for (p = 0; p < b.size; p++)
+			printf("#  Rank %2d Pid %6d on %10s\n", p, ris[p].pid, ris[p].host);
+		printf("# provider %s; pieces of %zu B, %d in flight per direction on every path; "
+		       "allreduce %s (--rd-max %zu)\n", pd_fabric_provider(lanes[o.lanes[0] ? 0 : o.lanes[1] ? 1 : 2].fab),
+		       o.chunk, o.depth, o.algo == ALGO_RING ? "ring" : o.algo == ALGO_RD ?
+		       "recursive doubling" : "recursive doubling up to --rd-max, ring above", o.rd_max);
+		for (p = 0; p < NLANES; p++)
+			if (o.lanes[p])
+				printf("# path %-6s: memory %-8s %s: %s\n", lane_names[p],
+				       p == LANE_HOST ? "host" : o.memory, pd_path_name(pd_mr_path(lanes[p].mr)),
+				       pd_mr_reason(lanes[p].mr));
+		if (o.lanes[LANE_DIRECT] || o.lanes[LANE_BOUNCE]) {
+			struct lane *l = &lanes[o.lanes[LANE_DIRECT] ? LANE_DIRECT : LANE_BOUNCE];
+			size_t len = o.maxb < (64 << 20) ? o.maxb : (64 << 20);
+			double up, down;
+
+			copy_bandwidth(l, len, &up, &down);
+			printf("# CPU copy of %zu B (rank 0, median of 5): host to %s %.2f GB/s, %s to host %.2f GB/s\n",
+			       len, o.memory, up, o.memory, down);
+		}
+		printf("# paths alternate per iteration; every checked iteration verifies every element on every rank\n");
+		if (o.corrupt)
+			printf("# --test-corrupt: one output element per checked iteration is put back to its poison\n");
+		if (o.csv && !(csv = fopen(o.csv, "w")))
+			fprintf(stderr, "pd-coll: --csv %s: %s\n", o.csv, strerror(errno));
+		if (csv)
+			csv_header();
+		if (o.plot) {
+			snprintf(datpath, sizeof(datpath), "%s.dat", o.plot);
+			if (!(plotdat = fopen(datpath, "w")))
+				fprintf(stderr, "pd-coll: --plot %s: %s\n", datpath, strerror(errno));
+		}
+		fflush(stdout);
+	}
+	for (ci = 0; ci < o.ncolls && (status == 0 || status == 2); ci++) {
+		enum coll_kind k = o.colls[ci];
+
+		for (ti = 0; ti < o.ntypes && (status == 0 || status == 2); ti++) {
+			for (oi = 0; oi < (reducing(k) ? o.nops : 1) && (status == 0 || status == 2); oi++) {
+				struct run r = { .o = &o, .rank = b.rank, .n = b.size, .t = o.types[ti],
+						 .op = reducing(k) ? o.ops[oi] : OP_SUM,
+						 .esz = o.types[ti] == T_FLOAT ? 4 : 2, .max = region / 3 };
+				double avg[NLANES] = { 0 }, ratio_sz[64][3], pbus[NLANES][64];
+				int nrat = 0, rows = 0;
+				uint64_t wrong = 0;
+
+				if (b.rank == 0)
+					table_header(&o, k, r.t, r.op);
+				for (si = 0; si < nsizes && (status == 0 || status == 2); si++) {
+					struct geom g;
+					struct result res[NLANES][2];
+
+					coll_geom(k, sizes[si], r.esz, b.size, &g);
+					if (!g.sendcount || !g.recvcount)
+						continue;
+					memset(me, 0, stride);
+					measure(&r, k, &g, me);
+					if (b.allgather(&b, me, stride, all)) {
+						status = 3;
+						break;
+					}
+					for (p = 0; p < b.size; p++) {
+						const struct sample *s = (const void *)((char *)all + (size_t)p * stride);
+						int q;
+
+						if (s->status)
+							status = 1;
+						/* every rank knows: the run goes on, the exit status says it */
+						for (q = 0; q < NLANES * 2; q++)
+							if (s->wrong[q / 2][q % 2] && !status)
+								status = 2;
+					}
+					if (status == 1)
+						break;
+					if (b.rank)
+						continue;
+					rows++;
+					for (p = 0; p < NLANES; p++) {
+						int ip;
+
+						if (!o.lanes[p])
+							continue;
+						printf("%12zu  %12zu  %8s  %6s  %6d", (g.sendcount > g.recvcount ?
+						       g.sendcount : g.recvcount) * r.esz, g.count, type_names[r.t],
+						       reducing(k) ? op_names[r.op] : "none", rooted(k) ? o.root : -1);
+						for (ip = 0; ip < 2; ip++) {
+							char ts[16], as[16], bs[16];
+
+							summarize(&o, b.size, all, stride, &g, r.esz, p, ip, &res[p][ip]);
+							fmt(res[p][ip].us, 7, ts);
+							fmt(res[p][ip].alg, 6, as);
+							fmt(res[p][ip].bus, 6, bs);
+							if (o.check)
+								printf("  %7s  %6s  %6s  %6g", ts, as, bs, (double)res[p][ip].wrong);
+							else
+								printf("  %7s  %6s  %6s    N/A", ts, as, bs);
+							avg[p] += res[p][ip].bus;
+							wrong += res[p][ip].wrong;
+							if (csv)
+								fprintf(csv, "%s,%s,%s,%s,%s,%d,%zu,%zu,%s,%s,%d,%s,%.3f,%.6f,%.6f,%llu,%d\n",
+									coll_names[k], lane_names[p],
+									pd_path_name(pd_mr_path(lanes[p].mr)),
+									pd_fabric_provider(lanes[p].fab),
+									p == LANE_HOST ? "host" : o.memory, b.size,
+									(g.sendcount > g.recvcount ? g.sendcount : g.recvcount) * r.esz,
+									g.count, type_names[r.t],
+									reducing(k) ? op_names[r.op] : "none",
+									rooted(k) ? o.root : -1, ip ? "in-place" : "out-of-place",
+									res[p][ip].us, res[p][ip].alg, res[p][ip].bus,
+									(unsigned long long)res[p][ip].wrong, o.iters);
+						}
+						printf("  %s\n", lane_names[p]);
+					}
+					if (nrat < 64) {
+						ratio_sz[nrat][0] = (double)sizes[si];
+						for (p = 0; p < NLANES; p++)
+							pbus[p][nrat] = o.lanes[p] ? res[p][0].bus : 0;
+						ratio_sz[nrat][1] = o.lanes[0] && o.lanes[1] ? res[0][0].bus / res[1][0].bus : NAN;
+						ratio_sz[nrat][2] = o.lanes[0] && o.lanes[2] ? res[0][0].bus / res[2][0].bus : NAN;
+						nrat++;
+					}
+					fflush(stdout);
+				}
+				if (status == 1 || status == 3)
+					break;
+				if (b.rank)
+					continue;
+				if (o.lanes[0] && (o.lanes[1] || o.lanes[2]) && nrat) {
+					printf("# out-of-place busbw ratios: %10s  %13s  %11s\n", "size",
+					       "direct/bounce", "direct/host");
+					for (si = 0; si < nrat; si++)
+						printf("#                            %10.0f  %12.2fx  %10.2fx\n",
+						       ratio_sz[si][0], ratio_sz[si][1], ratio_sz[si][2]);
+				}
+				printf("# %-20s : %llu %s\n", "Out of bounds values", (unsigned long long)wrong,
+				       wrong ? "FAILED" : "OK");
+				for (p = 0; p < NLANES; p++)
+					if (o.lanes[p])
+						printf("# %-20s : %g %s\n", "Avg bus bandwidth",
+						       rows ? avg[p] / (2.0 * rows) : 0.0, lane_names[p]);
+				if (plotdat) {
+					for (p = 0; p < NLANES; p++) {
+						if (!o.lanes[p])
+							continue;
+						plot_block(coll_names[k], lane_names[p], type_names[r.t],
+							   reducing(k) ? op_names[r.op] : "");
+						for (si = 0; si < nrat; si++)
+							fprintf(plotdat, "%.0f %.6f\n", ratio_sz[si][0], pbus[p][si]);
+					}
+				}
+				fflush(stdout);
+			}
+		}
+	}
+	if (b.rank == 0)
+		printf("#\n# Collective test concluded: pd-coll\n");
+out:
+	for (p = 0; p < NLANES; p++)
+		if (lanes[p].fab || lanes[p].src.map)
+			lane_close(&lanes[p]);
+	if (csv)
+		fclose(csv);
+	if (plotdat) {
+		fclose(plotdat);
+		if (nplot && run_plot(o.plot, datpath))
+			status = status ? status : 1;
+	}
+	free(me);
+	free(all);
+	free(ris);
+out_boot:
+	b.close(&b);
+	if (!child) {
+		int worst = launch_wait_children();
+
+		status = worst > status ? worst : status;
+	}
+	return status;
+}

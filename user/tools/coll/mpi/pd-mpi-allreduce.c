@@ -1,0 +1,92 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The other side of scripts/coll-vs-mpi.sh: MPI_Allreduce (float32 sum, out
+ * of place) timed the way pd-coll times it: a barrier, the collective, the
+ * slowest rank's time per iteration, then the mean and the median over the
+ * iterations; the result is checked once per size.  Built with mpicc by the
+ * script, not by the Makefile (no MPI at build time).
+ *
+ *   mpirun -np N pd-mpi-allreduce MINBYTES MAXBYTES ITERS WARMUP
+ *
+ * Prints "size time_mean_us time_median_us busbw_mean_gbs" per size.
+ */
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+static int cmp_d(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+int main(int argc, char **argv)
+{
+	size_t minb, maxb, size, i;
+	int rank, n, iters, warm, it, bad = 0;
+
+	MPI_Init(&argc, &argv);
+	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+	MPI_Comm_size(MPI_COMM_WORLD, &n);
+	if (argc != 5) {
+		if (!rank)
+			fprintf(stderr, "usage: pd-mpi-allreduce MINBYTES MAXBYTES ITERS WARMUP\n");
+		MPI_Finalize();
+		return 2;
+	}
+	minb = strtoull(argv[1], NULL, 0);
+	maxb = strtoull(argv[2], NULL, 0);
+	iters = atoi(argv[3]);
+	warm = atoi(argv[4]);
+	float *in = malloc(maxb), *out = malloc(maxb);
+	double *t = calloc((size_t)iters, sizeof(double)), *tmax = calloc((size_t)iters, sizeof(double));
+
+	if (!in || !out || !t || !tmax)
+		MPI_Abort(MPI_COMM_WORLD, 3);
+	if (!rank)
+		printf("# MPI_Allreduce float32 sum, %d ranks, out of place; time = slowest rank per iteration\n"
+		       "%12s %14s %14s %12s\n", n, "size", "mean_us", "median_us", "busbw_GB/s");
+	for (size = minb; size <= maxb; size *= 2) {
+		size_t count = size / 4;
+		double mean = 0;
+
+		for (i = 0; i < count; i++)
+			in[i] = (float)(1 + (i * 7 + (size_t)rank * 5) % 16);
+		for (it = -warm; it < iters; it++) {
+			double t0;
+
+			MPI_Barrier(MPI_COMM_WORLD);
+			t0 = MPI_Wtime();
+			MPI_Allreduce(in, out, (int)count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+			if (it >= 0)
+				t[it] = MPI_Wtime() - t0;
+		}
+		for (i = 0; i < count; i++) {
+			float want = 0;
+			int q;
+
+			for (q = 0; q < n; q++)
+				want += (float)(1 + (i * 7 + (size_t)q * 5) % 16);
+			bad += out[i] != want;
+		}
+		MPI_Reduce(t, tmax, iters, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+		if (!rank) {
+			for (it = 0; it < iters; it++)
+				mean += tmax[it] / iters;
+			qsort(tmax, (size_t)iters, sizeof(double), cmp_d);
+			printf("%12zu %14.2f %14.2f %12.4f\n", size, mean * 1e6, tmax[iters / 2] * 1e6,
+			       (double)size / mean / 1e9 * 2.0 * (n - 1) / n);
+			fflush(stdout);
+		}
+	}
+	MPI_Allreduce(MPI_IN_PLACE, &bad, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+	if (!rank && bad)
+		printf("# WRONG: %d elements\n", bad);
+	free(in);
+	free(out);
+	free(t);
+	free(tmax);
+	MPI_Finalize();
+	return bad ? 1 : 0;
+}
