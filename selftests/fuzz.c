@@ -567,12 +567,34 @@ static void op_subscribe(struct rng *r)
 	check("subscribe", ioctl(any_dev(r), PEERDIRECT_IOCTL_SUBSCRIBE, argp(r, &s)));
 }
 
+/* Record sizes and capacities at their edges; arrays that are too small,
+ * unmapped or kernel addresses. */
+static void op_list(struct rng *r)
+{
+	static __thread struct peerdirect_export_info ex[8];
+	static __thread struct peerdirect_attach_info at[8];
+	const uint32_t rec[] = { 0, 1, 8, sizeof(ex[0]) - 8, sizeof(ex[0]),
+				 sizeof(ex[0]) + 8, 4096, 0xffffffff };
+	struct peerdirect_list l;
+
+	fill(r, &l, sizeof(l));
+	l.argsz = argsz(r, sizeof(l));
+	l.flags = pick(r, 4) ? (pick(r, 2) ? PEERDIRECT_LIST_ATTACHMENTS : 0) : flags(r);
+	l.export_size = pick(r, 2) ? sizeof(ex[0]) : rec[pick(r, 8)];
+	l.attach_size = pick(r, 2) ? sizeof(at[0]) : rec[pick(r, 8)];
+	l.nr_exports = pick(r, 2) ? pick(r, 9) : (uint32_t)edge(r);
+	l.nr_attachments = pick(r, 2) ? pick(r, 9) : (uint32_t)edge(r);
+	l.exports = (uintptr_t)argp(r, ex);
+	l.attachments = (uintptr_t)argp(r, at);
+	check("list", ioctl(any_dev(r), PEERDIRECT_IOCTL_LIST, argp(r, &l)));
+}
+
 static const struct op ops[] = {
 	{ 12, op_query }, { 12, op_alloc }, { 8, op_free }, { 14, op_export },
 	{ 8, op_revoke_user }, { 2, op_revoke_admin }, { 1, op_reset },
 	{ 6, op_bad_ioctl }, { 6, op_read_events }, { 6, op_mmap }, { 6, op_sync },
 	{ 3, op_name }, { 6, op_fileops }, { 1, op_reopen }, { 3, op_import },
-	{ 2, op_vgem }, { 1, op_pass }, { 6, op_subscribe },
+	{ 2, op_vgem }, { 1, op_pass }, { 6, op_subscribe }, { 4, op_list },
 };
 
 static unsigned int total_weight;

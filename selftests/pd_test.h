@@ -21,6 +21,10 @@
 #include "../uapi/linux/peerdirect.h"
 #include "importer/pd_test_importer.h"
 
+/* The newest command of the uapi: tests walk every command up to it and the
+ * number after it.  Move it with every command added. */
+#define PEERDIRECT_IOCTL_LAST	PEERDIRECT_IOCTL_LIST
+
 #define PD_DEV0 "/dev/peerdirect0"
 #define PD_DEV1 "/dev/peerdirect1"
 #define PD_IMPORTER "/dev/pd_test_importer"

@@ -132,13 +132,16 @@ TEST_F(dev, commands_match_in_full)
 	struct peerdirect_query q = { .argsz = sizeof(q) };
 	unsigned int nr;
 
-	for (nr = 0; nr <= _IOC_NR(PEERDIRECT_IOCTL_SUBSCRIBE); nr++) {
+	/* every command of this ABI, and the first number after it */
+	for (nr = 0; nr <= _IOC_NR(PEERDIRECT_IOCTL_LAST) + 1; nr++) {
 		EXPECT_EQ(-1, ioctl(self->fd, _IOWR(PEERDIRECT_IOCTL_MAGIC, nr,
 						    struct peerdirect_query), &q));
 		EXPECT_EQ(ENOTTY, errno);
 		EXPECT_EQ(-1, ioctl(self->fd, _IOC(_IOC_NONE, PEERDIRECT_IOCTL_MAGIC, nr, 8), &q));
 		EXPECT_EQ(ENOTTY, errno);
 	}
+	EXPECT_EQ(-1, ioctl(self->fd, _IO(PEERDIRECT_IOCTL_MAGIC, _IOC_NR(PEERDIRECT_IOCTL_LAST) + 1), &q));
+	EXPECT_EQ(ENOTTY, errno);
 	EXPECT_EQ(0, ioctl(self->fd, PEERDIRECT_IOCTL_QUERY, &q));
 }
 
