@@ -567,25 +567,28 @@ static void op_subscribe(struct rng *r)
 	check("subscribe", ioctl(any_dev(r), PEERDIRECT_IOCTL_SUBSCRIBE, argp(r, &s)));
 }
 
-/* Record sizes and capacities at their edges; arrays that are too small,
- * unmapped or kernel addresses. */
+/* Record sizes and capacities at their edges, arrays unmapped or in the
+ * kernel.  The kernel trusts nr * size: a good array is only passed where
+ * that fits in it (else the unmapped page, for EFAULT). */
 static void op_list(struct rng *r)
 {
-	static __thread struct peerdirect_export_info ex[8];
-	static __thread struct peerdirect_attach_info at[8];
-	const uint32_t rec[] = { 0, 1, 8, sizeof(ex[0]) - 8, sizeof(ex[0]),
-				 sizeof(ex[0]) + 8, 4096, 0xffffffff };
+	static __thread uint64_t ex[1024], at[1024];
+	const uint32_t rec[] = { 0, 1, 8, sizeof(struct peerdirect_export_info) - 8,
+				 sizeof(struct peerdirect_export_info),
+				 sizeof(struct peerdirect_export_info) + 8, 4096, 0xffffffff };
 	struct peerdirect_list l;
 
 	fill(r, &l, sizeof(l));
 	l.argsz = argsz(r, sizeof(l));
 	l.flags = pick(r, 4) ? (pick(r, 2) ? PEERDIRECT_LIST_ATTACHMENTS : 0) : flags(r);
-	l.export_size = pick(r, 2) ? sizeof(ex[0]) : rec[pick(r, 8)];
-	l.attach_size = pick(r, 2) ? sizeof(at[0]) : rec[pick(r, 8)];
+	l.export_size = pick(r, 2) ? sizeof(struct peerdirect_export_info) : rec[pick(r, 8)];
+	l.attach_size = pick(r, 2) ? sizeof(struct peerdirect_attach_info) : rec[pick(r, 8)];
 	l.nr_exports = pick(r, 2) ? pick(r, 9) : (uint32_t)edge(r);
 	l.nr_attachments = pick(r, 2) ? pick(r, 9) : (uint32_t)edge(r);
-	l.exports = (uintptr_t)argp(r, ex);
-	l.attachments = (uintptr_t)argp(r, at);
+	l.exports = (uint64_t)l.nr_exports * l.export_size <= sizeof(ex) ?
+		    (uintptr_t)argp(r, ex) : (uintptr_t)unmapped;
+	l.attachments = (uint64_t)l.nr_attachments * l.attach_size <= sizeof(at) ?
+			(uintptr_t)argp(r, at) : (uintptr_t)unmapped;
 	check("list", ioctl(any_dev(r), PEERDIRECT_IOCTL_LIST, argp(r, &l)));
 }
 
