@@ -205,6 +205,68 @@ TEST(symbols_and_versions_are_frozen)
 	EXPECT_EQ(N(exported), seen) TH_LOG("a frozen symbol is missing from the library");
 }
 
+/* "X", "X.Y" or "X.Y.Z" as one comparable number; -1 when it is none. */
+static long version_number(const char *v)
+{
+	unsigned long part[3] = { 0, 0, 0 };
+	unsigned int i;
+	char *end;
+
+	for (i = 0; i < 3; i++) {
+		if (*v < '0' || *v > '9')
+			return -1;
+		part[i] = strtoul(v, &end, 10);
+		if (!*end)
+			return part[0] * 1000000L + part[1] * 1000L + part[2];
+		if (*end != '.')
+			return -1;
+		v = end + 1;
+	}
+	return -1;
+}
+
+/* Each version node of the linker map has its "(symver)NODE VERSION" line in
+ * the Debian symbols file, VERSION a release at least as new as the node and
+ * no newer than this one, without a Debian revision: otherwise
+ * dpkg-gensymbols invents "VERSION-1" lines and lintian fails the package
+ * (symbols-file-contains-current-version-with-debian-revision). */
+TEST(every_version_node_is_in_the_debian_symbols_file)
+{
+	char line[512], node[128], want[160], ver[64];
+	unsigned int nodes = 0;
+	FILE *map, *sym;
+	bool found;
+
+	map = fopen(PD_TOP "/user/lib/libpeerdirect.map", "r");
+	ASSERT_NE(NULL, map);
+	sym = fopen(PD_TOP "/scripts/packaging/debian/libpeerdirect1.symbols", "r");
+	ASSERT_NE(NULL, sym);
+	while (fgets(line, sizeof(line), map)) {
+		if (sscanf(line, "LIBPEERDIRECT_%100[0-9.] {", ver) != 1)
+			continue;
+		snprintf(node, sizeof(node), "LIBPEERDIRECT_%s", ver);
+		nodes++;
+		snprintf(want, sizeof(want), " (symver)%s ", node);
+		found = false;
+		rewind(sym);
+		while (fgets(line, sizeof(line), sym)) {
+			if (strncmp(line, want, strlen(want)) ||
+			    sscanf(line + strlen(want), "%63s", ver) != 1)
+				continue;
+			found = true;
+			EXPECT_EQ(NULL, strchr(ver, '-')) TH_LOG("%s: %s has a Debian revision", node, ver);
+			EXPECT_LE(version_number(node + strlen("LIBPEERDIRECT_")),
+				  version_number(ver)) TH_LOG("%s: %s is older than the node", node, ver);
+			EXPECT_LE(version_number(ver), version_number(PD_VERSION))
+				TH_LOG("%s: %s is newer than this release %s", node, ver, PD_VERSION);
+		}
+		EXPECT_TRUE(found) TH_LOG("%s has no (symver) line in the symbols file", node);
+	}
+	EXPECT_LE(2, nodes);
+	fclose(sym);
+	fclose(map);
+}
+
 /* A runtime that dlsyms pd_get_api alone reaches every function. */
 TEST(api_table_reaches_every_exported_function)
 {
