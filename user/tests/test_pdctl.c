@@ -195,4 +195,25 @@ TEST_F(pdctl, missing_device_node)
 	EXPECT_NE(NULL, strstr(self->out, "peerdirect0: No such file")) TH_LOG("%s", self->out);
 }
 
+/*
+ * Strings pdctl did not write (comm, sysfs) reach JSON as valid UTF-8 and
+ * tables without a byte a terminal would act on.
+ */
+TEST_F(pdctl, foreign_bytes_are_escaped)
+{
+	const unsigned char *c;
+
+	put(self->fake, "class/misc/peerdirect0/backend", "a\x1b]0;x\x07\xff\xc3\xa9\xe2\x82\"\\");
+	ASSERT_EQ(0, pdctl(self->fake, self->out, sizeof(self->out), false, "--json -d 0 list"));
+	EXPECT_NE(NULL, strstr(self->out, "\"backend\":\"a\\u001b]0;x\\u0007\\ufffd\xc3\xa9"
+			       "\\ufffd\\ufffd\\\"\\\\\",")) TH_LOG("%s", self->out);
+	ASSERT_EQ(0, pdctl(self->fake, self->out, sizeof(self->out), false, "-d 0 list"));
+	EXPECT_NE(NULL, strstr(self->out, "a?]0;x???")) TH_LOG("%s", self->out);
+	ASSERT_EQ(0, pdctl(self->fake, self->out, sizeof(self->out), false, "info 0"));
+	for (c = (const unsigned char *)self->out; *c; c++)
+		if (*c != '\n' && (*c < 0x20 || *c >= 0x7f))
+			break;
+	EXPECT_EQ(0, *c) TH_LOG("byte 0x%02x in the table", *c);
+}
+
 TEST_HARNESS_MAIN

@@ -82,18 +82,57 @@ static void jsep(void)
 	jfirst = false;
 }
 
+/* The length of the well-formed UTF-8 sequence at s, or 0. */
+static size_t utf8_len(const unsigned char *s)
+{
+	unsigned int n, i, cp;
+
+	if (s[0] < 0x80)
+		return 1;
+	if (s[0] >= 0xc2 && s[0] <= 0xdf)
+		n = 2, cp = s[0] & 0x1f;
+	else if ((s[0] & 0xf0) == 0xe0)
+		n = 3, cp = s[0] & 0x0f;
+	else if (s[0] >= 0xf0 && s[0] <= 0xf4)
+		n = 4, cp = s[0] & 0x07;
+	else
+		return 0;
+	for (i = 1; i < n; i++) {
+		if ((s[i] & 0xc0) != 0x80)
+			return 0;
+		cp = cp << 6 | (s[i] & 0x3f);
+	}
+	if (n == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff)))
+		return 0;
+	if (n == 4 && (cp < 0x10000 || cp > 0x10ffff))
+		return 0;
+	return n;
+}
+
+/*
+ * A JSON string of bytes that come from processes (comm) and files: JSON
+ * must be UTF-8, so a byte that starts no well-formed sequence is U+FFFD.
+ */
 static void jstr_raw(const char *s)
 {
+	size_t n;
+
 	putchar('"');
 	for (; s && *s; s++) {
 		unsigned char c = *s;
 
-		if (c == '"' || c == '\\')
+		if (c == '"' || c == '\\') {
 			printf("\\%c", c);
-		else if (c < 0x20 || c == 0x7f)
+		} else if (c < 0x20 || c == 0x7f) {
 			printf("\\u%04x", c);
-		else
+		} else if (c < 0x80) {
 			putchar(c);
+		} else if ((n = utf8_len((const unsigned char *)s))) {
+			fwrite(s, 1, n, stdout);
+			s += n - 1;
+		} else {
+			fputs("\\ufffd", stdout);
+		}
 	}
 	putchar('"');
 }
@@ -150,6 +189,18 @@ static void jstr(const char *k, const char *v)
 
 /* ---- sysfs -------------------------------------------------------------- */
 
+/*
+ * Tables go to terminals: a process names itself (comm) with whatever bytes
+ * it likes, escape sequences included.  Controls and every non-ASCII byte
+ * (which may start a C1 control) print as '?'.
+ */
+static void term_safe(char *s)
+{
+	for (; *s; s++)
+		if ((*s != '\t' && (unsigned char)*s < 0x20) || (unsigned char)*s >= 0x7f)
+			*s = '?';
+}
+
 static int read_file(const char *path, char *buf, size_t len)
 {
 	ssize_t n;
@@ -164,6 +215,8 @@ static int read_file(const char *path, char *buf, size_t len)
 	while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == ' '))
 		n--;
 	buf[n] = 0;
+	if (!json)
+		term_safe(buf);
 	return 0;
 }
 
@@ -1156,6 +1209,7 @@ static int cmd_events(int argc, char **argv)
 			if (json) {
 				event_json(buf);
 			} else {
+				term_safe(buf);
 				puts(buf);
 				fflush(stdout);
 			}
