@@ -28,6 +28,7 @@ struct pd_stage {
 	size_t len;
 	struct fid_mr *mr;
 	void *desc;
+	struct pd_stage *next;	/* on the fabric's list to free after its lock */
 };
 int pd_stage_alloc(struct fid_domain *domain, size_t len, uint64_t key,
 		   struct pd_stage **out);

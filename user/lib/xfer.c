@@ -131,6 +131,9 @@ struct pd_req {
 	uint64_t eagain;
 	int status;
 	bool freed, pending;
+	/* pd_req_free waits for a running copy: only it may destroy then. */
+	bool freeing;
+	bool destroyed;			/* on the fabric's dead list */
 	bool await_src;			/* multi-chunk from any peer: chunk 0 names it */
 	bool peer_dead;			/* failed with its peer: done whatever is in flight */
 	bool first_done;		/* chunk 0 completed: the peer is at it */
@@ -305,7 +308,7 @@ static void release_own(struct pd_req *r)
 	}
 	if (r->own_stage) {
 		/* fi_close and munmap: after the lock */
-		r->own_stage->mem = (char *)fab->dead_stages;
+		r->own_stage->next = fab->dead_stages;
 		fab->dead_stages = r->own_stage;
 		r->own_stage = NULL;
 	}
@@ -318,6 +321,7 @@ static void destroy_locked(struct pd_req *r)
 	struct pd_fabric *fab = r->fab;
 	uint32_t i;
 
+	r->destroyed = true;
 	for (i = 0; i < r->nchunks; i++) {
 		if (r->ops[i].stage != ST_NONE && !r->ops[i].inflight)
 			put_stage(r, &r->ops[i]);
@@ -336,11 +340,15 @@ static void destroy_locked(struct pd_req *r)
 	fab->dead = r;
 }
 
+/* Several jobs of one request settle it in turn: the first that finds it
+ * finished destroys it, the others find it destroyed. */
 static void settle(struct pd_req *r)
 {
+	if (r->destroyed)
+		return;
 	if (idle(r))
 		release_own(r);
-	if (r->freed && idle(r))
+	if (r->freed && !r->freeing && idle(r))
 		destroy_locked(r);
 }
 
@@ -353,8 +361,7 @@ void pd_xfer_unlock_and_reap(struct pd_fabric *fab)
 	fab->dead_stages = NULL;
 	pthread_mutex_unlock(&fab->lock);
 	for (; stages; stages = snext) {
-		snext = (struct pd_stage *)stages->mem;
-		stages->mem = NULL;
+		snext = stages->next;
 		pd_stage_free(stages);
 	}
 	for (; dead; dead = next) {
@@ -1127,9 +1134,12 @@ void pd_req_free(struct pd_req *r)
 	fab = r->fab;
 	pthread_mutex_lock(&fab->lock);
 	__atomic_store_n(&r->freed, true, __ATOMIC_RELEASE);
-	/* After this returns no copy touches the caller's memory. */
+	/* After this returns no copy touches the caller's memory.  The copy's
+	 * thread settles r meanwhile, but leaves destroying it to us. */
+	r->freeing = true;
 	while (r->running)
 		pthread_cond_wait(&fab->jobs_done, &fab->lock);
+	r->freeing = false;
 	unlink_pending(r);
 	for (i = 0; i < r->next && !fab->closed; i++) {
 		if (r->ops[i].inflight && !r->ops[i].cancelled) {
