@@ -242,7 +242,7 @@ TEST(every_version_node_is_in_the_debian_symbols_file)
 	sym = fopen(PD_TOP "/scripts/packaging/debian/libpeerdirect1.symbols", "r");
 	ASSERT_NE(NULL, sym);
 	while (fgets(line, sizeof(line), map)) {
-		if (sscanf(line, "LIBPEERDIRECT_%100[0-9.] {", ver) != 1)
+		if (sscanf(line, "LIBPEERDIRECT_%63[0-9.] {", ver) != 1)
 			continue;
 		snprintf(node, sizeof(node), "LIBPEERDIRECT_%s", ver);
 		nodes++;
