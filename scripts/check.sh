@@ -3,8 +3,8 @@
 #
 # Stages (each timed):
 #   static    checkpatch --strict and sparse on the kernel code
-#   user      libpeerdirect host tests (no VM), plain and under ASan/UBSan,
-#             against Debian 12's gcc and libfabric
+#   user      libpeerdirect host tests (no VM), plain, under ASan/UBSan and
+#             under TSan, against Debian 12's gcc and libfabric
 #   stack     the same host tests inside a Debian unstable root (newer gcc,
 #             glibc and libfabric 2.x with FI_MR_DMABUF), scripts/user-stack.sh
 #   admin     what cluster admins install and read: man pages (mandoc -Tlint),
@@ -107,10 +107,12 @@ user_tests() {
 	add "$name" "$p" "$f" 0 $((SECONDS - t0))
 }
 
-# The host tests, then again under AddressSanitizer and UBSan.
+# The host tests, then again under AddressSanitizer and UBSan, and under
+# ThreadSanitizer for the data races the threaded tests can reach.
 stage_user() {
 	user_tests user check
 	user_tests user-asan check-asan
+	user_tests user-tsan check-tsan
 }
 
 # counted NAME LOG COMMAND...: run a script that ends with "N passed, N
