@@ -4,7 +4,8 @@
  * accelerator's HBM BAR is.  Importers get peer-to-peer DMA addresses in
  * page-less sg entries; the CPU gets write-combined PFN mappings.  Bound only
  * on request (bind_ivshmem=1, new_id or driver_override), since QEMU's
- * ivshmem 1af4:1110 stand-in is a generic device.
+ * ivshmem 1af4:1110 stand-in is a generic device; its ID table entry is
+ * there for module autoloading (modules.alias), not for binding.
  *
  * How an importer's mapping is made depends on what the kernel offers:
  *  - CONFIG_PCI_P2PDMA and the dma-buf phys-vec helper (7.x): the kernel's
@@ -89,6 +90,8 @@ MODULE_PARM_DESC(require_revocable,
 		 "Refuse importers of BAR memory that cannot be revoked (pinned without invalidate_mappings); default and only possible on kernels with dma_buf_attach_revocable() (7.1)");
 
 #define PD_BAR_INDEX	2
+#define PD_BAR_OPT_IN		1	/* pci_device_id.driver_data */
+#define PD_IVSHMEM_PLAIN_ID	0x1110	/* QEMU's ivshmem-plain */
 
 struct pd_bar {
 	struct pci_dev *pdev;
@@ -455,6 +458,8 @@ static int pd_bar_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 	u64 len;
 	int ret;
 
+	if ((id->driver_data & PD_BAR_OPT_IN) && !bind_ivshmem)
+		return -ENODEV;
 	if (!(pci_resource_flags(pdev, PD_BAR_INDEX) & IORESOURCE_MEM))
 		return -ENODEV;
 	len = pci_resource_len(pdev, PD_BAR_INDEX);
@@ -607,10 +612,19 @@ static const struct pci_error_handlers pd_bar_err_handlers = {
 	.reset_done = pd_bar_reset_end,
 };
 
+/*
+ * The table is the module's modalias: udev loads the module when such a
+ * device appears (Documentation/kernel-module.md).  An entry with
+ * PD_BAR_OPT_IN is a generic device that probe binds only with
+ * bind_ivshmem=1 (other devices are bound through new_id or
+ * driver_override).
+ */
 static const struct pci_device_id pd_bar_ids[] = {
-	{ }	/* ivshmem is added at load only when asked (bind_ivshmem) */
+	{ PCI_DEVICE(PCI_VENDOR_ID_REDHAT_QUMRANET, PD_IVSHMEM_PLAIN_ID),
+	  .driver_data = PD_BAR_OPT_IN },
+	{ }
 };
-MODULE_DEVICE_TABLE(pdev, pd_bar_ids);
+MODULE_DEVICE_TABLE(pci, pd_bar_ids);
 
 static struct pci_driver pd_bar_driver = {
 	.name = "peerdirect",
@@ -622,15 +636,7 @@ static struct pci_driver pd_bar_driver = {
 
 int pd_pci_init(void)
 {
-	int ret = pci_register_driver(&pd_bar_driver);
-
-	if (ret || !bind_ivshmem)
-		return ret;
-	ret = pci_add_dynid(&pd_bar_driver, PCI_VENDOR_ID_REDHAT_QUMRANET, 0x1110,
-			    PCI_ANY_ID, PCI_ANY_ID, 0, 0, 0);
-	if (ret)
-		pci_unregister_driver(&pd_bar_driver);
-	return ret;
+	return pci_register_driver(&pd_bar_driver);
 }
 
 void pd_pci_exit(void)
