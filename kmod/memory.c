@@ -108,6 +108,7 @@ int pd_alloc_create(struct pd_file *pfile, u64 size, u64 *handlep, u64 *sizep)
 	alloc->pd = pd;
 	alloc->size = size;
 	alloc->tgid = task_tgid_nr(current);
+	alloc->pid = get_task_pid(current, PIDTYPE_TGID);
 
 	mutex_lock(&pd->lock);
 	if (pd->dead) {
@@ -155,6 +156,7 @@ int pd_alloc_create(struct pd_file *pfile, u64 size, u64 *handlep, u64 *sizep)
 err_unlock:
 	kref_put(&owner->ref, pd_owner_release);
 	mutex_unlock(&pd->lock);
+	put_pid(alloc->pid);
 	dma_resv_fini(&alloc->resv);
 	kfree(alloc);
 	return ret;
@@ -175,6 +177,7 @@ static void pd_alloc_release(struct kref *ref)
 	kref_put(&owner->ref, pd_owner_release);
 	mutex_unlock(&pd->lock);
 
+	put_pid(alloc->pid);
 	dma_resv_fini(&alloc->resv);
 	kfree(alloc);
 	pd_device_put(pd);

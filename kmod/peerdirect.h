@@ -32,6 +32,9 @@
 #include <linux/list.h>
 #include <linux/miscdevice.h>
 #include <linux/mutex.h>
+#include <linux/pid.h>
+#include <linux/pid_namespace.h>
+#include <linux/sched.h>
 #include <linux/types.h>
 #include <linux/uidgid.h>
 #include <linux/wait.h>
@@ -163,7 +166,8 @@ struct pd_alloc {
 	u64 handle;
 	u64 offset;			/* in device memory */
 	u64 size;
-	pid_t tgid;
+	pid_t tgid;			/* initial pid namespace, for tracepoints */
+	struct pid *pid;		/* the allocating process, for reports */
 	bool freed;			/* handle gone; memory quarantined */
 	/*
 	 * Every export of the allocation shares it: a fence one importer adds
@@ -206,7 +210,12 @@ struct pd_export {
 	u64 offset;			/* within the allocation */
 	u64 length;
 	u64 inode;
-	pid_t tgid;
+	pid_t tgid;			/* initial pid namespace, for tracepoints */
+	/*
+	 * The exporting process: reports give its number in the reader's
+	 * pid namespace (pd_pid_nr()), never a number taken at export.
+	 */
+	struct pid *pid;
 	kuid_t uid;			/* the exporting process's real uid */
 	u64 created_ns;			/* CLOCK_BOOTTIME */
 	bool rdonly;
@@ -287,6 +296,15 @@ void pd_reset_done(struct pd_device *pd);
 
 /* ioctl.c */
 long pd_ioctl(struct file *filp, unsigned int cmd, unsigned long arg);
+
+/*
+ * A process's pid as the calling process sees it: in its pid namespace,
+ * 0 when the process has no number there (outside it, or gone).
+ */
+static inline pid_t pd_pid_nr(struct pid *pid)
+{
+	return pid_nr_ns(pid, task_active_pid_ns(current));
+}
 
 /* list.c: PEERDIRECT_IOCTL_LIST, arguments validated by ioctl.c */
 int pd_list(struct pd_device *pd, struct peerdirect_list *l);
