@@ -131,8 +131,15 @@ int pd_alloc_create(struct pd_file *pfile, u64 size, u64 *handlep, u64 *sizep)
 	kref_get(&pd->ref);
 	mutex_unlock(&pd->lock);
 
-	/* Never hand out a previous user's bytes. */
-	pd->ops->zero(pd, alloc->offset, size);
+	/*
+	 * Never hand out a previous user's bytes.  A PCI device waits here
+	 * for a reset to end (killably), and may be gone meanwhile.
+	 */
+	ret = pd->ops->zero(pd, alloc->offset, size);
+	if (ret) {
+		pd_alloc_put(alloc);
+		return ret;
+	}
 
 	/* A NULL entry reserves the index without making it visible. */
 	ret = xa_alloc_cyclic(&pfile->allocs, &handle, NULL, XA_LIMIT(1, U32_MAX),

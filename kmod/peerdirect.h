@@ -68,7 +68,11 @@ struct pd_backend_ops {
 	int (*vmap)(struct pd_device *pd, u64 offset, u64 length,
 		    struct iosys_map *map);
 	void (*vunmap)(struct pd_device *pd, struct iosys_map *map);
-	void (*zero)(struct pd_device *pd, u64 offset, u64 length);
+	/*
+	 * 0, or -ENODEV (the device is gone) or -EINTR (a fatal signal while
+	 * waiting for a reset to end): the memory was not zeroed.
+	 */
+	int (*zero)(struct pd_device *pd, u64 offset, u64 length);
 	/* CPU cache maintenance around DMA_BUF_IOCTL_SYNC; may be NULL. */
 	void (*sync)(struct pd_device *pd, struct dma_buf_attachment *attach,
 		     struct sg_table *sgt, enum dma_data_direction dir,
@@ -117,6 +121,7 @@ struct pd_device {
 	struct mutex lock;		/* everything below */
 	bool dead;			/* unplugged: no new work */
 	unsigned int resetting;		/* resets in progress: exports wait */
+	u64 nr_resets;			/* resets begun (ioctl, FLR, AER) */
 	struct list_head files;
 	struct list_head owners;
 	struct list_head allocs;
