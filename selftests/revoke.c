@@ -877,9 +877,10 @@ TEST(pci_permanent_failure_gives_the_device_up)
 	EXPECT_NE(0, access(PD_DEV0, F_OK));
 	close(d);
 	close(fd);
-	/* What the removal that follows a permanent failure does. */
-	if (done < 0)
-		waitpid(pid, &status, 0);	/* unblocked by the removal's unplug */
+	/*
+	 * What the removal that follows a permanent failure does; it also
+	 * wakes a child left waiting (killed above) on a device not given up.
+	 */
 	ASSERT_EQ(0, write_str("/sys/bus/pci/drivers/peerdirect/unbind", bdf));
 	if (done < 0)
 		waitpid(pid, &status, 0);
