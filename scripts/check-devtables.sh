@@ -36,9 +36,10 @@ for t in "${tables[@]}"; do
 	else
 		result fail "MODULE_DEVICE_TABLE(pci, $t) (found: $(grep -h 'MODULE_DEVICE_TABLE' "$src"/kmod/*.c | tr '\n' ' '))"
 	fi
-	# modpost's symbol for the table: __mod_pci__T_device_table (to 6.x),
-	# __mod_device_table__kmod_M__pci__T (later).
-	if readelf -sW "$ko" | grep -qE "__mod_(device_table__.*__)?pci__${t}(_device_table)?\$"; then
+	# modpost's symbol for the table: __mod_pci__T_device_table (to 6.12),
+	# __mod_device_table__pci__T or __mod_device_table__kmod_M__pci__T
+	# (later).
+	if readelf -sW "$ko" | grep -qE "__mod_(device_table__(.*__)?)?pci__${t}(_device_table)?\$"; then
 		result ok "$t is a pci device table in $(basename "$ko")"
 	else
 		result fail "$t is a pci device table in $(basename "$ko")"
