@@ -4,7 +4,8 @@
  * accelerator's HBM BAR is.  Importers get peer-to-peer DMA addresses in
  * page-less sg entries; the CPU gets write-combined PFN mappings.  Bound only
  * on request (bind_ivshmem=1, new_id or driver_override), since QEMU's
- * ivshmem 1af4:1110 stand-in is a generic device.
+ * ivshmem 1af4:1110 stand-in is a generic device; its ID table entry is
+ * there for module autoloading (modules.alias), not for binding.
  *
  * How an importer's mapping is made depends on what the kernel offers:
  *  - CONFIG_PCI_P2PDMA and the dma-buf phys-vec helper (7.x): the kernel's
@@ -89,6 +90,8 @@ MODULE_PARM_DESC(require_revocable,
 		 "Refuse importers of BAR memory that cannot be revoked (pinned without invalidate_mappings); default and only possible on kernels with dma_buf_attach_revocable() (7.1)");
 
 #define PD_BAR_INDEX	2
+#define PD_BAR_OPT_IN		1	/* pci_device_id.driver_data */
+#define PD_IVSHMEM_PLAIN_ID	0x1110	/* QEMU's ivshmem-plain */
 
 struct pd_bar {
 	struct pci_dev *pdev;
@@ -102,6 +105,13 @@ struct pd_bar {
 	bool gone;
 	bool resetting;
 	wait_queue_head_t hw_wq;	/* zeroing waits out a reset */
+	/*
+	 * Our pci_enable_device_mem() is in effect: probe enables, AER's
+	 * error_detected() disables and slot_reset() enables again, remove()
+	 * disables, so the PCI core's enable count is ours exactly once.
+	 * Under the device lock (probe, remove and the error handlers).
+	 */
+	bool enabled;
 };
 
 /*
@@ -341,24 +351,39 @@ static void pd_bar_vunmap(struct pd_device *pd, struct iosys_map *map)
 {
 }
 
-/* Under hw_lock (read); returns with it held, the device out of reset. */
-static void pd_bar_wait_reset(struct pd_bar *bar)
+/*
+ * Under hw_lock (read); returns with it held, the device out of reset, or
+ * -EINTR (killed) or -ENODEV (gone).  Killable: a reset whose recovery
+ * fails elsewhere in the hierarchy never calls us again (the PCI core only
+ * reports "device recovery failed"), so the wait may never end by itself.
+ */
+static int pd_bar_wait_reset(struct pd_bar *bar)
 {
 	while (bar->resetting && !bar->gone) {
 		up_read(&bar->hw_lock);
-		wait_event(bar->hw_wq, !READ_ONCE(bar->resetting) || READ_ONCE(bar->gone));
+		if (wait_event_killable(bar->hw_wq, !READ_ONCE(bar->resetting) ||
+					READ_ONCE(bar->gone))) {
+			down_read(&bar->hw_lock);
+			return -EINTR;
+		}
 		down_read(&bar->hw_lock);
 	}
+	return bar->gone ? -ENODEV : 0;
 }
 
-static void pd_bar_zero(struct pd_device *pd, u64 offset, u64 length)
+static int pd_bar_zero(struct pd_device *pd, u64 offset, u64 length)
 {
 	struct pd_bar *bar = pd->backend;
 	u64 done, n;
+	int ret;
 
 	/* Multi-GiB allocations: in chunks, without hogging the CPU. */
 	down_read(&bar->hw_lock);
-	pd_bar_wait_reset(bar);
+	ret = pd_bar_wait_reset(bar);
+	if (ret) {
+		up_read(&bar->hw_lock);
+		return ret;
+	}
 	for (done = 0; done < length && !bar->gone; done += n) {
 		n = min_t(u64, length - done, SZ_1M);
 		memset_io(bar->va + offset + done, 0, n);
@@ -370,7 +395,18 @@ static void pd_bar_zero(struct pd_device *pd, u64 offset, u64 length)
 	 * peer's DMA nor another CPU mapping can see what was there before.
 	 */
 	wmb();
+	ret = bar->gone ? -ENODEV : 0;
 	up_read(&bar->hw_lock);
+	return ret;
+}
+
+/* Our enable of the function, undone at most once (remove, AER). */
+static void pd_bar_disable(struct pd_bar *bar)
+{
+	if (bar->enabled) {
+		pci_disable_device(bar->pdev);
+		bar->enabled = false;
+	}
 }
 
 /* No hardware access from here until pd_bar_hw_resume(). */
@@ -455,6 +491,8 @@ static int pd_bar_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 	u64 len;
 	int ret;
 
+	if ((id->driver_data & PD_BAR_OPT_IN) && !bind_ivshmem)
+		return -ENODEV;
 	if (!(pci_resource_flags(pdev, PD_BAR_INDEX) & IORESOURCE_MEM))
 		return -ENODEV;
 	len = pci_resource_len(pdev, PD_BAR_INDEX);
@@ -478,6 +516,7 @@ static int pd_bar_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 		goto err_region;
 	}
 	bar->pdev = pci_dev_get(pdev);
+	bar->enabled = true;
 	bar->phys = pci_resource_start(pdev, PD_BAR_INDEX);
 	bar->len = len;
 	init_rwsem(&bar->hw_lock);
@@ -503,6 +542,8 @@ static int pd_bar_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 		goto err_region;
 	}
 	pci_set_drvdata(pdev, pd);
+	/* What slot_reset() restores after AER recovery resets the function. */
+	pci_save_state(pdev);
 	return 0;
 
 err_unmap:
@@ -537,7 +578,7 @@ static void pd_bar_remove(struct pci_dev *pdev)
 	pd_device_unplug(pd);
 	pd_device_wait_unreachable(pd);
 	pci_release_region(pdev, PD_BAR_INDEX);
-	pci_disable_device(pdev);
+	pd_bar_disable(pd->backend);
 	pd_device_put(pd);
 }
 
@@ -568,6 +609,20 @@ static void pd_bar_reset_end(struct pci_dev *pdev)
 	pd_reset_done(pd);
 }
 
+/*
+ * The device is lost for good: a permanent channel failure, or a recovery
+ * that cannot enable it again.  Give it up as an unplug does: every export
+ * revoked (UNPLUG), no hardware access, the device node gone, and every
+ * call on open files and dma-bufs ENODEV, waiters (EXPORT, ALLOC's zeroing)
+ * woken with it.  The BAR stays requested until the removal that follows,
+ * whose unplug is then a no-op.
+ */
+static void pd_bar_give_up(struct pci_dev *pdev, const char *why)
+{
+	dev_err_ratelimited(&pdev->dev, "giving the device up: %s\n", why);
+	pd_device_unplug(pci_get_drvdata(pdev));
+}
+
 static pci_ers_result_t pd_bar_error_detected(struct pci_dev *pdev,
 					      pci_channel_state_t state)
 {
@@ -576,17 +631,37 @@ static pci_ers_result_t pd_bar_error_detected(struct pci_dev *pdev,
 
 	if (state == pci_channel_io_normal)
 		return PCI_ERS_RESULT_CAN_RECOVER;
+	if (state == pci_channel_io_perm_failure) {
+		pd_bar_give_up(pdev, "permanent channel failure");
+		return PCI_ERS_RESULT_DISCONNECT;
+	}
 	/* Once per recovery: a second report while reset waits for resume(). */
 	if (!READ_ONCE(bar->resetting))
 		pd_bar_reset_begin(pdev);
-	return state == pci_channel_io_perm_failure ? PCI_ERS_RESULT_DISCONNECT :
-						      PCI_ERS_RESULT_NEED_RESET;
+	/* slot_reset() enables it again: one enable of ours either way. */
+	pd_bar_disable(bar);
+	return PCI_ERS_RESULT_NEED_RESET;
 }
 
 static pci_ers_result_t pd_bar_slot_reset(struct pci_dev *pdev)
 {
-	if (pci_enable_device_mem(pdev))
-		return PCI_ERS_RESULT_DISCONNECT;
+	struct pd_device *pd = pci_get_drvdata(pdev);
+	struct pd_bar *bar = pd->backend;
+
+	/*
+	 * Called for any function below the reset link, also one whose
+	 * error_detected() said CAN_RECOVER and so is still enabled.
+	 */
+	if (!bar->enabled) {
+		if (pci_enable_device_mem(pdev)) {
+			pd_bar_give_up(pdev, "cannot enable it after the reset");
+			return PCI_ERS_RESULT_DISCONNECT;
+		}
+		bar->enabled = true;
+	}
+	/* The reset cleared the config space: what probe saved. */
+	pci_restore_state(pdev);
+	pci_save_state(pdev);
 	return PCI_ERS_RESULT_RECOVERED;
 }
 
@@ -607,10 +682,19 @@ static const struct pci_error_handlers pd_bar_err_handlers = {
 	.reset_done = pd_bar_reset_end,
 };
 
+/*
+ * The table is the module's modalias: udev loads the module when such a
+ * device appears (Documentation/kernel-module.md).  An entry with
+ * PD_BAR_OPT_IN is a generic device that probe binds only with
+ * bind_ivshmem=1 (other devices are bound through new_id or
+ * driver_override).
+ */
 static const struct pci_device_id pd_bar_ids[] = {
-	{ }	/* ivshmem is added at load only when asked (bind_ivshmem) */
+	{ PCI_DEVICE(PCI_VENDOR_ID_REDHAT_QUMRANET, PD_IVSHMEM_PLAIN_ID),
+	  .driver_data = PD_BAR_OPT_IN },
+	{ }
 };
-MODULE_DEVICE_TABLE(pdev, pd_bar_ids);
+MODULE_DEVICE_TABLE(pci, pd_bar_ids);
 
 static struct pci_driver pd_bar_driver = {
 	.name = "peerdirect",
@@ -622,15 +706,7 @@ static struct pci_driver pd_bar_driver = {
 
 int pd_pci_init(void)
 {
-	int ret = pci_register_driver(&pd_bar_driver);
-
-	if (ret || !bind_ivshmem)
-		return ret;
-	ret = pci_add_dynid(&pd_bar_driver, PCI_VENDOR_ID_REDHAT_QUMRANET, 0x1110,
-			    PCI_ANY_ID, PCI_ANY_ID, 0, 0, 0);
-	if (ret)
-		pci_unregister_driver(&pd_bar_driver);
-	return ret;
+	return pci_register_driver(&pd_bar_driver);
 }
 
 void pd_pci_exit(void)

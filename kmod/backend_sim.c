@@ -110,7 +110,7 @@ static void pd_sim_vunmap(struct pd_device *pd, struct iosys_map *map)
 	vunmap(map->vaddr);
 }
 
-static void pd_sim_zero(struct pd_device *pd, u64 offset, u64 length)
+static int pd_sim_zero(struct pd_device *pd, u64 offset, u64 length)
 {
 	struct page **pages = pd_sim_pages(pd, offset);
 	unsigned long i;
@@ -119,6 +119,7 @@ static void pd_sim_zero(struct pd_device *pd, u64 offset, u64 length)
 		clear_highpage(pages[i]);
 		cond_resched();
 	}
+	return 0;
 }
 
 /*

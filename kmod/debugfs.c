@@ -134,7 +134,7 @@ static int pd_allocations_show(struct seq_file *m, void *unused)
 	i = 0;
 	list_for_each_entry(alloc, &pd->allocs, node) {
 		lines[i++] = (struct pd_alloc_line) {
-			.tgid = alloc->tgid, .nr_exports = alloc->nr_exports,
+			.tgid = pd_pid_nr(alloc->pid), .nr_exports = alloc->nr_exports,
 			.handle = alloc->handle, .offset = alloc->offset,
 			.size = alloc->size, .freed = alloc->freed,
 		};
@@ -178,7 +178,7 @@ static void pd_export_snap(struct pd_export_line *l, struct pd_export *exp)
 	l->id = exp->id;
 	l->inode = exp->inode;
 	l->length = exp->length;
-	l->tgid = exp->tgid;
+	l->tgid = pd_pid_nr(exp->pid);
 	l->rdonly = exp->rdonly;
 	spin_lock(&dmabuf->name_lock);
 	strscpy(l->name, dmabuf->name ?: "-", sizeof(l->name));

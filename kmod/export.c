@@ -210,6 +210,7 @@ static void pd_dmabuf_release(struct dma_buf *dmabuf)
 
 	pd_file_put(exp->pfile);
 	pd_alloc_put(alloc);
+	put_pid(exp->pid);
 	mutex_destroy(&exp->vmap_lock);
 	kfree(exp);
 }
@@ -468,6 +469,7 @@ struct dma_buf *pd_export_create(struct pd_file *pfile, struct pd_alloc *alloc,
 	exp->length = args->length;
 	exp->rdonly = (open_flags & O_ACCMODE) == O_RDONLY;
 	exp->tgid = task_tgid_nr(current);
+	exp->pid = get_task_pid(current, PIDTYPE_TGID);
 	exp->uid = current_uid();
 	exp->created_ns = ktime_get_boottime_ns();
 
@@ -539,6 +541,7 @@ err_unlock:
 err_fd:
 	put_unused_fd(fd);
 err_free:
+	put_pid(exp->pid);
 	mutex_destroy(&exp->vmap_lock);
 	kfree(exp);
 	return ERR_PTR(ret);

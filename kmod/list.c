@@ -80,7 +80,7 @@ static void pd_list_export(struct pd_list_snap *s, struct pd_export *exp)
 		e->offset = exp->offset;
 		e->length = exp->length;
 		e->created_ns = exp->created_ns;
-		e->tgid = exp->tgid;
+		e->tgid = pd_pid_nr(exp->pid);
 		e->uid = from_kuid_munged(current_user_ns(), exp->uid);
 		if (exp->rdonly)
 			e->flags |= PEERDIRECT_EXPORT_INFO_RDONLY;

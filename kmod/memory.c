@@ -108,6 +108,7 @@ int pd_alloc_create(struct pd_file *pfile, u64 size, u64 *handlep, u64 *sizep)
 	alloc->pd = pd;
 	alloc->size = size;
 	alloc->tgid = task_tgid_nr(current);
+	alloc->pid = get_task_pid(current, PIDTYPE_TGID);
 
 	mutex_lock(&pd->lock);
 	if (pd->dead) {
@@ -130,8 +131,15 @@ int pd_alloc_create(struct pd_file *pfile, u64 size, u64 *handlep, u64 *sizep)
 	kref_get(&pd->ref);
 	mutex_unlock(&pd->lock);
 
-	/* Never hand out a previous user's bytes. */
-	pd->ops->zero(pd, alloc->offset, size);
+	/*
+	 * Never hand out a previous user's bytes.  A PCI device waits here
+	 * for a reset to end (killably), and may be gone meanwhile.
+	 */
+	ret = pd->ops->zero(pd, alloc->offset, size);
+	if (ret) {
+		pd_alloc_put(alloc);
+		return ret;
+	}
 
 	/* A NULL entry reserves the index without making it visible. */
 	ret = xa_alloc_cyclic(&pfile->allocs, &handle, NULL, XA_LIMIT(1, U32_MAX),
@@ -155,6 +163,7 @@ int pd_alloc_create(struct pd_file *pfile, u64 size, u64 *handlep, u64 *sizep)
 err_unlock:
 	kref_put(&owner->ref, pd_owner_release);
 	mutex_unlock(&pd->lock);
+	put_pid(alloc->pid);
 	dma_resv_fini(&alloc->resv);
 	kfree(alloc);
 	return ret;
@@ -175,6 +184,7 @@ static void pd_alloc_release(struct kref *ref)
 	kref_put(&owner->ref, pd_owner_release);
 	mutex_unlock(&pd->lock);
 
+	put_pid(alloc->pid);
 	dma_resv_fini(&alloc->resv);
 	kfree(alloc);
 	pd_device_put(pd);

@@ -32,6 +32,9 @@
 #include <linux/list.h>
 #include <linux/miscdevice.h>
 #include <linux/mutex.h>
+#include <linux/pid.h>
+#include <linux/pid_namespace.h>
+#include <linux/sched.h>
 #include <linux/types.h>
 #include <linux/uidgid.h>
 #include <linux/wait.h>
@@ -65,7 +68,11 @@ struct pd_backend_ops {
 	int (*vmap)(struct pd_device *pd, u64 offset, u64 length,
 		    struct iosys_map *map);
 	void (*vunmap)(struct pd_device *pd, struct iosys_map *map);
-	void (*zero)(struct pd_device *pd, u64 offset, u64 length);
+	/*
+	 * 0, or -ENODEV (the device is gone) or -EINTR (a fatal signal while
+	 * waiting for a reset to end): the memory was not zeroed.
+	 */
+	int (*zero)(struct pd_device *pd, u64 offset, u64 length);
 	/* CPU cache maintenance around DMA_BUF_IOCTL_SYNC; may be NULL. */
 	void (*sync)(struct pd_device *pd, struct dma_buf_attachment *attach,
 		     struct sg_table *sgt, enum dma_data_direction dir,
@@ -114,6 +121,7 @@ struct pd_device {
 	struct mutex lock;		/* everything below */
 	bool dead;			/* unplugged: no new work */
 	unsigned int resetting;		/* resets in progress: exports wait */
+	u64 nr_resets;			/* resets begun (ioctl, FLR, AER) */
 	struct list_head files;
 	struct list_head owners;
 	struct list_head allocs;
@@ -163,7 +171,8 @@ struct pd_alloc {
 	u64 handle;
 	u64 offset;			/* in device memory */
 	u64 size;
-	pid_t tgid;
+	pid_t tgid;			/* initial pid namespace, for tracepoints */
+	struct pid *pid;		/* the allocating process, for reports */
 	bool freed;			/* handle gone; memory quarantined */
 	/*
 	 * Every export of the allocation shares it: a fence one importer adds
@@ -206,7 +215,12 @@ struct pd_export {
 	u64 offset;			/* within the allocation */
 	u64 length;
 	u64 inode;
-	pid_t tgid;
+	pid_t tgid;			/* initial pid namespace, for tracepoints */
+	/*
+	 * The exporting process: reports give its number in the reader's
+	 * pid namespace (pd_pid_nr()), never a number taken at export.
+	 */
+	struct pid *pid;
 	kuid_t uid;			/* the exporting process's real uid */
 	u64 created_ns;			/* CLOCK_BOOTTIME */
 	bool rdonly;
@@ -287,6 +301,15 @@ void pd_reset_done(struct pd_device *pd);
 
 /* ioctl.c */
 long pd_ioctl(struct file *filp, unsigned int cmd, unsigned long arg);
+
+/*
+ * A process's pid as the calling process sees it: in its pid namespace,
+ * 0 when the process has no number there (outside it, or gone).
+ */
+static inline pid_t pd_pid_nr(struct pid *pid)
+{
+	return pid_nr_ns(pid, task_active_pid_ns(current));
+}
 
 /* list.c: PEERDIRECT_IOCTL_LIST, arguments validated by ioctl.c */
 int pd_list(struct pd_device *pd, struct peerdirect_list *l);

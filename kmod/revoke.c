@@ -258,8 +258,10 @@ static void pd_revoke_all(struct pd_device *pd, struct pd_revoke_ctx *ctx,
 	struct pd_alloc *alloc;
 
 	mutex_lock(&pd->lock);
-	if (begin_reset)
+	if (begin_reset) {
 		pd->resetting++;
+		pd->nr_resets++;
+	}
 	list_for_each_entry(alloc, &pd->allocs, node)
 		list_for_each_entry(exp, &alloc->exports, node)
 			pd_revoke_locked(ctx, exp);

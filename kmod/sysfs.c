@@ -21,7 +21,7 @@ static struct pd_device *pd_from_dev(struct device *dev)
 
 struct pd_sysfs_counts {
 	u64 mem_free, quarantined, nr_allocs, nr_exports, exports_total;
-	u64 revoked[PD_REVOKE_NR_REASONS], revoke_timeouts;
+	u64 revoked[PD_REVOKE_NR_REASONS], revoke_timeouts, resets;
 	const char *state;
 };
 
@@ -40,6 +40,7 @@ static void pd_sysfs_counts(struct pd_device *pd, struct pd_sysfs_counts *c)
 	c->exports_total = pd->nr_exports_total;
 	memcpy(c->revoked, pd->nr_revoked, sizeof(c->revoked));
 	c->revoke_timeouts = pd->nr_revoke_timeouts;
+	c->resets = pd->nr_resets;
 	c->state = pd->dead ? "unplugged" : pd->resetting ? "resetting" : "live";
 	mutex_unlock(&pd->lock);
 }
@@ -81,6 +82,7 @@ PD_ATTR_COUNT(nr_allocs, nr_allocs);
 PD_ATTR_COUNT(nr_exports, nr_exports);
 PD_ATTR_COUNT(exports_total, exports_total);
 PD_ATTR_COUNT(revoke_timeouts, revoke_timeouts);
+PD_ATTR_COUNT(resets, resets);
 
 static ssize_t abi_version_show(struct device *dev,
 				struct device_attribute *attr, char *buf)
@@ -118,6 +120,7 @@ static struct attribute *pd_attrs[] = {
 	&dev_attr_exports_total.attr,
 	&dev_attr_importer_mappings.attr,
 	&dev_attr_revoke_timeouts.attr,
+	&dev_attr_resets.attr,
 	NULL,
 };
 

@@ -13,7 +13,9 @@
 #             installed kernel's headers with its module loaded in a VM
 #   tiers     per kernel tier (scripts/tiers.sh: Debian 12's 6.1, our debug
 #             6.1, the backports LTS, unstable's newest), resolved at run time:
-#               build   the module and test importer, W=1, no warnings
+#               build   the module and test importer, W=1, no warnings;
+#                       every PCI ID table in the module's aliases
+#                       (scripts/check-devtables.sh)
 #               sim     all selftests, simulated HBM
 #               bar     all selftests, ivshmem PCI BARs
 #               unplug  PCI device loss driven through QEMU's monitor
@@ -305,6 +307,9 @@ tier_modules() {
 	if [ "$rc" = 0 ] && ! grep -qiE 'warning:|error:' "$log"; then
 		echo "ok $name: W=1 build against $TIER_KVER is clean"
 		add "$name" 1 0 0 $((SECONDS - t0))
+		# Every PCI ID table reaches modules.alias (udev autoloading).
+		counted "$TIER_LABEL-devtables" "$out/$TIER_LABEL-devtables.log" \
+			scripts/check-devtables.sh "$dir" "$dir/kmod/peerdirect.ko"
 		return 0
 	fi
 	echo "not ok $name: W=1 build against $TIER_KVER"

@@ -5,6 +5,8 @@
  * attributes of /sys/class/misc/peerdirectN against QUERY and the counts.
  */
 #define _GNU_SOURCE
+#include <fcntl.h>
+#include <sched.h>
 #include <stddef.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -345,6 +347,113 @@ TEST_F(list, unprivileged_callers_see_their_users_exports)
 	ASSERT_EQ(pid, waitpid(pid, &status, 0));
 	EXPECT_TRUE(WIFEXITED(status));
 	EXPECT_EQ(0, WEXITSTATUS(status));
+	close(d);
+	pd_free(self->fd, h);
+}
+
+/*
+ * tgid is the exporter's pid in the caller's pid namespace: a process in a
+ * new pid namespace (pid 1 there) sees 0 for an export made outside it,
+ * which it has no number for, and its own pid for its own export; the
+ * parent, outside, sees the child's export under the pid it knows it by.
+ */
+TEST_F(list, tgid_is_in_the_callers_pid_namespace)
+{
+	int64_t h = pd_alloc(self->fd, self->q.page_size);
+	int d, status, to_parent[2], to_child[2], pids[2];
+	struct peerdirect_export_info *e;
+	static struct listing x;
+	__u64 id, child_id = 0;
+	pid_t pid, inner = 0;
+	char c = 0;
+
+	ASSERT_LT(0, h);
+	d = pd_export_id(self->fd, h, 0, self->q.page_size, PEERDIRECT_EXPORT_CLOEXEC, &id);
+	ASSERT_LE(0, d);
+	ASSERT_EQ(0, pipe2(to_parent, O_CLOEXEC));
+	ASSERT_EQ(0, pipe2(to_child, O_CLOEXEC));
+	ASSERT_EQ(0, pipe2(pids, O_CLOEXEC));
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (pid == 0) {
+		pid_t g;
+
+		close(to_parent[0]);
+		close(to_child[1]);
+		close(pids[0]);
+		if (unshare(CLONE_NEWPID))
+			_exit(errno == EPERM ? 4 : 20);
+		g = fork();
+		if (g < 0)
+			_exit(21);
+		if (g == 0) {
+			int64_t ch;
+			__u64 cid;
+			int cd;
+
+			if (getpid() != 1)
+				_exit(22);
+			if (do_list(self->fd, &x, 0))
+				_exit(23);
+			e = find(&x, id);
+			if (!e)
+				_exit(24);
+			/* The parent has no pid in this namespace. */
+			if (e->tgid != 0)
+				_exit(25);
+			ch = pd_alloc(self->fd, self->q.page_size);
+			if (ch <= 0)
+				_exit(26);
+			cd = pd_export_id(self->fd, ch, 0, self->q.page_size, 0, &cid);
+			if (cd < 0)
+				_exit(27);
+			if (do_list(self->fd, &x, 0))
+				_exit(28);
+			e = find(&x, cid);
+			if (!e || e->tgid != getpid())
+				_exit(29);
+			if (write(to_parent[1], &cid, sizeof(cid)) != sizeof(cid))
+				_exit(30);
+			/* Keep the export until the parent has listed it. */
+			if (read(to_child[0], &c, 1) != 1)
+				_exit(31);
+			close(cd);
+			pd_free(self->fd, ch);
+			_exit(0);
+		}
+		/* Its pid in our (the parent's) namespace. */
+		if (write(pids[1], &g, sizeof(g)) != sizeof(g))
+			_exit(32);
+		if (waitpid(g, &status, 0) != g || !WIFEXITED(status))
+			_exit(33);
+		_exit(WEXITSTATUS(status));
+	}
+	close(to_parent[1]);
+	close(to_child[0]);
+	close(pids[1]);
+	EXPECT_EQ(sizeof(inner), read(pids[0], &inner, sizeof(inner)));
+	EXPECT_EQ(sizeof(child_id), read(to_parent[0], &child_id, sizeof(child_id)));
+	if (child_id) {
+		ASSERT_EQ(0, do_list(self->fd, &x, 0));
+		e = find(&x, child_id);
+		ASSERT_NE(NULL, e);
+		EXPECT_EQ(inner, e->tgid);
+		e = find(&x, id);
+		ASSERT_NE(NULL, e);
+		EXPECT_EQ(getpid(), e->tgid);
+	}
+	/* A child that failed is gone: no reader, and a write would be SIGPIPE. */
+	if (child_id)
+		EXPECT_EQ(1, write(to_child[1], &c, 1));
+	close(to_child[1]);
+	close(to_parent[0]);
+	close(pids[0]);
+	ASSERT_EQ(pid, waitpid(pid, &status, 0));
+	ASSERT_TRUE(WIFEXITED(status));
+	if (WEXITSTATUS(status) == 4)
+		SKIP(goto out, "unshare(CLONE_NEWPID) needs CAP_SYS_ADMIN");
+	EXPECT_EQ(0, WEXITSTATUS(status));
+out:
 	close(d);
 	pd_free(self->fd, h);
 }

@@ -144,6 +144,29 @@ TEST_F(rv, exports_of_other_files_cannot_be_revoked)
 	close(fd2);
 }
 
+/* A number from a sysfs file (a "%x:%x:%x.%x" PCI path when @d); -1 on error. */
+static long long sysfs_value(const struct pdti_device *d, const char *name)
+{
+	char path[160], buf[64];
+	ssize_t n;
+	int f;
+
+	if (d)
+		snprintf(path, sizeof(path), "/sys/bus/pci/devices/%04x:%02x:%02x.%x/%s",
+			 d->domain, d->bus, d->devfn >> 3, d->devfn & 7, name);
+	else
+		snprintf(path, sizeof(path), "/sys/class/misc/peerdirect0/%s", name);
+	f = open(path, O_RDONLY | O_CLOEXEC);
+	if (f < 0)
+		return -1;
+	n = read(f, buf, sizeof(buf) - 1);
+	close(f);
+	if (n <= 0)
+		return -1;
+	buf[n] = 0;
+	return strtoll(buf, NULL, 0);
+}
+
 TEST_F(rv, reset_revokes_everything_but_keeps_allocations)
 {
 	int fd2 = pd_open(PD_DEV0);
@@ -151,10 +174,14 @@ TEST_F(rv, reset_revokes_everything_but_keeps_allocations)
 	int d1 = pd_export(self->fd, self->h, 0, 4096);
 	int d2 = pd_export(fd2, h2, 0, 4096);
 	struct peerdirect_reset rs;
+	long long resets = sysfs_value(NULL, "resets");
 
 	ASSERT_LE(0, d1);
 	ASSERT_LE(0, d2);
 	ASSERT_EQ(0, pd_reset(self->fd, &rs));
+	/* Every reset is counted, whatever it revoked. */
+	EXPECT_LE(0, resets);
+	EXPECT_EQ(resets + 1, sysfs_value(NULL, "resets"));
 	EXPECT_EQ(2, rs.revoked);
 	EXPECT_EQ(0, rs.pending);
 	EXPECT_EQ(-ENODEV, pd_sync(d1, DMA_BUF_SYNC_START | DMA_BUF_SYNC_READ));
@@ -620,6 +647,7 @@ TEST_F(rv, fence_seen_across_two_exports)
 struct pci_resetter {
 	struct pdti_device dev;
 	uint32_t kind;
+	uint32_t hold_ms;	/* 0: 500 */
 	int ret;
 	long long start, end;
 };
@@ -629,7 +657,7 @@ static void *pci_reset_thread(void *arg)
 	struct pci_resetter *pr = arg;
 
 	pr->start = pd_now_ms();
-	pr->ret = pd_pci_reset(&pr->dev, pr->kind, 500);
+	pr->ret = pd_pci_reset(&pr->dev, pr->kind, pr->hold_ms ?: 500);
 	pr->end = pd_now_ms();
 	return NULL;
 }
@@ -646,9 +674,9 @@ static void pci_reset_with_live_mappings(struct __test_metadata *_metadata,
 	struct pci_resetter pr = { .kind = kind };
 	struct peerdirect_event ev;
 	struct pdti_status st;
-	long long before, asked, done;
+	long long before, asked, done, resets, enabled;
 	int d, d2, imp, status;
-	unsigned char *p;
+	unsigned char *p, *q;
 	pthread_t t;
 	pid_t pid;
 
@@ -656,6 +684,8 @@ static void pci_reset_with_live_mappings(struct __test_metadata *_metadata,
 	    pd_pci_function("peerdirect0", &pr.dev))
 		SKIP(return, "not a PCI device");
 	before = pd_debugfs_value("peerdirect0", "revoked_reset");
+	resets = sysfs_value(NULL, "resets");
+	enabled = sysfs_value(&pr.dev, "enable");
 	d = pd_export(self->fd, self->h, 0, self->len);
 	ASSERT_LE(0, d);
 	p = mmap(NULL, self->len, PROT_READ | PROT_WRITE, MAP_SHARED, d, 0);
@@ -693,6 +723,16 @@ static void pci_reset_with_live_mappings(struct __test_metadata *_metadata,
 	EXPECT_EQ(1, st.move_notify);
 	EXPECT_EQ(0, st.mapped);
 	EXPECT_EQ(before + 1, pd_debugfs_value("peerdirect0", "revoked_reset"));
+	EXPECT_LE(0, resets);
+	EXPECT_EQ(resets + 1, sysfs_value(NULL, "resets"));
+	/* The PCI core's enable count: ours once, before and after. */
+	EXPECT_EQ(1, enabled);
+	EXPECT_EQ(enabled, sysfs_value(&pr.dev, "enable"));
+	/* The bytes survive the reset (nothing resets them under QEMU). */
+	q = mmap(NULL, 4096, PROT_READ, MAP_SHARED, d2, 0);
+	ASSERT_NE(MAP_FAILED, q);
+	EXPECT_EQ(0, pd_check(q, 4096, 55));
+	munmap(q, 4096);
 	ASSERT_EQ(0, fcntl(self->fd, F_SETFL, O_NONBLOCK));
 	while (read(self->fd, &ev, sizeof(ev)) == sizeof(ev) &&
 	       ev.reason != PEERDIRECT_REASON_RESET)
@@ -712,6 +752,148 @@ TEST_F(rv, pci_function_reset_with_live_mappings)
 TEST_F(rv, pci_aer_recovery_with_live_mappings)
 {
 	pci_reset_with_live_mappings(_metadata, self, PDTI_RESET_AER);
+}
+
+/*
+ * ALLOC on a PCI device waits for a reset to end before it zeroes the
+ * memory; a reset may never end (a recovery that fails elsewhere calls no
+ * handler of ours again), so the wait must be killable: a SIGKILLed
+ * allocator is gone long before the reset ends, and nothing leaks.
+ */
+TEST_F(rv, alloc_waiting_for_a_reset_is_killable)
+{
+	struct pci_resetter pr = { .kind = PDTI_RESET_FUNCTION, .hold_ms = 3000 };
+	long long free0, killed, reaped = -1;
+	int status;
+	pthread_t t;
+	pid_t pid;
+
+	if (self->q.backend != PEERDIRECT_BACKEND_PCI_BAR ||
+	    pd_pci_function("peerdirect0", &pr.dev))
+		SKIP(return, "not a PCI device");
+	free0 = sysfs_value(NULL, "mem_free");
+	ASSERT_EQ(0, pthread_create(&t, NULL, pci_reset_thread, &pr));
+	usleep(200 * 1000);
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (!pid)
+		_exit(pd_alloc(self->fd, self->q.page_size) > 0 ? 0 : 1);
+	usleep(300 * 1000);
+	/* Still waiting for the reset: not returned. */
+	EXPECT_EQ(0, waitpid(pid, &status, WNOHANG));
+	ASSERT_EQ(0, kill(pid, SIGKILL));
+	killed = pd_now_ms();
+	while (pd_now_ms() - killed < 5000) {
+		if (waitpid(pid, &status, WNOHANG) == pid) {
+			reaped = pd_now_ms();
+			break;
+		}
+		usleep(10 * 1000);
+	}
+	pthread_join(t, NULL);
+	ASSERT_EQ(0, pr.ret) TH_LOG("reset: %s", strerror(-pr.ret));
+	ASSERT_LT(0, reaped);
+	EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+	/* Dead within a second of the signal, and before the reset ended. */
+	EXPECT_GT(1000, reaped - killed);
+	EXPECT_GT(pr.end, reaped) TH_LOG("reaped %lld ms after the reset ended",
+					 reaped - pr.end);
+	EXPECT_EQ(free0, sysfs_value(NULL, "mem_free"));
+}
+
+static int write_str(const char *path, const char *s)
+{
+	int f = open(path, O_WRONLY | O_CLOEXEC);
+	int ret;
+
+	if (f < 0)
+		return -errno;
+	ret = write(f, s, strlen(s)) == (ssize_t)strlen(s) ? 0 : -errno;
+	close(f);
+	return ret;
+}
+
+/*
+ * A permanent channel failure (error_detected(perm_failure); the PCI core
+ * then calls nothing more) gives the device up: exports revoked, every
+ * call on open files ENODEV at once (none waits for a reset that will not
+ * end), the device node gone; unbinding and binding the function brings
+ * a working peerdirect0 back, with the function enabled once.
+ */
+TEST(pci_permanent_failure_gives_the_device_up)
+{
+	struct pci_resetter pr = { .kind = PDTI_RESET_PERM_FAILURE };
+	struct peerdirect_query q;
+	long long t0, done = -1;
+	int fd, d, status;
+	char bdf[32];
+	int64_t h;
+	pid_t pid;
+
+	fd = pd_open(PD_DEV0);
+	ASSERT_LE(0, fd);
+	ASSERT_EQ(0, pd_query(fd, &q));
+	if (q.backend != PEERDIRECT_BACKEND_PCI_BAR || pd_pci_function("peerdirect0", &pr.dev)) {
+		close(fd);
+		SKIP(return, "not a PCI device");
+	}
+	snprintf(bdf, sizeof(bdf), "%04x:%02x:%02x.%x", pr.dev.domain, pr.dev.bus,
+		 pr.dev.devfn >> 3, pr.dev.devfn & 7);
+	h = pd_alloc(fd, q.page_size);
+	ASSERT_LT(0, h);
+	d = pd_export(fd, h, 0, q.page_size);
+	ASSERT_LE(0, d);
+
+	ASSERT_EQ(0, pd_pci_reset(&pr.dev, pr.kind, 0));
+	/* In a child: on a device that was not given up these would wait. */
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (!pid) {
+		if (pd_alloc(fd, q.page_size) != -ENODEV)
+			_exit(10);
+		if (pd_export(fd, h, 0, q.page_size) != -ENODEV)
+			_exit(11);
+		if (pd_sync(d, DMA_BUF_SYNC_START | DMA_BUF_SYNC_READ) != -ENODEV)
+			_exit(12);
+		if (pd_query(fd, &q) != -ENODEV)
+			_exit(13);
+		_exit(0);
+	}
+	t0 = pd_now_ms();
+	while (pd_now_ms() - t0 < 5000) {
+		if (waitpid(pid, &status, WNOHANG) == pid) {
+			done = pd_now_ms();
+			break;
+		}
+		usleep(10 * 1000);
+	}
+	if (done < 0) {
+		kill(pid, SIGKILL);
+		EXPECT_LE(0, done) TH_LOG("calls still waiting 5 s after the failure");
+	} else {
+		EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+			TH_LOG("child status 0x%x", status);
+	}
+	EXPECT_NE(0, access(PD_DEV0, F_OK));
+	close(d);
+	close(fd);
+	/*
+	 * What the removal that follows a permanent failure does; it also
+	 * wakes a child left waiting (killed above) on a device not given up.
+	 */
+	ASSERT_EQ(0, write_str("/sys/bus/pci/drivers/peerdirect/unbind", bdf));
+	if (done < 0)
+		waitpid(pid, &status, 0);
+	EXPECT_EQ(0, sysfs_value(&pr.dev, "enable"));
+	ASSERT_EQ(0, write_str("/sys/bus/pci/drivers/peerdirect/bind", bdf));
+	EXPECT_EQ(1, sysfs_value(&pr.dev, "enable"));
+	fd = pd_open(PD_DEV0);
+	ASSERT_LE(0, fd) TH_LOG("no %s after binding %s again", PD_DEV0, bdf);
+	EXPECT_EQ(0, pd_pci_function("peerdirect0", &pr.dev));
+	h = pd_alloc(fd, q.page_size);
+	EXPECT_LT(0, h);
+	EXPECT_EQ(0, pd_free(fd, h));
+	close(fd);
 }
 
 TEST_HARNESS_MAIN

@@ -99,11 +99,15 @@ struct pdti_device {
  * the PCI core calls them around a reset, with the device locked, without
  * resetting anything: reset_prepare, @hold_ms, reset_done (a function
  * reset: sysfs reset, FLR), or error_detected(frozen), slot_reset, @hold_ms,
- * resume (AER recovery).  A stand-in for functions with no reset method,
- * as QEMU's ivshmem on the root bus is.  EOPNOTSUPP without the handlers.
+ * resume (AER recovery), or error_detected(perm_failure) alone, which must
+ * answer DISCONNECT (a permanent failure: the core calls nothing more and
+ * removal follows; EIO otherwise).  A stand-in for functions with no reset
+ * method, as QEMU's ivshmem on the root bus is.  EOPNOTSUPP without the
+ * handlers.
  */
 #define PDTI_RESET_FUNCTION	0
 #define PDTI_RESET_AER		1
+#define PDTI_RESET_PERM_FAILURE	2
 
 struct pdti_pci_reset {
 	struct pdti_device dev;

@@ -231,7 +231,7 @@ struct peerdirect_export_info {
 	__aligned_u64 length;
 	__aligned_u64 mapped_bytes;	/* over every importer mapping */
 	__aligned_u64 created_ns;	/* CLOCK_BOOTTIME */
-	__s32 tgid;			/* the exporting process (initial pid namespace) */
+	__s32 tgid;			/* the exporter, in the caller's pid ns; 0: not there */
 	__u32 uid;			/* its real uid, in the caller's user namespace */
 	__u32 flags;			/* PEERDIRECT_EXPORT_INFO_* */
 	__u32 reason;			/* PEERDIRECT_REASON_* when REVOKED, else 0 */
