@@ -358,6 +358,34 @@ TEST_F(pdctl, doctor_node_not_openable)
 	EXPECT_NE(NULL, strstr(self->out, "60-peerdirect.rules")) TH_LOG("%s", self->out);
 }
 
+/* The PCI path: a switch both sit under, or only the host bridge. */
+TEST_F(pdctl, doctor_pci_topology)
+{
+	static const char *const links[][2] = {
+		{ "sys/class/misc/peerdirect0/device",
+		  "devices/pci0000:00/0000:00:01.0/0000:01:00.0/0000:02:00.0/0000:03:00.0" },
+		{ "sys/class/infiniband/fakerdma0/device",
+		  "devices/pci0000:00/0000:00:01.0/0000:01:00.0/0000:02:01.0/0000:04:00.0" },
+		{ "sys/class/net/eth9/device", "devices/pci0000:00/0000:00:02.0/0000:05:00.0" },
+	};
+	char link[PATH_MAX], target[PATH_MAX];
+	unsigned int i;
+
+	doctor_tree(self->fake);
+	for (i = 0; i < 3; i++) {
+		snprintf(target, sizeof(target), "%s/sys/%s/x", self->fake, links[i][1]);
+		put(self->fake, target + strlen(self->fake) + 1, "");
+		*strrchr(target, '/') = 0;
+		snprintf(link, sizeof(link), "%s/%s", self->fake, links[i][0]);
+		ASSERT_EQ(0, symlink(target, link));
+	}
+	EXPECT_EQ(7, doctor(self->fake, self->out, sizeof(self->out), "none", false, "doctor"));
+	EXPECT_NE(NULL, strstr(self->out, "pci: common upstream bridge 0000:01:00.0"))
+		TH_LOG("%s", self->out);
+	EXPECT_NE(NULL, strstr(self->out, "pci: warn: only the host bridge pci0000:00 is common"))
+		TH_LOG("%s", self->out);
+}
+
 /* --json is valid JSON with the fields pdctl(8) documents, and only them. */
 TEST_F(pdctl, doctor_json_fields)
 {

@@ -7,7 +7,8 @@
  * device node, tracefs events/peerdirect for `events --follow` (in a
  * tracefs instance of its own, so other tracers are not disturbed), and the
  * module's version in /sys/module/peerdirect.  Only the uapi header: no
- * libfabric, so it runs on a node whatever its fabric stack.
+ * libfabric, so it runs on a node whatever its fabric stack (the doctor,
+ * pdctl_doctor.c, dlopen()s libibverbs, libfabric and libpeerdirect).
  *
  * Exit codes (documented in pdctl(8)): 0 done; 1 an operation failed;
  * 2 usage; 3 module not loaded or no such device; 4 permission denied;
