@@ -386,6 +386,26 @@ TEST_F(pdctl, doctor_pci_topology)
 		TH_LOG("%s", self->out);
 }
 
+/*
+ * libpeerdirect.so.1 from the build directory: pdctl loads it and asks it
+ * per device and provider (here it cannot open the fake device: the
+ * library opens /dev itself, so the choice is "not checked" and says why).
+ */
+TEST_F(pdctl, doctor_loads_libpeerdirect)
+{
+	char dir[PATH_MAX];
+
+	doctor_tree(self->fake);
+	tool_path(dir, sizeof(dir), "");
+	ASSERT_EQ(0, setenv("LD_LIBRARY_PATH", dir, 1));
+	EXPECT_EQ(0, doctor(self->fake, self->out, sizeof(self->out), NULL, false,
+			    "doctor --nic eth9"));
+	unsetenv("LD_LIBRARY_PATH");
+	EXPECT_NE(NULL, strstr(self->out, "libpeerdirect ABI 1.")) TH_LOG("%s", self->out);
+	EXPECT_NE(NULL, strstr(self->out, "peerdirect0/tcp")) TH_LOG("%s", self->out);
+	EXPECT_EQ(NULL, strstr(self->out, "peerdirect0/verbs")) TH_LOG("%s", self->out);
+}
+
 /* --json is valid JSON with the fields pdctl(8) documents, and only them. */
 TEST_F(pdctl, doctor_json_fields)
 {

@@ -878,11 +878,80 @@ static void check_libfabric(void)
 #endif
 }
 
-static void check_libpeerdirect(void)
+#ifndef PDCTL_NO_DLOPEN
+/*
+ * What pd_mr_reg_dmabuf (path auto) chooses for a fresh export of device
+ * idx on a fabric of provider prov: the library's own verdict and reason.
+ * The provider picks its NIC itself (the first it offers).
+ */
+static void library_choice(const struct pd_api *api, int idx, const char *prov)
+{
+	struct pd_export_info info = { .fd = -1 };
+	struct pd_fabric_attr attr;
+	struct pd_fabric *fab = NULL;
+	struct pd_device *dev = NULL;
+	struct pd_mr *mr = NULL;
+	uint64_t handle = 0, len = 0;
+	const char *step;
+	char subject[64];
+	enum pd_path path;
+	int ret;
+
+	snprintf(subject, sizeof(subject), "peerdirect%d/%s", idx, prov);
+	step = "pd_device_open";
+	ret = api->device_open(idx, &dev);
+	if (!ret) {
+		api->fabric_attr_init(&attr);
+		attr.provider = prov;
+		step = "pd_fabric_open";
+		ret = api->fabric_open(&attr, &fab);
+	}
+	if (!ret) {
+		step = "pd_fabric_attach_device";
+		ret = api->fabric_attach_device(fab, dev);
+	}
+	if (!ret) {
+		step = "pd_device_alloc";
+		ret = api->device_alloc(dev, 65536, &handle, &len);
+	}
+	if (!ret) {
+		step = "pd_device_export";
+		ret = api->device_export(dev, handle, 0, len, PD_EXPORT_RDWR | PD_EXPORT_CLOEXEC,
+					 &info);
+	}
+	if (!ret) {
+		step = "pd_mr_reg_dmabuf";
+		ret = api->mr_reg_dmabuf(fab, info.fd, 0, len, PD_ACCESS_ALL, &mr);
+	}
+	if (ret) {
+		add_check("libpeerdirect", subject, "skip", NULL, "not checked: %s: %s (%s)", step,
+			  api->strerror(ret), api->last_error());
+	} else {
+		path = api->mr_path(mr);
+		add_check("libpeerdirect", subject, path == PD_PATH_BOUNCE ? "warn" : "ok",
+			  path == PD_PATH_BOUNCE ? "see the pairs' fixes" : NULL,
+			  "pd_mr_reg_dmabuf chose %s: %s", api->path_name(path), api->mr_reason(mr));
+		api->mr_dereg(mr);
+	}
+	if (info.fd >= 0)
+		close(info.fd);
+	if (handle)
+		api->device_free(dev, handle);
+	if (fab)
+		api->fabric_close(fab);
+	if (dev)
+		api->device_close(dev);
+}
+#endif
+
+static void check_libpeerdirect(const struct dev *devs, int nr_devs, const struct nic *nics,
+				int nr_nics)
 {
 #ifndef PDCTL_NO_DLOPEN
 	const struct pd_api *api = NULL;
+	bool rdma = false, netdev = false;
 	pd_get_api_fn get;
+	int i;
 	void *so;
 #endif
 	char why[TEXT];
@@ -899,15 +968,33 @@ static void check_libpeerdirect(void)
 		return;
 	}
 	*(void **)&get = dlsym(so, "pd_get_api");
-	if (!get || get(PD_ABI_MAJOR, PD_ABI_MINOR, &api) || !api)
-		add_check("libpeerdirect", "path", "warn", "a libpeerdirect1 of ABI "
-			  "1.1 or newer", "libpeerdirect.so.1 refuses ABI %d.%d", PD_ABI_MAJOR,
-			  PD_ABI_MINOR);
-	else
-		add_check("libpeerdirect", "path", "skip", NULL, "libpeerdirect ABI %u.%u loaded; "
-			  "its own choice (pd_mr_path, pd_mr_reason) needs a fabric and a peer: not "
-			  "checked", api->abi_major, api->abi_minor);
+	if (!get || get(PD_ABI_MAJOR, PD_ABI_MINOR, &api) || !api) {
+		add_check("libpeerdirect", "path", "warn", "a libpeerdirect1 of ABI 1.1 or newer",
+			  "libpeerdirect.so.1 refuses ABI %d.%d", PD_ABI_MAJOR, PD_ABI_MINOR);
+		dlclose(so);
+		return;
+	}
+	add_check("libpeerdirect", "path", "ok", NULL, "libpeerdirect ABI %u.%u loaded; its "
+		  "choice per device and provider follows (the provider picks its own NIC)",
+		  api->abi_major, api->abi_minor);
+	for (i = 0; i < nr_nics; i++) {
+		rdma |= nics[i].kind == NIC_RDMA;
+		netdev |= nics[i].kind == NIC_NETDEV;
+	}
+	for (i = 0; i < nr_devs; i++) {
+		if (devs[i].open_errno)
+			continue;
+		if (rdma)
+			library_choice(api, devs[i].idx, "verbs");
+		if (netdev)
+			library_choice(api, devs[i].idx, "tcp");
+	}
 	dlclose(so);
+#else
+	(void)devs;
+	(void)nr_devs;
+	(void)nics;
+	(void)nr_nics;
 #endif
 }
 
@@ -1102,7 +1189,7 @@ int cmd_doctor(int argc, char **argv)
 				ret = worse(ret, EX_BOUNCE);
 		}
 	check_libfabric();
-	check_libpeerdirect();
+	check_libpeerdirect(devs, nr_devs, nics, nr_nics);
 	for (i = 0; i < nr_devs; i++)
 		if (devs[i].fd >= 0)
 			close(devs[i].fd);
