@@ -9,7 +9,7 @@
  * kernel config, the module and its parameters, the device nodes, the
  * IOMMU, the PCI path between device and NIC, rdma-core (an
  * ibv_reg_dmabuf_mr of a real export, per RDMA device), libfabric's FI_HMEM
- * providers and libpeerdirect.  libibverbs, libfabric and libpeerdirect are
+ * providers and libpeerdirect's own choice (pd_mr_path, pd_mr_reason).  libibverbs, libfabric and libpeerdirect are
  * dlopen()ed, so pdctl needs none of them; PDCTL_NO_DLOPEN (the static
  * build for the VMs) leaves those checks out.
  *
@@ -312,16 +312,20 @@ static int check_module(void)
 
 static bool in_group(gid_t gid)
 {
-	gid_t groups[NGROUPS_MAX];
+	bool found = false;
+	gid_t *groups;
 	int n, i;
 
 	if (getegid() == gid)
 		return true;
-	n = getgroups(NGROUPS_MAX, groups);
-	for (i = 0; i < n; i++)
-		if (groups[i] == gid)
-			return true;
-	return false;
+	n = getgroups(0, NULL);
+	groups = n > 0 ? calloc(n, sizeof(*groups)) : NULL;
+	if (groups)
+		n = getgroups(n, groups);
+	for (i = 0; groups && i < n; i++)
+		found |= groups[i] == gid;
+	free(groups);
+	return found;
 }
 
 /* Opens the node; exit code of its failure, or 0. */
@@ -1193,6 +1197,10 @@ int cmd_doctor(int argc, char **argv)
 	for (i = 0; i < nr_devs; i++)
 		if (devs[i].fd >= 0)
 			close(devs[i].fd);
+#ifndef PDCTL_NO_DLOPEN
+	if (verbs.so)
+		dlclose(verbs.so);
+#endif
 	if (json)
 		print_json(u.release, ret);
 	else
