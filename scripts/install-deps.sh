@@ -5,6 +5,8 @@ set -euo pipefail
 
 pkgs=(
 	build-essential pkg-config git cpio gzip kmod util-linux socat
+	# test_pdctl checks pdctl doctor --json with python3's json module
+	python3
 	# the kernel we boot in QEMU, its headers, and its source for the debug kernel,
 	# checkpatch.pl and kselftest_harness.h
 	linux-image-amd64 linux-headers-amd64 linux-source-6.1

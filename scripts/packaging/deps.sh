@@ -6,7 +6,7 @@
 set -euo pipefail
 pkgs=(
 	build-essential dpkg-dev debhelper dh-dkms dkms fakeroot lintian
-	libfabric-dev pkg-config
+	libfabric-dev libibverbs-dev pkg-config
 	mandoc man-db groff-base
 	debootstrap xz-utils kmod
 )

@@ -8,7 +8,9 @@
 #include <limits.h>
 #include <stdarg.h>
 #include <sys/stat.h>
+#include <sys/utsname.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include "kselftest_harness.h"
 
@@ -214,6 +216,230 @@ TEST_F(pdctl, foreign_bytes_are_escaped)
 		if (*c != '\n' && (*c < 0x20 || *c >= 0x7f))
 			break;
 	EXPECT_EQ(0, *c) TH_LOG("byte 0x%02x in the table", *c);
+}
+
+/* ---- doctor ------------------------------------------------------------- */
+
+/*
+ * "pdctl doctor" against the fixture's tree plus a fake /proc, /boot, NICs
+ * and device node.  libs: PDCTL_LIBS value ("none": no dlopen, "" unset).
+ * as_nobody: run it as uid/gid 65534 without supplementary groups (we are
+ * usually root here, and root opens any node).
+ */
+static int doctor(const char *root, char *out, size_t len, const char *libs, bool as_nobody,
+		  const char *args)
+{
+	char exe[PATH_MAX], cmd[PATH_MAX + 1024];
+	size_t n;
+	FILE *f;
+	int st;
+
+	tool_path(exe, sizeof(exe), "pdctl");
+	snprintf(cmd, sizeof(cmd),
+		 "%s env PDCTL_SYSFS=%s/sys PDCTL_DEV=%s/dev PDCTL_PROC=%s/proc "
+		 "PDCTL_BOOT=%s/boot %s%s %s %s 2>&1",
+		 as_nobody ? "setpriv --reuid=65534 --regid=65534 --clear-groups" : "",
+		 root, root, root, root, libs ? "PDCTL_LIBS=" : "", libs ? libs : "", exe, args);
+	fflush(NULL);
+	f = popen(cmd, "r");
+	if (!f)
+		return -1;
+	n = fread(out, 1, len - 1, f);
+	out[n] = '\0';
+	st = pclose(f);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+}
+
+/* A node: one peerdirect device, an RDMA device, two netdevs, kernel config. */
+static void doctor_tree(const char *root)
+{
+	char rel[PATH_MAX];
+	struct utsname u;
+
+	put(root, "sys/class/misc/peerdirect0/backend", "sim");
+	put(root, "sys/class/misc/peerdirect0/features", "0x61f");	/* cpu_mmap */
+	put(root, "sys/class/misc/peerdirect0/page_size", "65536");
+	put(root, "sys/module/peerdirect/version", "1.1.0");
+	put(root, "sys/module/peerdirect/parameters/sim_devices", "1");
+	put(root, "sys/module/peerdirect/parameters/quota_mb", "128");
+	put(root, "sys/class/net/eth9/operstate", "up");
+	put(root, "sys/class/net/lo/operstate", "unknown");
+	put(root, "sys/class/infiniband/fakerdma0/node_type", "1: CA");
+	put(root, "sys/class/iommu/.keep", "");
+	put(root, "dev/peerdirect0", "");
+	put(root, "proc/cmdline", "root=/dev/vda console=ttyS0 iommu=pt");
+	if (uname(&u))
+		snprintf(u.release, sizeof(u.release), "unknown");
+	snprintf(rel, sizeof(rel), "boot/config-%s", u.release);
+	put(root, rel, "CONFIG_PCI_P2PDMA=y\nCONFIG_DMABUF_MOVE_NOTIFY=y\n"
+		  "# CONFIG_UDMABUF is not set");
+	chmod(root, 0755);
+}
+
+TEST_F(pdctl, doctor_no_module_exits_3)
+{
+	EXPECT_EQ(3, doctor(self->empty, self->out, sizeof(self->out), "none", false, "doctor"));
+	EXPECT_NE(NULL, strstr(self->out, "module is not loaded")) TH_LOG("%s", self->out);
+	EXPECT_NE(NULL, strstr(self->out, "modprobe peerdirect")) TH_LOG("%s", self->out);
+}
+
+TEST_F(pdctl, doctor_usage)
+{
+	doctor_tree(self->fake);
+	EXPECT_EQ(2, doctor(self->fake, self->out, sizeof(self->out), "none", false,
+			    "doctor --bogus"));
+	EXPECT_EQ(2, doctor(self->fake, self->out, sizeof(self->out), "none", false,
+			    "doctor --nic"));
+	EXPECT_EQ(2, doctor(self->fake, self->out, sizeof(self->out), "none", false,
+			    "doctor extra"));
+	EXPECT_EQ(3, doctor(self->fake, self->out, sizeof(self->out), "none", false,
+			    "doctor --nic nosuch0"));
+	EXPECT_NE(NULL, strstr(self->out, "no NIC nosuch0")) TH_LOG("%s", self->out);
+}
+
+TEST_F(pdctl, doctor_netdev_is_mapped)
+{
+	doctor_tree(self->fake);
+	EXPECT_EQ(0, doctor(self->fake, self->out, sizeof(self->out), "none", false,
+			    "doctor --nic eth9"));
+	EXPECT_NE(NULL, strstr(self->out, "peerdirect0  eth9")) TH_LOG("%s", self->out);
+	EXPECT_NE(NULL, strstr(self->out, "netdev   mapped   tcp over eth9")) TH_LOG("%s", self->out);
+	EXPECT_EQ(NULL, strstr(self->out, "bounce   ")) TH_LOG("%s", self->out);
+	EXPECT_EQ(NULL, strstr(self->out, "fakerdma0")) TH_LOG("%s", self->out);
+	/* the checks: kernel config, module parameters, node, IOMMU */
+	EXPECT_NE(NULL, strstr(self->out, "CONFIG_UDMABUF")) TH_LOG("%s", self->out);
+	EXPECT_NE(NULL, strstr(self->out, "not set")) TH_LOG("%s", self->out);
+	EXPECT_NE(NULL, strstr(self->out, "quota_mb=128 sim_devices=1")) TH_LOG("%s", self->out);
+	EXPECT_NE(NULL, strstr(self->out, "iommu=pt")) TH_LOG("%s", self->out);
+	/* without a CPU mapping a netdev can only bounce */
+	put(self->fake, "sys/class/misc/peerdirect0/features", "0x3");
+	EXPECT_EQ(7, doctor(self->fake, self->out, sizeof(self->out), "none", false,
+			    "doctor --nic eth9"));
+	EXPECT_NE(NULL, strstr(self->out, "netdev   bounce   ")) TH_LOG("%s", self->out);
+	EXPECT_NE(NULL, strstr(self->out, "cpu_mmap")) TH_LOG("%s", self->out);
+}
+
+/*
+ * No dma-buf MR on the RDMA device: bounce, exit 7, and the reason names
+ * ibv_reg_dmabuf_mr.  With libibverbs loaded (the host has it) the fake
+ * device is not among its devices; without it, the MR was never tried.
+ */
+TEST_F(pdctl, doctor_rdma_without_dmabuf_is_bounce)
+{
+	doctor_tree(self->fake);
+	EXPECT_EQ(7, doctor(self->fake, self->out, sizeof(self->out), "none", false,
+			    "doctor --nic fakerdma0"));
+	EXPECT_NE(NULL, strstr(self->out, "rdma     bounce   ibv_reg_dmabuf_mr not tried"))
+		TH_LOG("%s", self->out);
+	EXPECT_NE(NULL, strstr(self->out, "fix:")) TH_LOG("%s", self->out);
+	/* the whole node: the RDMA pair makes it 7 although eth9 is mapped */
+	EXPECT_EQ(7, doctor(self->fake, self->out, sizeof(self->out), NULL, false, "doctor"));
+	EXPECT_NE(NULL, strstr(self->out, "rdma     bounce   ibv_reg_dmabuf_mr")) TH_LOG("%s", self->out);
+	EXPECT_NE(NULL, strstr(self->out, "netdev   mapped")) TH_LOG("%s", self->out);
+	EXPECT_EQ(NULL, strstr(self->out, "peerdirect0  lo ")) TH_LOG("%s", self->out);
+}
+
+TEST_F(pdctl, doctor_node_not_openable)
+{
+	char node[PATH_MAX];
+
+	doctor_tree(self->fake);
+	snprintf(node, sizeof(node), "%s/dev/peerdirect0", self->fake);
+	ASSERT_EQ(0, chmod(node, 0660));
+	EXPECT_EQ(4, doctor(self->fake, self->out, sizeof(self->out), "none", geteuid() == 0,
+			    "doctor --nic eth9"));
+	EXPECT_NE(NULL, strstr(self->out, "Permission denied")) TH_LOG("%s", self->out);
+	EXPECT_NE(NULL, strstr(self->out, "denied")) TH_LOG("%s", self->out);
+	EXPECT_NE(NULL, strstr(self->out, "group")) TH_LOG("%s", self->out);
+	/* no node at all: no device */
+	ASSERT_EQ(0, unlink(node));
+	EXPECT_EQ(3, doctor(self->fake, self->out, sizeof(self->out), "none", false,
+			    "doctor --nic eth9"));
+	EXPECT_NE(NULL, strstr(self->out, "60-peerdirect.rules")) TH_LOG("%s", self->out);
+}
+
+/* The PCI path: a switch both sit under, or only the host bridge. */
+TEST_F(pdctl, doctor_pci_topology)
+{
+	static const char *const links[][2] = {
+		{ "sys/class/misc/peerdirect0/device",
+		  "devices/pci0000:00/0000:00:01.0/0000:01:00.0/0000:02:00.0/0000:03:00.0" },
+		{ "sys/class/infiniband/fakerdma0/device",
+		  "devices/pci0000:00/0000:00:01.0/0000:01:00.0/0000:02:01.0/0000:04:00.0" },
+		{ "sys/class/net/eth9/device", "devices/pci0000:00/0000:00:02.0/0000:05:00.0" },
+	};
+	char link[PATH_MAX], target[PATH_MAX];
+	unsigned int i;
+
+	doctor_tree(self->fake);
+	for (i = 0; i < 3; i++) {
+		snprintf(target, sizeof(target), "%s/sys/%s/x", self->fake, links[i][1]);
+		put(self->fake, target + strlen(self->fake) + 1, "");
+		*strrchr(target, '/') = 0;
+		snprintf(link, sizeof(link), "%s/%s", self->fake, links[i][0]);
+		ASSERT_EQ(0, symlink(target, link));
+	}
+	EXPECT_EQ(7, doctor(self->fake, self->out, sizeof(self->out), "none", false, "doctor"));
+	EXPECT_NE(NULL, strstr(self->out, "pci: common upstream bridge 0000:01:00.0"))
+		TH_LOG("%s", self->out);
+	EXPECT_NE(NULL, strstr(self->out, "pci: warn: only the host bridge pci0000:00 is common"))
+		TH_LOG("%s", self->out);
+}
+
+/*
+ * libpeerdirect.so.1 from the build directory: pdctl loads it and asks it
+ * per device and provider (here it cannot open the fake device: the
+ * library opens /dev itself, so the choice is "not checked" and says why).
+ */
+TEST_F(pdctl, doctor_loads_libpeerdirect)
+{
+	char dir[PATH_MAX];
+
+	doctor_tree(self->fake);
+	tool_path(dir, sizeof(dir), "");
+	ASSERT_EQ(0, setenv("LD_LIBRARY_PATH", dir, 1));
+	EXPECT_EQ(0, doctor(self->fake, self->out, sizeof(self->out), NULL, false,
+			    "doctor --nic eth9"));
+	unsetenv("LD_LIBRARY_PATH");
+	EXPECT_NE(NULL, strstr(self->out, "libpeerdirect ABI 1.")) TH_LOG("%s", self->out);
+	EXPECT_NE(NULL, strstr(self->out, "peerdirect0/tcp")) TH_LOG("%s", self->out);
+	EXPECT_EQ(NULL, strstr(self->out, "peerdirect0/verbs")) TH_LOG("%s", self->out);
+}
+
+/* --json is valid JSON with the fields pdctl(8) documents, and only them. */
+TEST_F(pdctl, doctor_json_fields)
+{
+	char path[PATH_MAX], cmd[PATH_MAX + 1024];
+	FILE *f;
+
+	doctor_tree(self->fake);
+	EXPECT_EQ(7, doctor(self->fake, self->out, sizeof(self->out), "none", false,
+			    "--json doctor"));
+	snprintf(path, sizeof(path), "%s/doctor.json", self->fake);
+	f = fopen(path, "w");
+	ASSERT_NE(NULL, f);
+	fputs(self->out, f);
+	fclose(f);
+	snprintf(cmd, sizeof(cmd), "python3 -c '"
+		 "import json, sys\n"
+		 "d = json.load(open(sys.argv[1]))\n"
+		 "assert list(d) == [\"pdctl\", \"kernel\", \"checks\", \"pairs\", \"exit\"], list(d)\n"
+		 "assert d[\"exit\"] == 7\n"
+		 "for c in d[\"checks\"]:\n"
+		 "    assert list(c) == [\"check\", \"subject\", \"status\", \"reason\", \"fix\"], c\n"
+		 "    assert c[\"status\"] in (\"ok\", \"warn\", \"fail\", \"skip\"), c\n"
+		 "for p in d[\"pairs\"]:\n"
+		 "    assert list(p) == [\"device\", \"nic\", \"nic_kind\", \"verdict\", \"reason\",\n"
+		 "        \"fix\", \"topology\", \"ibv_errno\"], p\n"
+		 "    assert p[\"verdict\"] in (\"dmabuf\", \"mapped\", \"bounce\", \"denied\",\n"
+		 "        \"unavailable\"), p\n"
+		 "v = {(p[\"nic\"], p[\"verdict\"]) for p in d[\"pairs\"]}\n"
+		 "assert v == {(\"eth9\", \"mapped\"), (\"fakerdma0\", \"bounce\")}, v\n"
+		 "names = {c[\"check\"] for c in d[\"checks\"]}\n"
+		 "assert {\"kernel_config\", \"module\", \"device_node\", \"iommu\", \"libfabric\",\n"
+		 "        \"libpeerdirect\"} <= names, names\n"
+		 "' %s", path);
+	EXPECT_EQ(0, system(cmd)) TH_LOG("%s", self->out);
 }
 
 TEST_HARNESS_MAIN

@@ -7,11 +7,13 @@
  * device node, tracefs events/peerdirect for `events --follow` (in a
  * tracefs instance of its own, so other tracers are not disturbed), and the
  * module's version in /sys/module/peerdirect.  Only the uapi header: no
- * libfabric, so it runs on a node whatever its fabric stack.
+ * libfabric, so it runs on a node whatever its fabric stack (the doctor,
+ * pdctl_doctor.c, dlopen()s libibverbs, libfabric and libpeerdirect).
  *
  * Exit codes (documented in pdctl(8)): 0 done; 1 an operation failed;
  * 2 usage; 3 module not loaded or no such device; 4 permission denied;
- * 5 revoke/reset done but importers still map the memory; 6 no such export.
+ * 5 revoke/reset done but importers still map the memory; 6 no such export;
+ * 7 (doctor) a device/NIC pair would fall back to the bounce path.
  *
  * PDCTL_SYSFS (default /sys) and PDCTL_DEV (default /dev) let the tests
  * point it at a fake tree.
@@ -34,21 +36,16 @@
 #include <unistd.h>
 #include <linux/peerdirect.h>
 
+#include "pdctl.h"
+
 #ifndef PD_VERSION
 #define PD_VERSION "unknown"
 #endif
 
-enum {
-	EX_OK = 0, EX_FAIL = 1, EX_USAGE = 2, EX_NODEV = 3, EX_PERM = 4,
-	EX_PENDING = 5, EX_NOENT = 6,
-};
-
-#define MAX_DEVS 64
-
-static bool json;
-static int want_dev = -1;		/* -d N */
-static const char *sysroot = "/sys";
-static const char *devroot = "/dev";
+bool json;
+int want_dev = -1;		/* -d N */
+const char *sysroot = "/sys";
+const char *devroot = "/dev";
 
 static int errno_exit(int e)
 {
@@ -75,7 +72,7 @@ static void __attribute__((format(printf, 1, 2))) err(const char *fmt, ...)
 
 static bool jfirst = true;
 
-static void jsep(void)
+void jsep(void)
 {
 	if (!jfirst)
 		putchar(',');
@@ -113,7 +110,7 @@ static size_t utf8_len(const unsigned char *s)
  * A JSON string of bytes that come from processes (comm) and files: JSON
  * must be UTF-8, so a byte that starts no well-formed sequence is U+FFFD.
  */
-static void jstr_raw(const char *s)
+void jstr_raw(const char *s)
 {
 	size_t n;
 
@@ -137,14 +134,14 @@ static void jstr_raw(const char *s)
 	putchar('"');
 }
 
-static void jkey(const char *k)
+void jkey(const char *k)
 {
 	jsep();
 	jstr_raw(k);
 	putchar(':');
 }
 
-static void jopen(const char *k, char c)
+void jopen(const char *k, char c)
 {
 	if (k)
 		jkey(k);
@@ -154,31 +151,31 @@ static void jopen(const char *k, char c)
 	jfirst = true;
 }
 
-static void jclose(char c)
+void jclose(char c)
 {
 	putchar(c);
 	jfirst = false;
 }
 
-static void ju64(const char *k, unsigned long long v)
+void ju64(const char *k, unsigned long long v)
 {
 	jkey(k);
 	printf("%llu", v);
 }
 
-static void ji64(const char *k, long long v)
+void ji64(const char *k, long long v)
 {
 	jkey(k);
 	printf("%lld", v);
 }
 
-static void jbool(const char *k, bool v)
+void jbool(const char *k, bool v)
 {
 	jkey(k);
 	fputs(v ? "true" : "false", stdout);
 }
 
-static void jstr(const char *k, const char *v)
+void jstr(const char *k, const char *v)
 {
 	jkey(k);
 	if (v)
@@ -194,14 +191,14 @@ static void jstr(const char *k, const char *v)
  * it likes, escape sequences included.  Controls and every non-ASCII byte
  * (which may start a C1 control) print as '?'.
  */
-static void term_safe(char *s)
+void term_safe(char *s)
 {
 	for (; *s; s++)
 		if ((*s != '\t' && (unsigned char)*s < 0x20) || (unsigned char)*s >= 0x7f)
 			*s = '?';
 }
 
-static int read_file(const char *path, char *buf, size_t len)
+int read_file(const char *path, char *buf, size_t len)
 {
 	ssize_t n;
 	int f = open(path, O_RDONLY | O_CLOEXEC);
@@ -228,7 +225,7 @@ static int attr_str(int idx, const char *name, char *buf, size_t len)
 	return read_file(path, buf, len);
 }
 
-static unsigned long long attr_u64(int idx, const char *name)
+unsigned long long attr_u64(int idx, const char *name)
 {
 	char buf[64];
 
@@ -237,7 +234,7 @@ static unsigned long long attr_u64(int idx, const char *name)
 	return strtoull(buf, NULL, 0);
 }
 
-static bool module_loaded(void)
+bool module_loaded(void)
 {
 	char path[256];
 	struct stat st;
@@ -252,7 +249,7 @@ static int cmp_int(const void *a, const void *b)
 }
 
 /* The indices of the peerdirect devices, sorted; -1 with errno-like code. */
-static int list_devices(int *out, int max)
+int list_devices(int *out, int max)
 {
 	char path[256];
 	struct dirent *de;
@@ -1291,10 +1288,14 @@ static void usage(FILE *f)
 	      "  revoke EXPORT_ID      revoke an export of device N (default 0; root)\n"
 	      "  reset                 revoke every export of device N (-d required; root)\n"
 	      "  version               pdctl, uapi and module versions\n"
+	      "  doctor [--nic NAME]   each device/NIC pair: dmabuf, mapped or bounce,\n"
+	      "                        why, and the fix (kernel, module, node, IOMMU,\n"
+	      "                        PCI topology, rdma-core, libfabric)\n"
 	      "options: -j/--json machine-readable output, -d/--device N one device,\n"
 	      "         -h/--help\n"
 	      "exit: 0 ok, 1 failed, 2 usage, 3 no module/device, 4 permission denied,\n"
-	      "      5 importers still map revoked memory, 6 no such export; see pdctl(8)\n",
+	      "      5 importers still map revoked memory, 6 no such export,\n"
+	      "      7 a pair would fall back to bounce (doctor); see pdctl(8)\n",
 	      f);
 }
 
@@ -1312,7 +1313,7 @@ int main(int argc, char **argv)
 	} cmds[] = {
 		{ "list", cmd_list }, { "info", cmd_info }, { "exports", cmd_exports },
 		{ "allocs", cmd_allocs }, { "events", cmd_events }, { "revoke", cmd_revoke },
-		{ "reset", cmd_reset }, { "version", cmd_version },
+		{ "reset", cmd_reset }, { "version", cmd_version }, { "doctor", cmd_doctor },
 	};
 	unsigned int i;
 	char *end;

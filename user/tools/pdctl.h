@@ -1,0 +1,44 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * What pdctl.c shares with the doctor (pdctl_doctor.c): exit codes, the
+ * roots the tests override, the JSON writers (valid UTF-8, controls
+ * escaped) and the sysfs readers.
+ */
+#ifndef PDCTL_H
+#define PDCTL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+/* Exit codes, documented in pdctl(8). */
+enum {
+	EX_OK = 0, EX_FAIL = 1, EX_USAGE = 2, EX_NODEV = 3, EX_PERM = 4,
+	EX_PENDING = 5, EX_NOENT = 6, EX_BOUNCE = 7,
+};
+
+#define MAX_DEVS 64
+
+extern bool json;
+extern int want_dev;
+extern const char *sysroot;	/* PDCTL_SYSFS */
+extern const char *devroot;	/* PDCTL_DEV */
+
+void jsep(void);
+void jstr_raw(const char *s);
+void jkey(const char *k);
+void jopen(const char *k, char c);
+void jclose(char c);
+void ju64(const char *k, unsigned long long v);
+void ji64(const char *k, long long v);
+void jbool(const char *k, bool v);
+void jstr(const char *k, const char *v);
+
+void term_safe(char *s);
+int read_file(const char *path, char *buf, size_t len);
+unsigned long long attr_u64(int idx, const char *name);
+bool module_loaded(void);
+int list_devices(int *out, int max);
+
+int cmd_doctor(int argc, char **argv);
+
+#endif /* PDCTL_H */

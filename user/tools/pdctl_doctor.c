@@ -1,0 +1,1216 @@
+// SPDX-License-Identifier: MIT
+/*
+ * pdctl doctor: for each pair of a peerdirect device and a NIC, which path
+ * the memory would take and why -- dmabuf (the NIC DMAs device memory: an
+ * RDMA device accepted a dma-buf MR), mapped (the CPU reads the mapping: tcp
+ * over a netdev) or bounce (staged through host memory) -- and what to fix.
+ *
+ * Checks, each a line with status ok/warn/fail (skip: not checked): the
+ * kernel config, the module and its parameters, the device nodes, the
+ * IOMMU, the PCI path between device and NIC, rdma-core (an
+ * ibv_reg_dmabuf_mr of a real export, per RDMA device), libfabric's FI_HMEM
+ * providers and libpeerdirect's own choice (pd_mr_path, pd_mr_reason).  libibverbs, libfabric and libpeerdirect are
+ * dlopen()ed, so pdctl needs none of them; PDCTL_NO_DLOPEN (the static
+ * build for the VMs) leaves those checks out.
+ *
+ * Roots for tests: PDCTL_SYSFS, PDCTL_DEV (pdctl.c), PDCTL_PROC (/proc),
+ * PDCTL_BOOT (/boot); PDCTL_LIBS=none loads no library.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <grp.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <sys/utsname.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <linux/peerdirect.h>
+
+#ifndef PDCTL_NO_DLOPEN
+#include <dlfcn.h>
+#include <infiniband/verbs.h>
+#include <rdma/fabric.h>
+#include "peerdirect.h"
+#endif
+
+#include "pdctl.h"
+
+#ifndef PD_VERSION
+#define PD_VERSION "unknown"
+#endif
+
+/*
+ * Libraries stay mapped after dlclose: libfabric's and the providers'
+ * constructors keep memory that only their globals point to, which an
+ * unmapped library would turn into leaks (LeakSanitizer reports them).
+ */
+#define DL_FLAGS	(RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE)
+
+#define MAX_NICS	32
+#define MAX_CHECKS	256
+#define MAX_PAIRS	256
+#define TEXT		320
+
+enum nic_kind { NIC_RDMA, NIC_NETDEV };
+
+struct nic {
+	char name[64];
+	enum nic_kind kind;
+};
+
+struct dev {
+	int idx;
+	int fd;			/* -1: not opened */
+	int open_errno;		/* 0: opened */
+	unsigned long long features;
+};
+
+struct check {
+	const char *check;
+	char subject[64];
+	const char *status;	/* "ok", "warn", "fail", "skip" */
+	char reason[TEXT];
+	char fix[TEXT];
+};
+
+struct pair {
+	char device[32];
+	char nic[64];
+	const char *nic_kind;
+	const char *verdict;	/* dmabuf, mapped, bounce, denied, unavailable */
+	char reason[TEXT];
+	char fix[TEXT];
+	char topology[TEXT];
+	int ibv_errno;		/* -1: no ibv_reg_dmabuf_mr result */
+};
+
+static struct check checks[MAX_CHECKS];
+static int nr_checks;
+static struct pair pairs[MAX_PAIRS];
+static int nr_pairs;
+static const char *procroot = "/proc";
+static const char *bootroot = "/boot";
+static bool no_libs;
+
+static void __attribute__((format(printf, 5, 6)))
+add_check(const char *check, const char *subject, const char *status, const char *fix,
+	  const char *fmt, ...)
+{
+	struct check *c;
+	va_list ap;
+
+	if (nr_checks >= MAX_CHECKS)
+		return;
+	c = &checks[nr_checks++];
+	c->check = check;
+	snprintf(c->subject, sizeof(c->subject), "%s", subject);
+	c->status = status;
+	snprintf(c->fix, sizeof(c->fix), "%s", fix ? fix : "");
+	va_start(ap, fmt);
+	vsnprintf(c->reason, sizeof(c->reason), fmt, ap);
+	va_end(ap);
+}
+
+static void __attribute__((format(printf, 2, 3))) set_text(char *buf, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(buf, TEXT, fmt, ap);
+	va_end(ap);
+}
+
+/* ---- kernel config ------------------------------------------------------ */
+
+/* All of a file (NUL-terminated, malloc'd), or NULL. */
+static char *slurp_fd(int fd)
+{
+	size_t len = 0, cap = 65536;
+	char *buf = malloc(cap + 1), *nb;
+	ssize_t n;
+
+	if (!buf)
+		return NULL;
+	while ((n = read(fd, buf + len, cap - len)) > 0) {
+		len += n;
+		if (len == cap) {
+			nb = realloc(buf, cap * 2 + 1);
+			if (!nb) {
+				free(buf);
+				return NULL;
+			}
+			buf = nb;
+			cap *= 2;
+		}
+	}
+	if (n < 0) {
+		free(buf);
+		return NULL;
+	}
+	buf[len] = 0;
+	return buf;
+}
+
+static char *slurp(const char *path)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	char *s;
+
+	if (fd < 0)
+		return NULL;
+	s = slurp_fd(fd);
+	close(fd);
+	return s;
+}
+
+/* /proc/config.gz through gzip -dc: no zlib for pdctl. */
+static char *slurp_gz(const char *path)
+{
+	int in, p[2], st;
+	char *s;
+	pid_t pid;
+
+	in = open(path, O_RDONLY | O_CLOEXEC);
+	if (in < 0)
+		return NULL;
+	if (pipe2(p, O_CLOEXEC)) {
+		close(in);
+		return NULL;
+	}
+	fflush(NULL);
+	pid = fork();
+	if (pid == 0) {
+		if (dup2(in, 0) < 0 || dup2(p[1], 1) < 0)
+			_exit(127);
+		execlp("gzip", "gzip", "-dc", (char *)NULL);
+		_exit(127);
+	}
+	close(in);
+	close(p[1]);
+	s = pid > 0 ? slurp_fd(p[0]) : NULL;
+	close(p[0]);
+	if (pid > 0 && (waitpid(pid, &st, 0) < 0 || !WIFEXITED(st) || WEXITSTATUS(st))) {
+		free(s);
+		s = NULL;
+	}
+	return s;
+}
+
+/* 'y', 'm', 'n' (is not set), 0 (absent). */
+static char config_value(const char *cfg, const char *opt)
+{
+	char key[80];
+	const char *p;
+	size_t kl;
+
+	kl = snprintf(key, sizeof(key), "%s=", opt);
+	for (p = cfg; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL) {
+		if (!strncmp(p, key, kl))
+			return p[kl] == 'm' ? 'm' : p[kl] == 'y' ? 'y' : 'n';
+		if (!strncmp(p, "# ", 2) && !strncmp(p + 2, opt, kl - 1) &&
+		    !strncmp(p + 2 + kl - 1, " is not set", 11))
+			return 'n';
+	}
+	return 0;
+}
+
+static void check_kernel_config(const char *release)
+{
+	static const struct {
+		const char *opt, *why, *fix;
+		bool optional;	/* not every kernel has it */
+	} opts[] = {
+		{ "CONFIG_PCI_P2PDMA",
+		  "without it a PCI BAR device's exports cannot be mapped peer to peer (p2p_policy 1 "
+		  "refuses every importer)",
+		  "a kernel built with CONFIG_PCI_P2PDMA=y", false },
+		{ "CONFIG_DMABUF_MOVE_NOTIFY",
+		  "without it dynamic importers are not told of moves: the core pins once per map",
+		  "a kernel with CONFIG_DMABUF_MOVE_NOTIFY=y (or one where it is no longer an "
+		  "option)", true },
+		{ "CONFIG_UDMABUF",
+		  "without it host memory cannot be made a dma-buf (udmabuf): host-side comparisons "
+		  "and tests that need it are unavailable",
+		  "a kernel with CONFIG_UDMABUF=y or =m", false },
+	};
+	char path[PATH_MAX], src[PATH_MAX];
+	unsigned int i;
+	char *cfg, v;
+
+	snprintf(src, sizeof(src), "%s/config-%s", bootroot, release);
+	cfg = slurp(src);
+	if (!cfg) {
+		snprintf(path, sizeof(path), "%s/config.gz", procroot);
+		cfg = slurp_gz(path);
+		snprintf(src, sizeof(src), "%s", path);
+	}
+	if (!cfg) {
+		add_check("kernel_config", "config", "warn",
+			  "install the kernel's config in /boot or build with CONFIG_IKCONFIG_PROC",
+			  "neither %s/config-%s nor %s/config.gz is readable", bootroot, release,
+			  procroot);
+		return;
+	}
+	for (i = 0; i < sizeof(opts) / sizeof(opts[0]); i++) {
+		v = config_value(cfg, opts[i].opt);
+		if (v == 'y' || v == 'm')
+			add_check("kernel_config", opts[i].opt, "ok", NULL, "=%c in %s", v, src);
+		else if (v == 'n')
+			add_check("kernel_config", opts[i].opt, "warn", opts[i].fix,
+				  "is not set in %s: %s", src, opts[i].why);
+		else if (opts[i].optional)
+			add_check("kernel_config", opts[i].opt, "ok", NULL,
+				  "not an option of this kernel (%s)", src);
+		else
+			add_check("kernel_config", opts[i].opt, "warn", opts[i].fix,
+				  "absent from %s: %s", src, opts[i].why);
+	}
+	free(cfg);
+}
+
+/* ---- module, devices, nodes --------------------------------------------- */
+
+static int check_module(void)
+{
+	char dir[PATH_MAX], path[PATH_MAX * 2], val[128], params[TEXT] = "";
+	struct dirent **names;
+	size_t used = 0;
+	int n, i;
+
+	if (!module_loaded()) {
+		add_check("module", "peerdirect", "fail", "modprobe peerdirect (or make install, "
+			  "then modprobe)", "the peerdirect module is not loaded (no %s/module/"
+			  "peerdirect)", sysroot);
+		return EX_NODEV;
+	}
+	snprintf(path, sizeof(path), "%s/module/peerdirect/version", sysroot);
+	if (read_file(path, val, sizeof(val)))
+		snprintf(val, sizeof(val), "unknown");
+	add_check("module", "peerdirect", "ok", NULL, "loaded, version %s", val);
+	snprintf(dir, sizeof(dir), "%s/module/peerdirect/parameters", sysroot);
+	n = scandir(dir, &names, NULL, alphasort);
+	for (i = 0; i < n; i++) {
+		if (names[i]->d_name[0] != '.') {
+			snprintf(path, sizeof(path), "%s/%s", dir, names[i]->d_name);
+			if (read_file(path, val, sizeof(val)))
+				snprintf(val, sizeof(val), "?");
+			if (used < sizeof(params))
+				used += snprintf(params + used, sizeof(params) - used, "%s%s=%s",
+						 used ? " " : "", names[i]->d_name, val);
+		}
+		free(names[i]);
+	}
+	if (n >= 0)
+		free(names);
+	add_check("module", "parameters", n > 0 ? "ok" : "warn",
+		  n > 0 ? NULL : "a module that exports its parameters in sysfs",
+		  "%s", n >= 0 ? params : "no parameters directory");
+	return 0;
+}
+
+static bool in_group(gid_t gid)
+{
+	bool found = false;
+	gid_t *groups;
+	int n, i;
+
+	if (getegid() == gid)
+		return true;
+	n = getgroups(0, NULL);
+	groups = n > 0 ? calloc(n, sizeof(*groups)) : NULL;
+	if (groups)
+		n = getgroups(n, groups);
+	for (i = 0; groups && i < n; i++)
+		found |= groups[i] == gid;
+	free(groups);
+	return found;
+}
+
+/* Opens the node; exit code of its failure, or 0. */
+static int check_node(struct dev *d)
+{
+	char path[PATH_MAX], subject[32], gname[64];
+	struct group *gr;
+	struct stat st;
+
+	snprintf(subject, sizeof(subject), "peerdirect%d", d->idx);
+	snprintf(path, sizeof(path), "%s/peerdirect%d", devroot, d->idx);
+	d->fd = -1;
+	if (stat(path, &st)) {
+		d->open_errno = errno;
+		add_check("device_node", subject, "fail", "install the udev rule "
+			  "kmod/60-peerdirect.rules (make install) and run udevadm trigger",
+			  "%s: %s (the module has the device, udev made no node)", path,
+			  strerror(errno));
+		return EX_NODEV;
+	}
+	/* static (VM) build: no NSS, which would need the host's glibc at run time */
+#ifdef PDCTL_NO_DLOPEN
+	gr = NULL;
+#else
+	gr = getgrgid(st.st_gid);
+#endif
+	if (gr)
+		snprintf(gname, sizeof(gname), "%s", gr->gr_name);
+	else
+		snprintf(gname, sizeof(gname), "%u", (unsigned int)st.st_gid);
+	d->fd = open(path, O_RDWR | O_CLOEXEC);
+	if (d->fd >= 0) {
+		d->open_errno = 0;
+		add_check("device_node", subject, "ok", NULL, "%s: mode %04o group %s, opened "
+			  "read-write", path, (unsigned int)(st.st_mode & 07777), gname);
+		return 0;
+	}
+	d->open_errno = errno;
+	add_check("device_node", subject, "fail",
+		  "add the user to the node's group (usermod -aG peerdirect USER, then log in "
+		  "again); the rule kmod/60-peerdirect.rules makes nodes group peerdirect, mode "
+		  "0660",
+		  "%s: %s (mode %04o group %s; the caller is %sin that group)", path,
+		  strerror(errno), (unsigned int)(st.st_mode & 07777), gname,
+		  in_group(st.st_gid) ? "" : "not ");
+	return errno == EACCES || errno == EPERM ? EX_PERM : EX_FAIL;
+}
+
+/* ---- NICs ----------------------------------------------------------------- */
+
+static int add_nics(const char *cls, enum nic_kind kind, struct nic *out, int n)
+{
+	char path[PATH_MAX];
+	struct dirent **names;
+	int i, nr;
+
+	snprintf(path, sizeof(path), "%s/class/%s", sysroot, cls);
+	nr = scandir(path, &names, NULL, alphasort);
+	for (i = 0; i < nr; i++) {
+		const char *s = names[i]->d_name;
+
+		if (s[0] != '.' && strcmp(s, "lo") && n < MAX_NICS &&
+		    strlen(s) < sizeof(out[n].name)) {
+			snprintf(out[n].name, sizeof(out[n].name), "%s", s);
+			out[n++].kind = kind;
+		}
+		free(names[i]);
+	}
+	if (nr >= 0)
+		free(names);
+	return n;
+}
+
+/* The NIC called name: RDMA device first (rxe0 may share a netdev's name). */
+static int find_nic(const char *name, struct nic *out)
+{
+	static const char *const cls[] = { "infiniband", "net" };
+	char path[PATH_MAX];
+	struct stat st;
+	unsigned int i;
+
+	for (i = 0; i < 2; i++) {
+		snprintf(path, sizeof(path), "%s/class/%s/%s", sysroot, cls[i], name);
+		if (strchr(name, '/') || stat(path, &st) || strlen(name) >= sizeof(out->name))
+			continue;
+		snprintf(out->name, sizeof(out->name), "%s", name);
+		out->kind = i ? NIC_NETDEV : NIC_RDMA;
+		return 0;
+	}
+	return -ENODEV;
+}
+
+static const char *nic_class(const struct nic *n)
+{
+	return n->kind == NIC_RDMA ? "infiniband" : "net";
+}
+
+/* ---- IOMMU and PCI ---------------------------------------------------------- */
+
+/* The iommu group of a sysfs device directory, with its type, or "none". */
+static void iommu_group(const char *devdir, char *buf, size_t len)
+{
+	char path[PATH_MAX], link[PATH_MAX], type[32];
+	const char *g;
+	ssize_t n;
+
+	snprintf(path, sizeof(path), "%s/iommu_group", devdir);
+	n = readlink(path, link, sizeof(link) - 1);
+	if (n <= 0) {
+		snprintf(buf, len, "none");
+		return;
+	}
+	link[n] = 0;
+	g = strrchr(link, '/');
+	g = g ? g + 1 : link;
+	snprintf(path, sizeof(path), "%s/kernel/iommu_groups/%.32s/type", sysroot, g);
+	if (read_file(path, type, sizeof(type)))
+		snprintf(type, sizeof(type), "?");
+	snprintf(buf, len, "%.32s (%.24s)", g, type);
+}
+
+static void check_iommu(const struct dev *devs, int nr)
+{
+	char path[PATH_MAX], units[TEXT] = "", args[TEXT] = "", grp[64], *cmd, *tok, *save;
+	bool pt = false, off = false;
+	struct dirent **names;
+	size_t used = 0, aused = 0;
+	int n, i;
+
+	snprintf(path, sizeof(path), "%s/class/iommu", sysroot);
+	n = scandir(path, &names, NULL, alphasort);
+	for (i = 0; i < n; i++) {
+		if (names[i]->d_name[0] != '.' && used < sizeof(units))
+			used += snprintf(units + used, sizeof(units) - used, "%s%s",
+					 used ? " " : "", names[i]->d_name);
+		free(names[i]);
+	}
+	if (n >= 0)
+		free(names);
+	snprintf(path, sizeof(path), "%s/cmdline", procroot);
+	cmd = slurp(path);
+	for (tok = cmd ? strtok_r(cmd, " \t\n", &save) : NULL; tok;
+	     tok = strtok_r(NULL, " \t\n", &save)) {
+		if (strncmp(tok, "iommu=", 6) && strncmp(tok, "intel_iommu=", 12) &&
+		    strncmp(tok, "amd_iommu=", 10) && strncmp(tok, "iommu.passthrough=", 18))
+			continue;
+		if (!strcmp(tok, "iommu=pt") || !strcmp(tok, "iommu.passthrough=1"))
+			pt = true;
+		if (!strcmp(tok, "iommu=off") || !strcmp(tok, "intel_iommu=off") ||
+		    !strcmp(tok, "amd_iommu=off"))
+			off = true;
+		if (aused < sizeof(args))
+			aused += snprintf(args + aused, sizeof(args) - aused, "%s%s",
+					  aused ? " " : "", tok);
+	}
+	free(cmd);
+	if (!used)
+		add_check("iommu", "mode", "ok", NULL, "no IOMMU registered in %s/class/iommu "
+			  "(cmdline: %s): bus addresses are physical, peer-to-peer is not translated",
+			  sysroot, aused ? args : "no iommu option");
+	else if (pt || off)
+		add_check("iommu", "mode", "ok", NULL, "IOMMU %s, cmdline %s: DMA is not "
+			  "translated", units, args);
+	else
+		add_check("iommu", "mode", "warn", "boot with iommu=pt (with intel_iommu=on or "
+			  "amd_iommu=on as the platform needs) where the site's policy allows",
+			  "IOMMU %s translating (cmdline: %s): peer-to-peer requests go up to the root "
+			  "complex unless ACS lets them through; check the groups' type", units,
+			  aused ? args : "no iommu option");
+	for (i = 0; i < nr; i++) {
+		char subject[32];
+
+		snprintf(subject, sizeof(subject), "peerdirect%d", devs[i].idx);
+		snprintf(path, sizeof(path), "%s/class/misc/peerdirect%d/device", sysroot,
+			 devs[i].idx);
+		iommu_group(path, grp, sizeof(grp));
+		add_check("iommu", subject, strstr(grp, "(DMA") ? "warn" : "ok",
+			  strstr(grp, "(DMA") ? "iommu=pt, or echo identity to the group's type "
+			  "with the driver unbound" : NULL,
+			  "iommu group %s", grp);
+	}
+}
+
+/* The PCI function a sysfs path resolves to; false when it is no PCI device. */
+static bool pci_path(const char *link, char *out)
+{
+	unsigned int a, b, c, d;
+	const char *base;
+
+	if (!realpath(link, out))
+		return false;
+	base = strrchr(out, '/');
+	return base && sscanf(base + 1, "%x:%x:%x.%x", &a, &b, &c, &d) == 4;
+}
+
+static bool is_bdf(const char *s, size_t len)
+{
+	unsigned int a, b, c, d;
+	char tmp[32];
+
+	if (len >= sizeof(tmp))
+		return false;
+	memcpy(tmp, s, len);
+	tmp[len] = 0;
+	return sscanf(tmp, "%x:%x:%x.%x", &a, &b, &c, &d) == 4;
+}
+
+/* Topology text of a pair; a warning when the path crosses the host bridge. */
+static void topology(const struct dev *d, const struct nic *nic, struct pair *p)
+{
+	char link[PATH_MAX], a[PATH_MAX], b[PATH_MAX], ga[64], gb[64];
+	size_t i, last = 0;
+	const char *start;
+
+	snprintf(link, sizeof(link), "%s/class/misc/peerdirect%d/device", sysroot, d->idx);
+	if (!pci_path(link, a)) {
+		set_text(p->topology, "not checked: peerdirect%d is on no PCI function "
+			 "(simulated backend)", d->idx);
+		return;
+	}
+	iommu_group(link, ga, sizeof(ga));
+	snprintf(link, sizeof(link), "%s/class/%s/%s/device", sysroot, nic_class(nic),
+		 nic->name);
+	if (!pci_path(link, b)) {
+		set_text(p->topology, "not checked: %s is on no PCI function (a software "
+			 "device such as rxe or veth)", nic->name);
+		return;
+	}
+	iommu_group(link, gb, sizeof(gb));
+	/* the longest common run of whole path components */
+	for (i = 0; a[i] && a[i] == b[i]; i++)
+		if (a[i] == '/')
+			last = i;
+	if ((!a[i] && (b[i] == '/' || !b[i])) || (!b[i] && a[i] == '/'))
+		last = i;
+	start = a + last;
+	while (start > a && start[-1] != '/')
+		start--;
+	if (last && is_bdf(start, a + last - start))
+		set_text(p->topology, "common upstream bridge %.*s (iommu groups %s, %s)",
+			 (int)(a + last - start), start, ga, gb);
+	else if (last && !strncmp(start, "pci", 3))
+		set_text(p->topology, "warn: only the host bridge %.*s is common: peer-to-peer "
+			 "crosses the root complex (iommu groups %s, %s)",
+			 (int)(a + last - start), start, ga, gb);
+	else
+		set_text(p->topology, "warn: different host bridges: peer-to-peer between root "
+			 "complexes is rarely supported (iommu groups %s, %s)", ga, gb);
+}
+
+/* ---- rdma-core -------------------------------------------------------------- */
+
+#ifndef PDCTL_NO_DLOPEN
+
+/* A dma-buf of one page of device memory: its fd, or -errno (what says where). */
+static int make_export(const struct dev *d, uint64_t *handle, uint64_t *len,
+		       const char **what)
+{
+	struct peerdirect_alloc a = { .argsz = sizeof(a), .size = 65536 };
+	struct peerdirect_export e = { .argsz = sizeof(e) };
+	struct peerdirect_free f = { .argsz = sizeof(f) };
+	int ret;
+
+	*what = "PEERDIRECT_IOCTL_ALLOC";
+	if (ioctl(d->fd, PEERDIRECT_IOCTL_ALLOC, &a) < 0)
+		return -errno;
+	e.flags = PEERDIRECT_EXPORT_RDWR | PEERDIRECT_EXPORT_CLOEXEC;
+	e.handle = a.handle;
+	e.length = a.alloc_size;
+	if (ioctl(d->fd, PEERDIRECT_IOCTL_EXPORT, &e) < 0) {
+		ret = -errno;
+		*what = "PEERDIRECT_IOCTL_EXPORT";
+		f.handle = a.handle;
+		ioctl(d->fd, PEERDIRECT_IOCTL_FREE, &f);
+		return ret;
+	}
+	*handle = a.handle;
+	*len = a.alloc_size;
+	return e.fd;
+}
+
+static void drop_export(const struct dev *d, int fd, uint64_t handle)
+{
+	struct peerdirect_free f = { .argsz = sizeof(f), .handle = handle };
+
+	close(fd);
+	ioctl(d->fd, PEERDIRECT_IOCTL_FREE, &f);
+}
+
+static const char *errname(int e)
+{
+	const char *s = strerrorname_np(e);
+
+	return s ? s : "?";
+}
+
+struct verbs {
+	void *so;
+	struct ibv_device **(*get_device_list)(int *);
+	void (*free_device_list)(struct ibv_device **);
+	const char *(*get_device_name)(struct ibv_device *);
+	struct ibv_context *(*open_device)(struct ibv_device *);
+	int (*close_device)(struct ibv_context *);
+	struct ibv_pd *(*alloc_pd)(struct ibv_context *);
+	int (*dealloc_pd)(struct ibv_pd *);
+	struct ibv_mr *(*reg_dmabuf_mr)(struct ibv_pd *, uint64_t, size_t, uint64_t, int, int);
+	int (*dereg_mr)(struct ibv_mr *);
+};
+
+static struct verbs verbs;
+static char verbs_error[TEXT];
+
+static bool load_verbs(void)
+{
+	static bool tried;
+	static const char *const names[] = {
+		"ibv_get_device_list", "ibv_free_device_list", "ibv_get_device_name",
+		"ibv_open_device", "ibv_close_device", "ibv_alloc_pd", "ibv_dealloc_pd",
+		"ibv_reg_dmabuf_mr", "ibv_dereg_mr",
+	};
+	void **slots[] = {
+		(void **)&verbs.get_device_list, (void **)&verbs.free_device_list,
+		(void **)&verbs.get_device_name, (void **)&verbs.open_device,
+		(void **)&verbs.close_device, (void **)&verbs.alloc_pd,
+		(void **)&verbs.dealloc_pd, (void **)&verbs.reg_dmabuf_mr,
+		(void **)&verbs.dereg_mr,
+	};
+	unsigned int i;
+
+	if (tried)
+		return verbs.so;
+	tried = true;
+	verbs.so = dlopen("libibverbs.so.1", DL_FLAGS);
+	if (!verbs.so) {
+		set_text(verbs_error, "libibverbs.so.1 not loaded: %s (install libibverbs1 and "
+			 "ibverbs-providers)", dlerror());
+		return false;
+	}
+	for (i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		*slots[i] = dlsym(verbs.so, names[i]);
+		if (!*slots[i]) {
+			set_text(verbs_error, "libibverbs.so.1 has no %s (rdma-core too old for "
+				 "dma-buf MRs: v34 or newer needed)", names[i]);
+			dlclose(verbs.so);
+			verbs.so = NULL;
+			return false;
+		}
+	}
+	return true;
+}
+
+/* ibv_reg_dmabuf_mr of a fresh export on the named device: 0 or errno. */
+static void try_dmabuf_mr(const struct dev *d, const struct nic *nic, struct pair *p)
+{
+	struct ibv_device **list, *ibdev = NULL;
+	struct ibv_context *ctx = NULL;
+	struct ibv_pd *pd = NULL;
+	struct ibv_mr *mr;
+	uint64_t handle = 0, len = 0;
+	const char *what;
+	int n = 0, i, fd, e;
+
+	list = verbs.get_device_list(&n);
+	for (i = 0; list && i < n; i++)
+		if (!strcmp(verbs.get_device_name(list[i]), nic->name))
+			ibdev = list[i];
+	if (!ibdev) {
+		set_text(p->reason, "ibv_reg_dmabuf_mr not tried: libibverbs lists no device %s "
+			 "(%d devices; is its provider in ibverbs-providers?)", nic->name, n);
+		set_text(p->fix, "install the provider for %s (ibverbs-providers) and check "
+			 "ibv_devices", nic->name);
+		goto out;
+	}
+	ctx = verbs.open_device(ibdev);
+	pd = ctx ? verbs.alloc_pd(ctx) : NULL;
+	if (!pd) {
+		e = errno;
+		set_text(p->reason, "ibv_reg_dmabuf_mr not tried: %s on %s: %s", ctx ?
+			 "ibv_alloc_pd" : "ibv_open_device", nic->name, strerror(e));
+		set_text(p->fix, "check /dev/infiniband permissions and the locked-memory limit "
+			 "(ulimit -l)");
+		goto out;
+	}
+	fd = make_export(d, &handle, &len, &what);
+	if (fd < 0) {
+		set_text(p->reason, "ibv_reg_dmabuf_mr not tried: no test export: %s on "
+			 "peerdirect%d: %s", what, d->idx, strerror(-fd));
+		set_text(p->fix, "free device memory or raise the quota (pdctl list)");
+		goto out;
+	}
+	mr = verbs.reg_dmabuf_mr(pd, 0, len, 0, fd, IBV_ACCESS_LOCAL_WRITE |
+				 IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE);
+	e = errno;
+	if (mr) {
+		p->ibv_errno = 0;
+		p->verdict = "dmabuf";
+		set_text(p->reason, "ibv_reg_dmabuf_mr on %s accepted a %llu-byte export of "
+			 "peerdirect%d: the NIC DMAs device memory", nic->name,
+			 (unsigned long long)len, d->idx);
+		p->fix[0] = 0;
+		verbs.dereg_mr(mr);
+	} else {
+		p->ibv_errno = e;
+		set_text(p->reason, "ibv_reg_dmabuf_mr on %s refused a peerdirect%d export: %s "
+			 "(errno %d, %s): the library stages through host memory", nic->name,
+			 d->idx, strerror(e), e, errname(e));
+		set_text(p->fix, "a NIC whose driver registers dma-bufs (mlx5, efa, ...; soft-RoCE "
+			 "rxe does not), with rdma-core >= 34 and kernel >= 5.12");
+	}
+	drop_export(d, fd, handle);
+out:
+	if (pd)
+		verbs.dealloc_pd(pd);
+	if (ctx)
+		verbs.close_device(ctx);
+	if (list)
+		verbs.free_device_list(list);
+}
+#endif
+
+static bool libs_usable(char *why)
+{
+#ifdef PDCTL_NO_DLOPEN
+	set_text(why, "pdctl built without dlopen (static build)");
+	return false;
+#else
+	if (no_libs)
+		set_text(why, "PDCTL_LIBS=none");
+	return !no_libs;
+#endif
+}
+
+static void pair_rdma(const struct dev *d, const struct nic *nic, struct pair *p)
+{
+	char why[TEXT];
+
+	(void)d;
+	(void)nic;
+	p->verdict = "bounce";
+	if (!libs_usable(why)) {
+		set_text(p->reason, "ibv_reg_dmabuf_mr not tried (%s): without a dma-buf MR the "
+			 "library stages through host memory", why);
+		set_text(p->fix, "run pdctl doctor (the shared build) where libibverbs1 is "
+			 "installed to try the dma-buf MR");
+		return;
+	}
+#ifndef PDCTL_NO_DLOPEN
+	if (!load_verbs()) {
+		set_text(p->reason, "ibv_reg_dmabuf_mr not tried: %s", verbs_error);
+		set_text(p->fix, "apt install libibverbs1 ibverbs-providers");
+		return;
+	}
+	try_dmabuf_mr(d, nic, p);
+#endif
+}
+
+static void pair_netdev(const struct dev *d, const struct nic *nic, struct pair *p)
+{
+	if (d->features & PEERDIRECT_FEAT_CPU_MMAP) {
+		p->verdict = "mapped";
+		set_text(p->reason, "tcp over %s: the provider sends from the CPU mapping of the "
+			 "dma-buf (the CPU reads device memory; no host copy)", nic->name);
+		return;
+	}
+	p->verdict = "bounce";
+	set_text(p->reason, "peerdirect%d has no CPU mapping (feature cpu_mmap): tcp over %s "
+		 "stages through host memory", d->idx, nic->name);
+	set_text(p->fix, "a backend or module version that offers cpu_mmap (pdctl info)");
+}
+
+/* ---- libfabric, libpeerdirect ------------------------------------------------ */
+
+static void check_libfabric(void)
+{
+#ifndef PDCTL_NO_DLOPEN
+	uint32_t (*version)(void);
+	int (*getinfo)(uint32_t, const char *, const char *, uint64_t,
+		       const struct fi_info *, struct fi_info **);
+	struct fi_info *(*dupinfo)(const struct fi_info *);
+	void (*freeinfo)(struct fi_info *);
+	struct fi_info *hints, *info = NULL, *i;
+	char provs[TEXT] = "";
+	size_t used = 0;
+	uint32_t v;
+	void *so;
+	int ret;
+#endif
+	char why[TEXT];
+
+	if (!libs_usable(why)) {
+		add_check("libfabric", "FI_HMEM", "skip", NULL, "not checked (%s)", why);
+		return;
+	}
+#ifndef PDCTL_NO_DLOPEN
+	so = dlopen("libfabric.so.1", DL_FLAGS);
+	if (!so) {
+		add_check("libfabric", "FI_HMEM", "fail", "apt install libfabric1",
+			  "libfabric.so.1 not loaded: %s", dlerror());
+		return;
+	}
+	*(void **)&version = dlsym(so, "fi_version");
+	*(void **)&getinfo = dlsym(so, "fi_getinfo");
+	*(void **)&dupinfo = dlsym(so, "fi_dupinfo");
+	*(void **)&freeinfo = dlsym(so, "fi_freeinfo");
+	if (!version || !getinfo || !dupinfo || !freeinfo) {
+		add_check("libfabric", "FI_HMEM", "fail", "a complete libfabric1",
+			  "libfabric.so.1 lacks fi_version/fi_getinfo/fi_dupinfo/fi_freeinfo");
+		dlclose(so);
+		return;
+	}
+	v = version();
+	hints = dupinfo(NULL);
+	if (!hints) {
+		add_check("libfabric", "FI_HMEM", "fail", NULL, "fi_dupinfo failed");
+		dlclose(so);
+		return;
+	}
+	hints->caps = FI_HMEM;
+	hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED |
+				      FI_MR_PROV_KEY | FI_MR_HMEM;
+#ifdef FI_MR_DMABUF
+	hints->domain_attr->mr_mode |= FI_MR_DMABUF;
+#endif
+	ret = getinfo(v, NULL, NULL, 0, hints, &info);
+	for (i = ret ? NULL : info; i; i = i->next) {
+		const char *name = i->fabric_attr && i->fabric_attr->prov_name ?
+				   i->fabric_attr->prov_name : "?";
+		char *hit = strstr(provs, name);
+		size_t nl = strlen(name);
+
+		if (hit && (hit == provs || hit[-1] == ' ') && (hit[nl] == ' ' || !hit[nl]))
+			continue;
+		if (used < sizeof(provs))
+			used += snprintf(provs + used, sizeof(provs) - used, "%s%s",
+					 used ? " " : "", name);
+	}
+	if (info)
+		freeinfo(info);
+	freeinfo(hints);
+#ifdef FI_MR_DMABUF
+#define DMABUF_HINT "FI_HMEM with FI_MR_DMABUF"
+#else
+#define DMABUF_HINT "FI_HMEM (this pdctl was built against a libfabric without FI_MR_DMABUF)"
+#endif
+	if (used)
+		add_check("libfabric", "FI_HMEM", "ok", NULL, "libfabric %u.%u: providers offering "
+			  DMABUF_HINT ": %s", FI_MAJOR(v), FI_MINOR(v), provs);
+	else
+		add_check("libfabric", "FI_HMEM", "warn", "libfabric >= 1.20 with the NIC's "
+			  "provider (verbs, efa) built with dma-buf support",
+			  "libfabric %u.%u: no provider offers " DMABUF_HINT " (fi_getinfo: %d): the "
+			  "library registers mappings or bounces", FI_MAJOR(v), FI_MINOR(v), ret);
+	dlclose(so);
+#endif
+}
+
+#ifndef PDCTL_NO_DLOPEN
+/*
+ * What pd_mr_reg_dmabuf (path auto) chooses for a fresh export of device
+ * idx on a fabric of provider prov: the library's own verdict and reason.
+ * The provider picks its NIC itself (the first it offers).
+ */
+static void library_choice(const struct pd_api *api, int idx, const char *prov)
+{
+	struct pd_export_info info = { .fd = -1 };
+	struct pd_fabric_attr attr;
+	struct pd_fabric *fab = NULL;
+	struct pd_device *dev = NULL;
+	struct pd_mr *mr = NULL;
+	uint64_t handle = 0, len = 0;
+	const char *step;
+	char subject[64];
+	enum pd_path path;
+	int ret;
+
+	snprintf(subject, sizeof(subject), "peerdirect%d/%s", idx, prov);
+	step = "pd_device_open";
+	ret = api->device_open(idx, &dev);
+	if (!ret) {
+		api->fabric_attr_init(&attr);
+		attr.provider = prov;
+		step = "pd_fabric_open";
+		ret = api->fabric_open(&attr, &fab);
+	}
+	if (!ret) {
+		step = "pd_fabric_attach_device";
+		ret = api->fabric_attach_device(fab, dev);
+	}
+	if (!ret) {
+		step = "pd_device_alloc";
+		ret = api->device_alloc(dev, 65536, &handle, &len);
+	}
+	if (!ret) {
+		step = "pd_device_export";
+		ret = api->device_export(dev, handle, 0, len, PD_EXPORT_RDWR | PD_EXPORT_CLOEXEC,
+					 &info);
+	}
+	if (!ret) {
+		step = "pd_mr_reg_dmabuf";
+		ret = api->mr_reg_dmabuf(fab, info.fd, 0, len, PD_ACCESS_ALL, &mr);
+	}
+	if (ret) {
+		add_check("libpeerdirect", subject, "skip", NULL, "not checked: %s: %s (%s)", step,
+			  api->strerror(ret), api->last_error());
+	} else {
+		path = api->mr_path(mr);
+		add_check("libpeerdirect", subject, path == PD_PATH_BOUNCE ? "warn" : "ok",
+			  path == PD_PATH_BOUNCE ? "see the pairs' fixes" : NULL,
+			  "pd_mr_reg_dmabuf chose %s: %s", api->path_name(path), api->mr_reason(mr));
+		api->mr_dereg(mr);
+	}
+	if (info.fd >= 0)
+		close(info.fd);
+	if (handle)
+		api->device_free(dev, handle);
+	if (fab)
+		api->fabric_close(fab);
+	if (dev)
+		api->device_close(dev);
+}
+#endif
+
+static void check_libpeerdirect(const struct dev *devs, int nr_devs, const struct nic *nics,
+				int nr_nics)
+{
+#ifndef PDCTL_NO_DLOPEN
+	const struct pd_api *api = NULL;
+	bool rdma = false, netdev = false;
+	pd_get_api_fn get;
+	int i;
+	void *so;
+#endif
+	char why[TEXT];
+
+	if (!libs_usable(why)) {
+		add_check("libpeerdirect", "path", "skip", NULL, "not checked (%s)", why);
+		return;
+	}
+#ifndef PDCTL_NO_DLOPEN
+	so = dlopen("libpeerdirect.so.1", DL_FLAGS);
+	if (!so) {
+		add_check("libpeerdirect", "path", "skip", "apt install libpeerdirect1",
+			  "not checked: libpeerdirect.so.1 not loaded: %s", dlerror());
+		return;
+	}
+	*(void **)&get = dlsym(so, "pd_get_api");
+	if (!get || get(PD_ABI_MAJOR, PD_ABI_MINOR, &api) || !api) {
+		add_check("libpeerdirect", "path", "warn", "a libpeerdirect1 of ABI 1.1 or newer",
+			  "libpeerdirect.so.1 refuses ABI %d.%d", PD_ABI_MAJOR, PD_ABI_MINOR);
+		dlclose(so);
+		return;
+	}
+	add_check("libpeerdirect", "path", "ok", NULL, "libpeerdirect ABI %u.%u loaded; its "
+		  "choice per device and provider follows (the provider picks its own NIC)",
+		  api->abi_major, api->abi_minor);
+	for (i = 0; i < nr_nics; i++) {
+		rdma |= nics[i].kind == NIC_RDMA;
+		netdev |= nics[i].kind == NIC_NETDEV;
+	}
+	for (i = 0; i < nr_devs; i++) {
+		if (devs[i].open_errno)
+			continue;
+		if (rdma)
+			library_choice(api, devs[i].idx, "verbs");
+		if (netdev)
+			library_choice(api, devs[i].idx, "tcp");
+	}
+	dlclose(so);
+#else
+	(void)devs;
+	(void)nr_devs;
+	(void)nics;
+	(void)nr_nics;
+#endif
+}
+
+/* ---- output --------------------------------------------------------------- */
+
+static void print_human(int ret)
+{
+	int i;
+
+	printf("%-14s %-26s %-6s %s\n", "CHECK", "SUBJECT", "STATUS", "REASON");
+	for (i = 0; i < nr_checks; i++) {
+		struct check *c = &checks[i];
+
+		term_safe(c->subject);
+		term_safe(c->reason);
+		term_safe(c->fix);
+		printf("%-14s %-26s %-6s %s\n", c->check, c->subject, c->status, c->reason);
+		if (c->fix[0])
+			printf("%-48s fix: %s\n", "", c->fix);
+	}
+	if (nr_pairs) {
+		printf("\n%-12s %-16s %-8s %-8s %s\n", "DEVICE", "NIC", "KIND", "VERDICT",
+		       "REASON");
+		for (i = 0; i < nr_pairs; i++) {
+			struct pair *p = &pairs[i];
+
+			term_safe(p->nic);
+			term_safe(p->reason);
+			term_safe(p->fix);
+			term_safe(p->topology);
+			printf("%-12s %-16s %-8s %-8s %s\n", p->device, p->nic, p->nic_kind,
+			       p->verdict, p->reason);
+			if (p->fix[0])
+				printf("%-47s fix: %s\n", "", p->fix);
+			printf("%-47s pci: %s\n", "", p->topology);
+		}
+	}
+	printf("\nexit %d: %s\n", ret, ret == EX_OK ? "no pair falls back to bounce" :
+	       ret == EX_BOUNCE ? "a pair would fall back to bounce" :
+	       ret == EX_PERM ? "permission denied" :
+	       ret == EX_NODEV ? "no module, device or node" : "a check failed");
+}
+
+static void print_json(const char *release, int ret)
+{
+	int i;
+
+	jopen(NULL, '{');
+	jstr("pdctl", PD_VERSION);
+	jstr("kernel", release);
+	jopen("checks", '[');
+	for (i = 0; i < nr_checks; i++) {
+		jopen(NULL, '{');
+		jstr("check", checks[i].check);
+		jstr("subject", checks[i].subject);
+		jstr("status", checks[i].status);
+		jstr("reason", checks[i].reason);
+		jstr("fix", checks[i].fix[0] ? checks[i].fix : NULL);
+		jclose('}');
+	}
+	jclose(']');
+	jopen("pairs", '[');
+	for (i = 0; i < nr_pairs; i++) {
+		jopen(NULL, '{');
+		jstr("device", pairs[i].device);
+		jstr("nic", pairs[i].nic);
+		jstr("nic_kind", pairs[i].nic_kind);
+		jstr("verdict", pairs[i].verdict);
+		jstr("reason", pairs[i].reason);
+		jstr("fix", pairs[i].fix[0] ? pairs[i].fix : NULL);
+		jstr("topology", pairs[i].topology);
+		jkey("ibv_errno");
+		if (pairs[i].ibv_errno >= 0)
+			printf("%d", pairs[i].ibv_errno);
+		else
+			fputs("null", stdout);
+		jclose('}');
+	}
+	jclose(']');
+	ji64("exit", ret);
+	jclose('}');
+	putchar('\n');
+}
+
+/* The worse of two exit codes: no device, permission, bounce, other. */
+static int worse(int a, int b)
+{
+	static const int rank[] = { [EX_OK] = 0, [EX_BOUNCE] = 1, [EX_FAIL] = 2,
+				    [EX_PERM] = 3, [EX_NODEV] = 4 };
+
+	if (a < 0 || a > EX_BOUNCE || b < 0 || b > EX_BOUNCE)
+		return a ? a : b;
+	return rank[b] > rank[a] ? b : a;
+}
+
+int cmd_doctor(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "nic", required_argument, NULL, 'n' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct nic nics[MAX_NICS];
+	struct dev devs[MAX_DEVS];
+	int idx[MAX_DEVS], nr_nics = 0, nr_devs = 0, n, i, j, c, ret = 0;
+	bool want_nic = false;
+	struct utsname u;
+
+	if (getenv("PDCTL_PROC"))
+		procroot = getenv("PDCTL_PROC");
+	if (getenv("PDCTL_BOOT"))
+		bootroot = getenv("PDCTL_BOOT");
+	no_libs = getenv("PDCTL_LIBS") && !strcmp(getenv("PDCTL_LIBS"), "none");
+	optind = 1;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, "+", opts, NULL)) != -1) {
+		if (c != 'n') {
+			fprintf(stderr, "pdctl: doctor: bad option (doctor [--nic NAME]...)\n");
+			return EX_USAGE;
+		}
+		want_nic = true;
+		if (nr_nics >= MAX_NICS) {
+			fprintf(stderr, "pdctl: doctor: at most %d --nic\n", MAX_NICS);
+			return EX_USAGE;
+		}
+		if (find_nic(optarg, &nics[nr_nics])) {
+			fprintf(stderr, "pdctl: doctor: no NIC %s in %s/class/infiniband or "
+				"%s/class/net\n", optarg, sysroot, sysroot);
+			return EX_NODEV;
+		}
+		nr_nics++;
+	}
+	if (optind < argc) {
+		fprintf(stderr, "pdctl: doctor: unexpected argument '%s'\n", argv[optind]);
+		return EX_USAGE;
+	}
+	if (!want_nic) {
+		nr_nics = add_nics("infiniband", NIC_RDMA, nics, 0);
+		nr_nics = add_nics("net", NIC_NETDEV, nics, nr_nics);
+	}
+	if (uname(&u))
+		snprintf(u.release, sizeof(u.release), "unknown");
+
+	check_kernel_config(u.release);
+	ret = check_module();
+	n = list_devices(idx, MAX_DEVS);
+	for (i = 0; i < n; i++) {
+		if (want_dev >= 0 && idx[i] != want_dev)
+			continue;
+		devs[nr_devs].idx = idx[i];
+		devs[nr_devs].features = attr_u64(idx[i], "features");
+		ret = worse(ret, check_node(&devs[nr_devs]));
+		nr_devs++;
+	}
+	if (!nr_devs && !ret) {
+		if (want_dev >= 0)
+			add_check("device", "peerdirect", "fail", "pdctl list shows the devices",
+				  "no device peerdirect%d", want_dev);
+		else
+			add_check("device", "peerdirect", "fail", "the module's parameters "
+				  "(sim_devices, or a bound PCI device)",
+				  "the module is loaded but has no devices");
+		ret = EX_NODEV;
+	}
+	check_iommu(devs, nr_devs);
+	if (!nr_nics)
+		add_check("nic", "none", "warn", "--nic NAME, or load the NIC's driver",
+			  "no RDMA device in %s/class/infiniband and no netdev but lo in "
+			  "%s/class/net", sysroot, sysroot);
+	for (i = 0; i < nr_devs; i++)
+		for (j = 0; j < nr_nics && nr_pairs < MAX_PAIRS; j++) {
+			struct pair *p = &pairs[nr_pairs++];
+
+			memset(p, 0, sizeof(*p));
+			p->ibv_errno = -1;
+			snprintf(p->device, sizeof(p->device), "peerdirect%d", devs[i].idx);
+			memcpy(p->nic, nics[j].name, sizeof(p->nic));
+			p->nic_kind = nics[j].kind == NIC_RDMA ? "rdma" : "netdev";
+			topology(&devs[i], &nics[j], p);
+			if (devs[i].open_errno) {
+				p->verdict = devs[i].open_errno == EACCES ||
+					     devs[i].open_errno == EPERM ? "denied" : "unavailable";
+				set_text(p->reason, "%s/peerdirect%d cannot be opened: %s", devroot,
+					 devs[i].idx, strerror(devs[i].open_errno));
+				set_text(p->fix, "see the device_node check");
+				continue;
+			}
+			if (nics[j].kind == NIC_RDMA)
+				pair_rdma(&devs[i], &nics[j], p);
+			else
+				pair_netdev(&devs[i], &nics[j], p);
+			if (!strcmp(p->verdict, "bounce"))
+				ret = worse(ret, EX_BOUNCE);
+		}
+	check_libfabric();
+	check_libpeerdirect(devs, nr_devs, nics, nr_nics);
+	for (i = 0; i < nr_devs; i++)
+		if (devs[i].fd >= 0)
+			close(devs[i].fd);
+#ifndef PDCTL_NO_DLOPEN
+	if (verbs.so)
+		dlclose(verbs.so);
+#endif
+	if (json)
+		print_json(u.release, ret);
+	else
+		print_human(ret);
+	return ret;
+}
