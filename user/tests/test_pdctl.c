@@ -86,6 +86,7 @@ FIXTURE_SETUP(pdctl)
 		{ "max_exports", "8" }, { "max_events", "16" }, { "nr_allocs", "2" },
 		{ "nr_exports", "3" }, { "exports_total", "41" }, { "importer_mappings", "1" },
 		{ "features", "0x61f" }, { "p2pdma", "0" }, { "revoke_timeouts", "4" },
+		{ "resets", "5" },
 		{ "revoked/free", "10" }, { "revoked/revoke", "11" }, { "revoked/reset", "12" },
 		{ "revoked/admin", "13" }, { "revoked/unplug", "0" },
 	};
@@ -160,7 +161,7 @@ TEST_F(pdctl, list_json_field_by_field)
 		     "\"feature_names\":[\"export\",\"pin\",\"move_notify\",\"cpu_mmap\","
 		     "\"events\",\"subscribe\",\"list\"],\"p2pdma\":false,"
 		     "\"revoked\":{\"free\":10,\"revoke\":11,\"reset\":12,\"admin\":13,"
-		     "\"unplug\":0},\"revoke_timeouts\":4}]}\n", self->out);
+		     "\"unplug\":0},\"revoke_timeouts\":4,\"resets\":5}]}\n", self->out);
 	ASSERT_EQ(0, pdctl(self->fake, self->out, sizeof(self->out), false, "--json list"));
 	EXPECT_NE(NULL, strstr(self->out, "},{\"device\":\"peerdirect1\",\"index\":1,"
 			       "\"backend\":\"pci-bar\",\"abi_version\":\"2.1\",\"state\":null,"))
@@ -172,7 +173,7 @@ TEST_F(pdctl, list_json_field_by_field)
 TEST_F(pdctl, info_and_events_json)
 {
 	ASSERT_EQ(0, pdctl(self->fake, self->out, sizeof(self->out), false, "--json info 0"));
-	EXPECT_NE(NULL, strstr(self->out, "\"revoke_timeouts\":4,\"max_exports\":8,"
+	EXPECT_NE(NULL, strstr(self->out, "\"revoke_timeouts\":4,\"resets\":5,\"max_exports\":8,"
 			       "\"max_events\":16,\"parent\":null}]}\n")) TH_LOG("%s", self->out);
 	ASSERT_EQ(0, pdctl(self->fake, self->out, sizeof(self->out), false, "--json -d 0 events"));
 	EXPECT_STREQ("{\"devices\":[{\"device\":\"peerdirect0\",\"revoked\":{\"free\":10,"

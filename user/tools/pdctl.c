@@ -401,6 +401,7 @@ static void json_device(int idx, bool full)
 		ju64(revoked_attrs[i] + 8, attr_u64(idx, revoked_attrs[i]));
 	jclose('}');
 	ju64("revoke_timeouts", attr_u64(idx, "revoke_timeouts"));
+	ju64("resets", attr_u64(idx, "resets"));
 	if (full) {
 		ju64("max_exports", attr_u64(idx, "max_exports"));
 		ju64("max_events", attr_u64(idx, "max_events"));
@@ -473,7 +474,7 @@ static int cmd_info(int argc, char **argv)
 		"backend", "abi_version", "state", "mem_size", "mem_free", "page_size",
 		"quota", "quarantined", "max_exports", "max_events", "nr_allocs",
 		"nr_exports", "exports_total", "importer_mappings", "p2pdma",
-		"revoke_timeouts",
+		"revoke_timeouts", "resets",
 	};
 	int devs[MAX_DEVS], n, i, ret;
 	unsigned int k;
@@ -604,10 +605,16 @@ static long long boottime_ns(void)
 	return ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
+/* tgid 0: the exporter is outside the reader's pid namespace (LIST gives
+ * pids as the caller's namespace sees them). */
 static void proc_comm(int tgid, char *buf, size_t len)
 {
 	char path[64];
 
+	if (tgid <= 0) {
+		snprintf(buf, len, "-");
+		return;
+	}
 	snprintf(path, sizeof(path), "/proc/%d/comm", tgid);
 	if (read_file(path, buf, len))
 		snprintf(buf, len, "?");
