@@ -116,7 +116,8 @@ has() {		# has PACKAGE PATH...
 	local p=$1 f
 	shift
 	for f in "$@"; do
-		contents "$(pkgfile "$p")" | grep -qx -- "$f" || { echo "#   $p lacks $f"; return 1; }
+		# grep -q on a pipe would leave early: SIGPIPE, and pipefail fails it.
+		grep -qx -- "$f" <<<"$(contents "$(pkgfile "$p")")" || { echo "#   $p lacks $f"; return 1; }
 	done
 }
 ma=/usr/lib/$(dpkg-architecture -qDEB_HOST_MULTIARCH)

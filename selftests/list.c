@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <sched.h>
 #include <stddef.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include "kselftest_harness.h"
@@ -455,6 +456,66 @@ TEST_F(list, tgid_is_in_the_callers_pid_namespace)
 	EXPECT_EQ(0, WEXITSTATUS(status));
 out:
 	close(d);
+	pd_free(self->fd, h);
+}
+
+/*
+ * An exporter that has exited reads as tgid 0: its struct pid outlives it
+ * (the export holds it) and keeps its number, which the kernel hands to
+ * the next process, so a number would name a stranger.  The child exports,
+ * passes the dma-buf over SCM_RIGHTS and is reaped before the listing.
+ */
+TEST_F(list, an_exited_exporter_reads_as_zero)
+{
+	int64_t h = pd_alloc(self->fd, self->q.page_size);
+	char cbuf[CMSG_SPACE(sizeof(int))] = { 0 };
+	struct peerdirect_export_info *e;
+	static struct listing x;
+	struct msghdr m = { 0 };
+	int sv[2], status, d = -1;
+	struct cmsghdr *c;
+	struct iovec iov;
+	__u64 id = 0;
+	pid_t pid;
+
+	ASSERT_LT(0, h);
+	ASSERT_EQ(0, socketpair(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0, sv));
+	iov = (struct iovec) { .iov_base = &id, .iov_len = sizeof(id) };
+	m.msg_iov = &iov;
+	m.msg_iovlen = 1;
+	m.msg_control = cbuf;
+	m.msg_controllen = sizeof(cbuf);
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (pid == 0) {
+		int cd = pd_export_id(self->fd, h, 0, self->q.page_size, 0, &id);
+
+		if (cd < 0)
+			_exit(10);
+		c = CMSG_FIRSTHDR(&m);
+		c->cmsg_level = SOL_SOCKET;
+		c->cmsg_type = SCM_RIGHTS;
+		c->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(c), &cd, sizeof(int));
+		_exit(sendmsg(sv[1], &m, 0) == sizeof(id) ? 0 : 11);
+	}
+	ASSERT_EQ(pid, waitpid(pid, &status, 0));
+	ASSERT_TRUE(WIFEXITED(status));
+	ASSERT_EQ(0, WEXITSTATUS(status));
+	ASSERT_EQ(sizeof(id), recvmsg(sv[0], &m, 0));
+	c = CMSG_FIRSTHDR(&m);
+	ASSERT_NE(NULL, c);
+	ASSERT_EQ(SCM_RIGHTS, c->cmsg_type);
+	memcpy(&d, CMSG_DATA(c), sizeof(int));
+	ASSERT_LE(0, d);
+	ASSERT_EQ(0, do_list(self->fd, &x, 0));
+	e = find(&x, id);
+	ASSERT_NE(NULL, e);
+	EXPECT_EQ(0, e->tgid) TH_LOG("export %llu of reaped pid %d lists tgid %d",
+				     (unsigned long long)id, pid, e->tgid);
+	close(d);
+	close(sv[0]);
+	close(sv[1]);
 	pd_free(self->fd, h);
 }
 

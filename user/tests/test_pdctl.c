@@ -340,6 +340,54 @@ TEST_F(pdctl, doctor_rdma_without_dmabuf_is_bounce)
 	EXPECT_EQ(NULL, strstr(self->out, "peerdirect0  lo ")) TH_LOG("%s", self->out);
 }
 
+/*
+ * A device in reset (or unplugged) is not probed: the test ALLOC would
+ * wait for the reset, and what failed would say nothing of the NIC.  Not
+ * knowing is "unknown" and exit 1, never "bounce" and 7.
+ */
+TEST_F(pdctl, doctor_device_not_live_is_unknown)
+{
+	doctor_tree(self->fake);
+	put(self->fake, "sys/class/misc/peerdirect0/state", "resetting");
+	EXPECT_EQ(1, doctor(self->fake, self->out, sizeof(self->out), "none", false,
+			    "doctor --nic fakerdma0"));
+	EXPECT_NE(NULL, strstr(self->out, "rdma     unknown  not probed: peerdirect0 is resetting"))
+		TH_LOG("%s", self->out);
+	EXPECT_EQ(NULL, strstr(self->out, "bounce   ")) TH_LOG("%s", self->out);
+	EXPECT_EQ(1, doctor(self->fake, self->out, sizeof(self->out), "none", false,
+			    "--json doctor --nic fakerdma0"));
+	EXPECT_NE(NULL, strstr(self->out, "\"verdict\":\"unknown\"")) TH_LOG("%s", self->out);
+	put(self->fake, "sys/class/misc/peerdirect0/state", "live");
+	EXPECT_EQ(7, doctor(self->fake, self->out, sizeof(self->out), "none", false,
+			    "doctor --nic fakerdma0"));
+}
+
+/*
+ * The NICs a node lists: plain files (bonding_masters) are not NICs, and
+ * a device-backed NIC is checked even when many veths come before it.
+ */
+TEST_F(pdctl, doctor_finds_the_real_nic_among_veths)
+{
+	char rel[64], target[PATH_MAX], link[PATH_MAX];
+	int i;
+
+	doctor_tree(self->fake);
+	put(self->fake, "sys/class/net/bonding_masters", "");
+	for (i = 0; i < 40; i++) {
+		snprintf(rel, sizeof(rel), "sys/class/net/cali%02d/operstate", i);
+		put(self->fake, rel, "up");
+	}
+	put(self->fake, "sys/class/net/zz0/operstate", "up");
+	put(self->fake, "sys/devices/pci0000:00/0000:00:03.0/vendor", "0x8086");
+	snprintf(target, sizeof(target), "%s/sys/devices/pci0000:00/0000:00:03.0", self->fake);
+	snprintf(link, sizeof(link), "%s/sys/class/net/zz0/device", self->fake);
+	ASSERT_EQ(0, symlink(target, link));
+	EXPECT_EQ(7, doctor(self->fake, self->out, sizeof(self->out), "none", false, "doctor"));
+	EXPECT_NE(NULL, strstr(self->out, "peerdirect0  zz0 ")) TH_LOG("%s", self->out);
+	EXPECT_EQ(NULL, strstr(self->out, "bonding_masters")) TH_LOG("%s", self->out);
+	EXPECT_NE(NULL, strstr(self->out, "NICs not checked")) TH_LOG("%s", self->out);
+}
+
 TEST_F(pdctl, doctor_node_not_openable)
 {
 	char node[PATH_MAX];

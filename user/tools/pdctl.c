@@ -217,7 +217,7 @@ int read_file(const char *path, char *buf, size_t len)
 	return 0;
 }
 
-static int attr_str(int idx, const char *name, char *buf, size_t len)
+int attr_str(int idx, const char *name, char *buf, size_t len)
 {
 	char path[256];
 
@@ -821,11 +821,15 @@ static int cmd_allocs(int argc, char **argv)
 		for (k = 0; k < xs[i].ne; k++) {
 			const struct peerdirect_export_info *e = &xs[i].e[k];
 
-			for (r = 0; r < nrows; r++)
+			/* Handles are per open file: with no pid to tell
+			 * processes apart (tgid 0), an export is a row of its
+			 * own rather than a sum over strangers. */
+			for (r = 0; r < nrows && e->tgid > 0; r++)
 				if (rows[r].dev == xs[i].dev && rows[r].tgid == e->tgid &&
 				    rows[r].handle == e->handle)
 					break;
-			if (r == nrows) {
+			if (r == nrows || e->tgid <= 0) {
+				r = nrows;
 				if (nrows == cap) {
 					struct alloc_row *nr;
 

@@ -35,6 +35,7 @@ void jstr(const char *k, const char *v);
 
 void term_safe(char *s);
 int read_file(const char *path, char *buf, size_t len);
+int attr_str(int idx, const char *name, char *buf, size_t len);
 unsigned long long attr_u64(int idx, const char *name);
 bool module_loaded(void);
 int list_devices(int *out, int max);

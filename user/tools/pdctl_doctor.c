@@ -383,21 +383,38 @@ static int check_node(struct dev *d)
 
 /* ---- NICs ----------------------------------------------------------------- */
 
-static int add_nics(const char *cls, enum nic_kind kind, struct nic *out, int n)
+/*
+ * Adds cls's NICs to out[n..MAX_NICS): those backed by a device (a PCI
+ * function; physical) or the others (veth, bridges, rxe over them).
+ * Plain files (bonding_masters) and lo are not NICs.  *skipped counts
+ * those left out for lack of room.
+ */
+static int add_nics(const char *cls, enum nic_kind kind, bool physical, struct nic *out,
+		    int n, int *skipped)
 {
 	char path[PATH_MAX];
 	struct dirent **names;
+	struct stat st;
 	int i, nr;
 
 	snprintf(path, sizeof(path), "%s/class/%s", sysroot, cls);
 	nr = scandir(path, &names, NULL, alphasort);
 	for (i = 0; i < nr; i++) {
 		const char *s = names[i]->d_name;
+		bool dir, dev;
 
-		if (s[0] != '.' && strcmp(s, "lo") && n < MAX_NICS &&
-		    strlen(s) < sizeof(out[n].name)) {
-			snprintf(out[n].name, sizeof(out[n].name), "%s", s);
-			out[n++].kind = kind;
+		snprintf(path, sizeof(path), "%s/class/%s/%s", sysroot, cls, s);
+		dir = !stat(path, &st) && S_ISDIR(st.st_mode);
+		snprintf(path, sizeof(path), "%s/class/%s/%s/device", sysroot, cls, s);
+		dev = !stat(path, &st);
+		if (s[0] != '.' && strcmp(s, "lo") && dir && dev == physical &&
+		    strlen(s) < sizeof(out[0].name)) {
+			if (n < MAX_NICS) {
+				snprintf(out[n].name, sizeof(out[n].name), "%s", s);
+				out[n++].kind = kind;
+			} else {
+				(*skipped)++;
+			}
 		}
 		free(names[i]);
 	}
@@ -710,6 +727,7 @@ static void try_dmabuf_mr(const struct dev *d, const struct nic *nic, struct pai
 	pd = ctx ? verbs.alloc_pd(ctx) : NULL;
 	if (!pd) {
 		e = errno;
+		p->verdict = "unknown";
 		set_text(p->reason, "ibv_reg_dmabuf_mr not tried: %s on %s: %s", ctx ?
 			 "ibv_alloc_pd" : "ibv_open_device", nic->name, strerror(e));
 		set_text(p->fix, "check /dev/infiniband permissions and the locked-memory limit "
@@ -718,6 +736,7 @@ static void try_dmabuf_mr(const struct dev *d, const struct nic *nic, struct pai
 	}
 	fd = make_export(d, &handle, &len, &what);
 	if (fd < 0) {
+		p->verdict = "unknown";
 		set_text(p->reason, "ibv_reg_dmabuf_mr not tried: no test export: %s on "
 			 "peerdirect%d: %s", what, d->idx, strerror(-fd));
 		set_text(p->fix, "free device memory or raise the quota (pdctl list)");
@@ -765,12 +784,28 @@ static bool libs_usable(char *why)
 #endif
 }
 
+/* Whether idx can be probed: a device in reset or unplugged would block
+ * the test ALLOC (killable only) or fail it, and tell nothing of the NIC. */
+static bool dev_live(const struct dev *d, struct pair *p)
+{
+	char state[32];
+
+	if (attr_str(d->idx, "state", state, sizeof(state)) || !strcmp(state, "live"))
+		return true;
+	p->verdict = "unknown";
+	set_text(p->reason, "not probed: peerdirect%d is %s, not live", d->idx, state);
+	set_text(p->fix, "run pdctl doctor again once pdctl info shows the device live");
+	return false;
+}
+
 static void pair_rdma(const struct dev *d, const struct nic *nic, struct pair *p)
 {
 	char why[TEXT];
 
 	(void)d;
 	(void)nic;
+	if (!dev_live(d, p))
+		return;
 	p->verdict = "bounce";
 	if (!libs_usable(why)) {
 		set_text(p->reason, "ibv_reg_dmabuf_mr not tried (%s): without a dma-buf MR the "
@@ -993,8 +1028,17 @@ static void check_libpeerdirect(const struct dev *devs, int nr_devs, const struc
 		netdev |= nics[i].kind == NIC_NETDEV;
 	}
 	for (i = 0; i < nr_devs; i++) {
+		char state[32];
+
 		if (devs[i].open_errno)
 			continue;
+		if (!attr_str(devs[i].idx, "state", state, sizeof(state)) &&
+		    strcmp(state, "live")) {
+			add_check("libpeerdirect", "path", "skip", "run pdctl doctor again once the "
+				  "device is live", "not checked: peerdirect%d is %s", devs[i].idx,
+				  state);
+			continue;
+		}
 		if (rdma)
 			library_choice(api, devs[i].idx, "verbs");
 		if (netdev)
@@ -1046,7 +1090,8 @@ static void print_human(int ret)
 	printf("\nexit %d: %s\n", ret, ret == EX_OK ? "no pair falls back to bounce" :
 	       ret == EX_BOUNCE ? "a pair would fall back to bounce" :
 	       ret == EX_PERM ? "permission denied" :
-	       ret == EX_NODEV ? "no module, device or node" : "a check failed");
+	       ret == EX_NODEV ? "no module, device or node" :
+	       "a check failed, or a pair could not be probed (verdict unknown)");
 }
 
 static void print_json(const char *release, int ret)
@@ -1108,6 +1153,7 @@ int cmd_doctor(int argc, char **argv)
 		{ NULL, 0, NULL, 0 },
 	};
 	struct nic nics[MAX_NICS];
+	int skipped_nics = 0;
 	struct dev devs[MAX_DEVS];
 	int idx[MAX_DEVS], nr_nics = 0, nr_devs = 0, n, i, j, c, ret = 0;
 	bool want_nic = false;
@@ -1142,8 +1188,12 @@ int cmd_doctor(int argc, char **argv)
 		return EX_USAGE;
 	}
 	if (!want_nic) {
-		nr_nics = add_nics("infiniband", NIC_RDMA, nics, 0);
-		nr_nics = add_nics("net", NIC_NETDEV, nics, nr_nics);
+		/* Device-backed NICs first: on a node with hundreds of veths
+		 * the real NIC must not be the one left out. */
+		nr_nics = add_nics("infiniband", NIC_RDMA, true, nics, 0, &skipped_nics);
+		nr_nics = add_nics("net", NIC_NETDEV, true, nics, nr_nics, &skipped_nics);
+		nr_nics = add_nics("infiniband", NIC_RDMA, false, nics, nr_nics, &skipped_nics);
+		nr_nics = add_nics("net", NIC_NETDEV, false, nics, nr_nics, &skipped_nics);
 	}
 	if (uname(&u))
 		snprintf(u.release, sizeof(u.release), "unknown");
@@ -1170,6 +1220,10 @@ int cmd_doctor(int argc, char **argv)
 		ret = EX_NODEV;
 	}
 	check_iommu(devs, nr_devs);
+	if (skipped_nics)
+		add_check("nic", "more", "warn", "name the NIC to check with --nic NAME",
+			  "%d NICs not checked: at most %d (those backed by a device first)",
+			  skipped_nics, MAX_NICS);
 	if (!nr_nics)
 		add_check("nic", "none", "warn", "--nic NAME, or load the NIC's driver",
 			  "no RDMA device in %s/class/infiniband and no netdev but lo in "
@@ -1198,6 +1252,8 @@ int cmd_doctor(int argc, char **argv)
 				pair_netdev(&devs[i], &nics[j], p);
 			if (!strcmp(p->verdict, "bounce"))
 				ret = worse(ret, EX_BOUNCE);
+			else if (!strcmp(p->verdict, "unknown"))
+				ret = worse(ret, EX_FAIL);
 		}
 	check_libfabric();
 	check_libpeerdirect(devs, nr_devs, nics, nr_nics);
