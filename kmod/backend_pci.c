@@ -112,6 +112,13 @@ struct pd_bar {
 	 * Under the device lock (probe, remove and the error handlers).
 	 */
 	bool enabled;
+	/*
+	 * The config space as probe found it, kept apart from the PCI core's
+	 * single saved copy, which any pci_restore_state() (a function reset,
+	 * resume) consumes: restored after every reset we end, as vfio-pci
+	 * keeps its own.  NULL if it could not be stored.
+	 */
+	struct pci_saved_state *saved;
 };
 
 /*
@@ -442,6 +449,7 @@ static void pd_bar_release(struct pd_device *pd)
 	struct pd_bar *bar = pd->backend;
 
 	iounmap(bar->va);
+	kfree(bar->saved);
 	pci_dev_put(bar->pdev);
 	kfree(bar);
 }
@@ -542,8 +550,9 @@ static int pd_bar_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 		goto err_region;
 	}
 	pci_set_drvdata(pdev, pd);
-	/* What slot_reset() restores after AER recovery resets the function. */
+	/* What a recovery restores after a reset cleared the function. */
 	pci_save_state(pdev);
+	bar->saved = pci_store_saved_state(pdev);
 	return 0;
 
 err_unmap:
@@ -623,6 +632,59 @@ static void pd_bar_give_up(struct pci_dev *pdev, const char *why)
 	pd_device_unplug(pci_get_drvdata(pdev));
 }
 
+/* The config space probe stored, back in the function after a reset. */
+static void pd_bar_restore(struct pci_dev *pdev)
+{
+	struct pd_bar *bar = ((struct pd_device *)pci_get_drvdata(pdev))->backend;
+
+	if (bar->saved)
+		pci_load_saved_state(pdev, bar->saved);
+	pci_restore_state(pdev);
+}
+
+/*
+ * Our enable, again, after AER's error_detected() gave it up; false (and
+ * the device given up) if the function will not come back.
+ */
+static bool pd_bar_reenable(struct pci_dev *pdev, struct pd_bar *bar)
+{
+	if (bar->enabled)
+		return true;
+	if (pci_enable_device_mem(pdev)) {
+		pd_bar_give_up(pdev, "cannot enable it after the reset");
+		return false;
+	}
+	bar->enabled = true;
+	return true;
+}
+
+/*
+ * A function reset (sysfs reset, FLR).  If an AER recovery never reached
+ * resume() (it failed after error_detected()), its reset is still open,
+ * the function disabled: this reset ends that one instead of nesting a
+ * second, which would leave the device resetting for ever.
+ */
+static void pd_bar_reset_prepare(struct pci_dev *pdev)
+{
+	struct pd_bar *bar = ((struct pd_device *)pci_get_drvdata(pdev))->backend;
+
+	if (!READ_ONCE(bar->resetting))
+		pd_bar_reset_begin(pdev);
+}
+
+static void pd_bar_reset_done(struct pci_dev *pdev)
+{
+	struct pd_bar *bar = ((struct pd_device *)pci_get_drvdata(pdev))->backend;
+
+	if (!bar->enabled) {
+		if (!pd_bar_reenable(pdev, bar))
+			return;
+		pd_bar_restore(pdev);
+	}
+	if (READ_ONCE(bar->resetting))
+		pd_bar_reset_end(pdev);
+}
+
 static pci_ers_result_t pd_bar_error_detected(struct pci_dev *pdev,
 					      pci_channel_state_t state)
 {
@@ -652,16 +714,10 @@ static pci_ers_result_t pd_bar_slot_reset(struct pci_dev *pdev)
 	 * Called for any function below the reset link, also one whose
 	 * error_detected() said CAN_RECOVER and so is still enabled.
 	 */
-	if (!bar->enabled) {
-		if (pci_enable_device_mem(pdev)) {
-			pd_bar_give_up(pdev, "cannot enable it after the reset");
-			return PCI_ERS_RESULT_DISCONNECT;
-		}
-		bar->enabled = true;
-	}
-	/* The reset cleared the config space: what probe saved. */
-	pci_restore_state(pdev);
-	pci_save_state(pdev);
+	if (!pd_bar_reenable(pdev, bar))
+		return PCI_ERS_RESULT_DISCONNECT;
+	/* The reset cleared the config space: what probe stored. */
+	pd_bar_restore(pdev);
 	return PCI_ERS_RESULT_RECOVERED;
 }
 
@@ -678,8 +734,8 @@ static const struct pci_error_handlers pd_bar_err_handlers = {
 	.error_detected = pd_bar_error_detected,
 	.slot_reset = pd_bar_slot_reset,
 	.resume = pd_bar_resume,
-	.reset_prepare = pd_bar_reset_begin,
-	.reset_done = pd_bar_reset_end,
+	.reset_prepare = pd_bar_reset_prepare,
+	.reset_done = pd_bar_reset_done,
 };
 
 /*

@@ -308,8 +308,10 @@ long pd_ioctl(struct file *filp, unsigned int cmd, unsigned long arg);
  */
 static inline pid_t pd_pid_nr(struct pid *pid)
 {
-	/* A struct pid outlives its process and keeps its number, which the
-	 * kernel hands out again: an exited exporter must read as 0. */
+	/*
+	 * A struct pid outlives its process and keeps its number, which the
+	 * kernel hands out again: an exited exporter must read as 0.
+	 */
 	if (!pid || !pid_has_task(pid, PIDTYPE_TGID))
 		return 0;
 	return pid_nr_ns(pid, task_active_pid_ns(current));

@@ -755,6 +755,48 @@ TEST_F(rv, pci_aer_recovery_with_live_mappings)
 }
 
 /*
+ * An AER recovery that fails after error_detected() calls no handler of
+ * ours again: the device stays in reset, its function disabled.  A
+ * function reset (sysfs reset) afterwards ends that reset rather than
+ * nesting a second one: the function is enabled (once) again, and EXPORT,
+ * which waits for the end of a reset, returns at once.
+ */
+TEST_F(rv, function_reset_after_a_failed_recovery_ends_it)
+{
+	struct pdti_device dev;
+	long long t0, done = -1;
+	int status;
+	pid_t pid;
+
+	if (self->q.backend != PEERDIRECT_BACKEND_PCI_BAR || pd_pci_function("peerdirect0", &dev))
+		SKIP(return, "not a PCI device");
+	ASSERT_EQ(1, sysfs_value(&dev, "enable"));
+	ASSERT_EQ(0, pd_pci_reset(&dev, PDTI_RESET_AER_FAILED, 0));
+	EXPECT_EQ(0, sysfs_value(&dev, "enable"));
+	ASSERT_EQ(0, pd_pci_reset(&dev, PDTI_RESET_FUNCTION, 0));
+	EXPECT_EQ(1, sysfs_value(&dev, "enable"));
+	/* In a child: on a device left resetting, EXPORT waits (killably). */
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (!pid)
+		_exit(pd_export(self->fd, self->h, 0, 4096) >= 0 ? 0 : 1);
+	t0 = pd_now_ms();
+	while (pd_now_ms() - t0 < 3000) {
+		if (waitpid(pid, &status, WNOHANG) == pid) {
+			done = pd_now_ms();
+			break;
+		}
+		usleep(10 * 1000);
+	}
+	if (done < 0) {
+		kill(pid, SIGKILL);
+		waitpid(pid, &status, 0);
+	}
+	ASSERT_LE(0, done) TH_LOG("EXPORT still waited 3 s after the function reset");
+	EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
+/*
  * ALLOC on a PCI device waits for a reset to end before it zeroes the
  * memory; a reset may never end (a recovery that fails elsewhere calls no
  * handler of ours again), so the wait must be killable: a SIGKILLed

@@ -416,7 +416,7 @@ static int pdti_pci_reset(struct pdti_pci_reset __user *uarg)
 	if (copy_from_user(&r, uarg, sizeof(r)))
 		return -EFAULT;
 	if (r.dev.pad || r.dev.domain < 0 || r.dev.bus > 0xff || r.dev.devfn > 0xff ||
-	    r.kind > PDTI_RESET_PERM_FAILURE || r.hold_ms > 10000)
+	    r.kind > PDTI_RESET_AER_FAILED || r.hold_ms > 10000)
 		return -EINVAL;
 	pci = pci_get_domain_bus_and_slot(r.dev.domain, r.dev.bus, r.dev.devfn);
 	if (!pci)
@@ -432,6 +432,13 @@ static int pdti_pci_reset(struct pdti_pci_reset __user *uarg)
 		err->reset_prepare(pci);
 		msleep(r.hold_ms);
 		err->reset_done(pci);
+	} else if (r.kind == PDTI_RESET_AER_FAILED) {
+		if (!err || !err->error_detected) {
+			ret = -EOPNOTSUPP;
+			goto out;
+		}
+		if (err->error_detected(pci, pci_channel_io_frozen) != PCI_ERS_RESULT_NEED_RESET)
+			ret = -EIO;
 	} else if (r.kind == PDTI_RESET_PERM_FAILURE) {
 		if (!err || !err->error_detected) {
 			ret = -EOPNOTSUPP;

@@ -108,6 +108,11 @@ struct pdti_device {
 #define PDTI_RESET_FUNCTION	0
 #define PDTI_RESET_AER		1
 #define PDTI_RESET_PERM_FAILURE	2
+/*
+ * error_detected(frozen) alone: a recovery that failed after it (the core
+ * calls nothing more), leaving the driver's reset open.
+ */
+#define PDTI_RESET_AER_FAILED	3
 
 struct pdti_pci_reset {
 	struct pdti_device dev;
