@@ -9,8 +9,10 @@
 # Prints "ok build CC" or "FAIL build CC" per compiler, then the tests' KTAP
 # and, last, the totals line "N passed, N failed" (a failed build counts as
 # one failure).  Exit status is non-zero on any failure.
-# The copy is fresh each run: ROOT/var/tmp/pd-user holds only user/, uapi/
-# and build/kselftest, so nothing else of the tree can leak into the build.
+# The copy is fresh each run: ROOT/var/tmp/pd-user holds only user/, uapi/,
+# build/kselftest and the Debian symbols file (test_abi checks the map's
+# version nodes against it), so nothing else of the tree can leak into the
+# build.
 set -uo pipefail
 root=${1:?usage: user-stack.sh ROOT [CC...]}
 shift
@@ -27,7 +29,8 @@ in_root() { "$src/scripts/in-root.sh" "$root" "$@"; }
 	"$src/scripts/kselftest-headers.sh" "$src/build/kselftest" || exit 1
 rm -rf "$root$dst"
 mkdir -p "$root$dst/build"
-tar -C "$src" -c --exclude='user/build*' user uapi build/kselftest |
+tar -C "$src" -c --exclude='user/build*' user uapi build/kselftest \
+	scripts/packaging/debian/libpeerdirect1.symbols |
 	tar -C "$root$dst" -x || exit 1
 
 failed=0
