@@ -5,8 +5,28 @@
 # binary under memcheck (big transfer sizes left out); a definite leak or a
 # memory error fails the test that caused it.
 pass=0 fail=0 skip=0
+
+# libfabric's shm provider names its region /dev/shm/PID:N:N and fails
+# fi_enable with EBUSY while a file of that name is left by a dead process
+# that had the same pid (one that ended without fi_close): once pids wrap
+# (pid_max is 32768 on small machines) a test fails at random.  Between
+# two test binaries none of ours runs, so a region whose pid is gone is
+# stale.
+drop_stale_shm() {
+	local f pid
+	[ -d /proc/self ] || return 0
+	for f in /dev/shm/[0-9]*:*; do
+		[ -e "$f" ] || continue
+		pid=${f#/dev/shm/}
+		pid=${pid%%:*}
+		[[ $pid =~ ^[0-9]+$ ]] || continue
+		[ -d "/proc/$pid" ] || rm -f -- "$f"
+	done
+}
+
 for t in "$@"; do
 	echo "# ---- $t"
+	drop_stale_shm
 	if [ -n "$VALGRIND" ]; then
 		out=$(PEERDIRECT_TEST_QUICK=1 valgrind -q --error-exitcode=99 --leak-check=full \
 			--errors-for-leak-kinds=definite --show-leak-kinds=definite \
