@@ -644,6 +644,22 @@ TEST_F(rv, fence_seen_across_two_exports)
 	close(d2);
 }
 
+/*
+ * Waits up to @ms for child @pid: the time it was reaped (pd_now_ms), or
+ * -1 if it was still running (it is left running).
+ */
+static long long reap_within(pid_t pid, int *status, long long ms)
+{
+	long long t0 = pd_now_ms();
+
+	while (pd_now_ms() - t0 < ms) {
+		if (waitpid(pid, status, WNOHANG) == pid)
+			return pd_now_ms();
+		usleep(10 * 1000);
+	}
+	return -1;
+}
+
 struct pci_resetter {
 	struct pdti_device dev;
 	uint32_t kind;
@@ -764,7 +780,7 @@ TEST_F(rv, pci_aer_recovery_with_live_mappings)
 TEST_F(rv, function_reset_after_a_failed_recovery_ends_it)
 {
 	struct pdti_device dev;
-	long long t0, done = -1;
+	long long done;
 	int status;
 	pid_t pid;
 
@@ -780,14 +796,7 @@ TEST_F(rv, function_reset_after_a_failed_recovery_ends_it)
 	ASSERT_LE(0, pid);
 	if (!pid)
 		_exit(pd_export(self->fd, self->h, 0, 4096) >= 0 ? 0 : 1);
-	t0 = pd_now_ms();
-	while (pd_now_ms() - t0 < 3000) {
-		if (waitpid(pid, &status, WNOHANG) == pid) {
-			done = pd_now_ms();
-			break;
-		}
-		usleep(10 * 1000);
-	}
+	done = reap_within(pid, &status, 3000);
 	if (done < 0) {
 		kill(pid, SIGKILL);
 		waitpid(pid, &status, 0);
@@ -825,13 +834,7 @@ TEST_F(rv, alloc_waiting_for_a_reset_is_killable)
 	EXPECT_EQ(0, waitpid(pid, &status, WNOHANG));
 	ASSERT_EQ(0, kill(pid, SIGKILL));
 	killed = pd_now_ms();
-	while (pd_now_ms() - killed < 5000) {
-		if (waitpid(pid, &status, WNOHANG) == pid) {
-			reaped = pd_now_ms();
-			break;
-		}
-		usleep(10 * 1000);
-	}
+	reaped = reap_within(pid, &status, 5000);
 	pthread_join(t, NULL);
 	ASSERT_EQ(0, pr.ret) TH_LOG("reset: %s", strerror(-pr.ret));
 	ASSERT_LT(0, reaped);
@@ -866,7 +869,7 @@ TEST(pci_permanent_failure_gives_the_device_up)
 {
 	struct pci_resetter pr = { .kind = PDTI_RESET_PERM_FAILURE };
 	struct peerdirect_query q;
-	long long t0, done = -1;
+	long long done;
 	int fd, d, status;
 	char bdf[32];
 	int64_t h;
@@ -901,14 +904,7 @@ TEST(pci_permanent_failure_gives_the_device_up)
 			_exit(13);
 		_exit(0);
 	}
-	t0 = pd_now_ms();
-	while (pd_now_ms() - t0 < 5000) {
-		if (waitpid(pid, &status, WNOHANG) == pid) {
-			done = pd_now_ms();
-			break;
-		}
-		usleep(10 * 1000);
-	}
+	done = reap_within(pid, &status, 5000);
 	if (done < 0) {
 		kill(pid, SIGKILL);
 		EXPECT_LE(0, done) TH_LOG("calls still waiting 5 s after the failure");
