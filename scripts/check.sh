@@ -21,11 +21,13 @@
 #               unplug  PCI device loss driven through QEMU's monitor
 #               shim    libpeerdirect moving module dma-bufs between two
 #                       processes over tcp (netns) and verbs (rxe)
+#               doctor  pdctl doctor's verdicts: module missing, rxe bounce,
+#                       veth mapped, FI_MR_DMABUF or not, permission denied
 #             A tier whose suite cannot be reached is counted as skipped,
 #             with the reason, never as passed.
 #
 # PD_CHECK_STAGES="static user stack tiers admin", PD_CHECK_TIERS="stable debug lts
-# newest" and PD_CHECK_PARTS="build sim bar unplug shim" select.  Each VM run
+# newest" and PD_CHECK_PARTS="build sim bar unplug shim doctor" select.  Each VM run
 # also fails if the kernel logged a BUG, WARNING, KASAN, lockdep, UBSAN or
 # kmemleak report (scripts/vm-scan-log.sh).  build/check/results.tsv keeps
 # one row per result for scripts/support-matrix.sh.
@@ -35,7 +37,7 @@ top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top" || exit 1
 stages=${PD_CHECK_STAGES:-static user stack tiers admin}
 tiers=${PD_CHECK_TIERS:-$(scripts/tiers.sh list)}
-parts=${PD_CHECK_PARTS:-build sim bar unplug shim}
+parts=${PD_CHECK_PARTS:-build sim bar unplug shim doctor}
 out=$top/build/check
 rm -rf "$out"
 mkdir -p "$out"
@@ -268,23 +270,28 @@ vm_unplug() {
 	add "$name" "$p" "$f" "$s" $((SECONDS - t0))
 }
 
-# vm_shim NAME MODDIR XFER: libpeerdirect moving real dma-buf memory between
-# two processes (selftests/shim-in-vm.sh), with the pd-xfer built for the
-# tier's userspace (the host's, or the root's for a root tier).
-vm_shim() {
-	local name=$1 moddir=$2 xfer=$3 t0=$SECONDS payload
-	if [ ! -x "$xfer" ]; then
-		echo "not ok $name: $xfer was not built"
-		add "$name" 0 1 0 0
-		return
-	fi
+# vm_user_part NAME MODDIR UBUILD SCRIPT: a guest script that drives the
+# module through libpeerdirect's tools, built for the tier's userspace (the
+# host's, or the root's for a root tier) in UBUILD: pd-xfer (static in the
+# library) for selftests/shim-in-vm.sh, the shared pdctl and
+# libpeerdirect.so.1 for selftests/doctor-in-vm.sh.
+vm_user_part() {
+	local name=$1 moddir=$2 ubuild=$3 script=$4 t0=$SECONDS payload f
+	for f in pd-xfer pdctl libpeerdirect.so.1; do
+		if [ ! -e "$ubuild/$f" ]; then
+			echo "not ok $name: $ubuild/$f was not built"
+			add "$name" 0 1 0 0
+			return
+		fi
+	done
 	payload=$(mktemp -d)
-	mkdir -p "$payload/bin"
-	cp "$xfer" "$payload/bin/"
-	cp selftests/shim-in-vm.sh "$payload/"
-	scripts/vm-run.sh "${TIER_VM[@]}" --timeout 900 \
+	mkdir -p "$payload/bin" "$payload/lib"
+	cp "$ubuild/pd-xfer" "$ubuild/pdctl" "$payload/bin/"
+	cp -L "$ubuild/libpeerdirect.so.1" "$payload/lib/"
+	cp "selftests/$script" "$payload/"
+	scripts/vm-run.sh "${TIER_VM[@]}" --timeout 900 --bin setpriv \
 		--ko "$moddir/kmod/peerdirect.ko" --payload "$payload" \
-		--log "$out/$name.log" -- shim-in-vm.sh > "$out/$name.out" 2>&1
+		--log "$out/$name.log" -- "$script" > "$out/$name.out" 2>&1
 	vm_result "$name" $? "$t0"
 	rm -rf "$payload"
 }
@@ -292,17 +299,19 @@ vm_shim() {
 # tier_modules DIR: build the module and test importer for the current tier
 # in DIR (out-of-tree objects are per kernel), W=1; any warning fails.
 tier_modules() {
-	local dir=$1 name=$TIER_LABEL-build t0=$SECONDS log=$out/$TIER_LABEL-build.log rc=0
+	local dir=$1 name=$TIER_LABEL-build t0=$SECONDS log=$out/$TIER_LABEL-build.log rc=0 ver
+	# The copy has no user/Makefile to read the version from (as DKMS).
+	ver=$(make -s -C user version)
 	rm -rf "$dir"
 	mkdir -p "$dir/selftests"
 	cp -r Kbuild kmod uapi "$dir/"
 	cp -r selftests/importer "$dir/selftests/"
 	find "$dir" \( -name '*.o' -o -name '*.ko' -o -name '*.mod*' -o -name '.*.cmd' \) -delete
 	if [ -n "$TIER_ROOT" ]; then
-		scripts/in-root.sh "$TIER_ROOT" make -C "$TIER_KDIR" M="${dir#"$TIER_ROOT"}" W=1 modules \
+		scripts/in-root.sh "$TIER_ROOT" make -C "$TIER_KDIR" M="${dir#"$TIER_ROOT"}" W=1 PD_VERSION="$ver" modules \
 			> "$log" 2>&1 || rc=$?
 	else
-		make -C "$TIER_KDIR" M="$dir" W=1 modules > "$log" 2>&1 || rc=$?
+		make -C "$TIER_KDIR" M="$dir" W=1 PD_VERSION="$ver" modules > "$log" 2>&1 || rc=$?
 	fi
 	if [ "$rc" = 0 ] && ! grep -qiE 'warning:|error:' "$log"; then
 		echo "ok $name: W=1 build against $TIER_KVER is clean"
@@ -320,7 +329,7 @@ tier_modules() {
 
 # One kernel tier: prepare it (or skip it, saying why), then every part.
 run_tier() {
-	local tier=$1 t0=$SECONDS env rc=0 mod xfer
+	local tier=$1 t0=$SECONDS env rc=0 mod ubuild
 	env=$(scripts/tiers.sh prepare "$tier" 2> "$out/tier-$tier.log") || rc=$?
 	TIER_LABEL=$tier TIER_KVER=- TIER_SOURCE=-
 	if [ "$rc" = 4 ]; then
@@ -336,17 +345,19 @@ run_tier() {
 	echo "== tier $TIER_LABEL: $TIER_KVER ($TIER_SOURCE)"
 	if [ -n "$TIER_ROOT" ]; then
 		mod=$TIER_ROOT/var/tmp/peerdirect-$TIER_LABEL
-		xfer=$TIER_ROOT/var/tmp/pd-user/user/build-gcc/pd-xfer
+		ubuild=$TIER_ROOT/var/tmp/pd-user/user/build-gcc
 		# This checkout's library, never one an earlier run left in the root.
-		if [[ " $parts " == *" shim "* ]] && [ -z "${stack_built:-}" ]; then
-			rm -f "$xfer"
+		if [[ " $parts " == *" shim "* || " $parts " == *" doctor "* ]] &&
+			[ -z "${stack_built:-}" ]; then
+			rm -f "$ubuild/pd-xfer" "$ubuild/pdctl" "$ubuild/libpeerdirect.so.1"
 			scripts/user-stack.sh "$TIER_ROOT" gcc > "$out/$TIER_LABEL-shim-build.log" 2>&1
 			stack_built=1
 		fi
 	else
 		mod=$top/build/tiers/$TIER_LABEL
-		xfer=$top/user/build/pd-xfer
-		[[ " $parts " != *" shim "* ]] || make -s -C user all > "$out/shim-build.log" 2>&1
+		ubuild=$top/user/build
+		[[ " $parts " != *" shim "* && " $parts " != *" doctor "* ]] ||
+			make -s -C user all > "$out/shim-build.log" 2>&1
 	fi
 	tier_modules "$mod" || return
 	for part in $parts; do
@@ -354,7 +365,8 @@ run_tier() {
 		build) ;;
 		sim|bar) vm_selftests "$TIER_LABEL-$part" "$mod" "$part" ;;
 		unplug) vm_unplug "$TIER_LABEL-unplug" "$mod" ;;
-		shim) vm_shim "$TIER_LABEL-shim" "$mod" "$xfer" ;;
+		shim) vm_user_part "$TIER_LABEL-shim" "$mod" "$ubuild" shim-in-vm.sh ;;
+		doctor) vm_user_part "$TIER_LABEL-doctor" "$mod" "$ubuild" doctor-in-vm.sh ;;
 		*) echo "not ok unknown part $part"; add "$part" 0 1 0 0 ;;
 		esac
 	done

@@ -17,10 +17,10 @@ echo
 echo "## Kernel tiers"
 echo
 echo "Each cell is passed/failed/skipped for that part (W=1 build, selftests on the simulated"
-echo "and the ivshmem BAR backend, PCI unplug, libpeerdirect between two processes)."
+echo "and the ivshmem BAR backend, PCI unplug, libpeerdirect between two processes, pdctl doctor's verdicts)."
 echo
-echo "| tier | kernel | from | build W=1 | sim | bar | unplug | shim |"
-echo "|---|---|---|---|---|---|---|---|"
+echo "| tier | kernel | from | build W=1 | sim | bar | unplug | shim | doctor |"
+echo "|---|---|---|---|---|---|---|---|---|"
 awk -F'\t' '
 NR == 1 { next }
 $2 ~ /^k/ || $1 == $2 {
@@ -34,12 +34,12 @@ END {
 	for (i = 1; i <= n; i++) {
 		t = order[i]
 		if ((t, "tier") in cell) {
-			printf "| %s | - | %s | %s | | | | |\n", t, "not reachable or not prepared", cell[t, "tier"]
+			printf "| %s | - | %s | %s | | | | | |\n", t, "not reachable or not prepared", cell[t, "tier"]
 			continue
 		}
 		printf "| %s | %s | %s |", t, kern[t], src[t]
-		split("build sim bar unplug shim", parts, " ")
-		for (j = 1; j <= 5; j++) {
+		split("build sim bar unplug shim doctor", parts, " ")
+		for (j = 1; j <= 6; j++) {
 			c = ((t, parts[j]) in cell) ? cell[t, parts[j]] : "not run"
 			printf " %s |", c
 		}

@@ -407,31 +407,127 @@ TEST_F(pdctl, doctor_node_not_openable)
 	EXPECT_NE(NULL, strstr(self->out, "60-peerdirect.rules")) TH_LOG("%s", self->out);
 }
 
+/*
+ * A PCI tree: peerdirect0 and fakerdma0 under one switch (upstream port
+ * 0000:01:00.0, downstream ports 02:00.0 and 02:01.0), eth9 under another
+ * root port.
+ */
+static const char *const pci_dirs[] = {
+	"devices/pci0000:00/0000:00:01.0",
+	"devices/pci0000:00/0000:00:01.0/0000:01:00.0",
+	"devices/pci0000:00/0000:00:01.0/0000:01:00.0/0000:02:00.0",
+	"devices/pci0000:00/0000:00:01.0/0000:01:00.0/0000:02:00.0/0000:03:00.0",
+	"devices/pci0000:00/0000:00:01.0/0000:01:00.0/0000:02:01.0",
+	"devices/pci0000:00/0000:00:01.0/0000:01:00.0/0000:02:01.0/0000:04:00.0",
+	"devices/pci0000:00/0000:00:02.0",
+	"devices/pci0000:00/0000:00:02.0/0000:05:00.0",
+};
+
+static int pci_tree(const char *root)
+{
+	static const char *const links[][2] = {
+		{ "sys/class/misc/peerdirect0/device", "0000:03:00.0" },
+		{ "sys/class/infiniband/fakerdma0/device", "0000:04:00.0" },
+		{ "sys/class/net/eth9/device", "0000:05:00.0" },
+	};
+	char link[PATH_MAX], target[PATH_MAX];
+	unsigned int i, j;
+
+	doctor_tree(root);
+	for (i = 0; i < 3; i++)
+		for (j = 0; j < sizeof(pci_dirs) / sizeof(pci_dirs[0]); j++) {
+			if (strcmp(strrchr(pci_dirs[j], '/') + 1, links[i][1]))
+				continue;
+			snprintf(target, sizeof(target), "%s/sys/%s/x", root, pci_dirs[j]);
+			put(root, target + strlen(root) + 1, "");
+			*strrchr(target, '/') = 0;
+			snprintf(link, sizeof(link), "%s/%s", root, links[i][0]);
+			if (symlink(target, link))
+				return -1;
+		}
+	return 0;
+}
+
 /* The PCI path: a switch both sit under, or only the host bridge. */
 TEST_F(pdctl, doctor_pci_topology)
 {
-	static const char *const links[][2] = {
-		{ "sys/class/misc/peerdirect0/device",
-		  "devices/pci0000:00/0000:00:01.0/0000:01:00.0/0000:02:00.0/0000:03:00.0" },
-		{ "sys/class/infiniband/fakerdma0/device",
-		  "devices/pci0000:00/0000:00:01.0/0000:01:00.0/0000:02:01.0/0000:04:00.0" },
-		{ "sys/class/net/eth9/device", "devices/pci0000:00/0000:00:02.0/0000:05:00.0" },
-	};
-	char link[PATH_MAX], target[PATH_MAX];
-	unsigned int i;
-
-	doctor_tree(self->fake);
-	for (i = 0; i < 3; i++) {
-		snprintf(target, sizeof(target), "%s/sys/%s/x", self->fake, links[i][1]);
-		put(self->fake, target + strlen(self->fake) + 1, "");
-		*strrchr(target, '/') = 0;
-		snprintf(link, sizeof(link), "%s/%s", self->fake, links[i][0]);
-		ASSERT_EQ(0, symlink(target, link));
-	}
+	ASSERT_EQ(0, pci_tree(self->fake));
 	EXPECT_EQ(7, doctor(self->fake, self->out, sizeof(self->out), "none", false, "doctor"));
 	EXPECT_NE(NULL, strstr(self->out, "pci: common upstream bridge 0000:01:00.0"))
 		TH_LOG("%s", self->out);
 	EXPECT_NE(NULL, strstr(self->out, "pci: warn: only the host bridge pci0000:00 is common"))
+		TH_LOG("%s", self->out);
+}
+
+/*
+ * Each function's config space: size bytes, an ACS capability with control
+ * bits acs (or none when acs < 0) behind a first extended capability
+ * (AER), so the list is walked.
+ */
+static void put_config(const char *root, size_t size, int acs, const char *redirect_at)
+{
+	unsigned char cfg[4096] = { 0 };
+	char path[PATH_MAX];
+	unsigned int i, ctrl;
+	FILE *f;
+
+	for (i = 0; i < sizeof(pci_dirs) / sizeof(pci_dirs[0]); i++) {
+		memset(cfg, 0, sizeof(cfg));
+		cfg[0x100] = 0x01;			/* AER, next at 0x140 */
+		cfg[0x102] = 0x01 << 4;
+		cfg[0x103] = 0x140 >> 4;
+		if (acs >= 0) {
+			ctrl = acs;
+			if (redirect_at && strstr(pci_dirs[i], redirect_at) &&
+			    !strcmp(strrchr(pci_dirs[i], '/') + 1, redirect_at))
+				ctrl |= 0x04;		/* P2P request redirect */
+			cfg[0x140] = 0x0d;		/* ACS, last */
+			cfg[0x142] = 0x01;
+			cfg[0x146] = ctrl & 0xff;
+			cfg[0x147] = ctrl >> 8;
+		}
+		snprintf(path, sizeof(path), "%s/sys/%s/config", root, pci_dirs[i]);
+		f = fopen(path, "w");
+		if (f) {
+			fwrite(cfg, 1, size, f);
+			fclose(f);
+		}
+	}
+}
+
+/* ACS on the way from device to NIC, as the kernel's p2pdma walks it. */
+TEST_F(pdctl, doctor_acs_on_the_path)
+{
+	ASSERT_EQ(0, pci_tree(self->fake));
+	/* what a user without CAP_SYS_ADMIN reads */
+	put_config(self->fake, 64, 0x11, NULL);
+	EXPECT_EQ(7, doctor(self->fake, self->out, sizeof(self->out), "none", false,
+			    "doctor --nic fakerdma0"));
+	EXPECT_NE(NULL, strstr(self->out, "ACS not read on 5 functions (PCI config space beyond "
+			       "64 bytes needs root)")) TH_LOG("%s", self->out);
+	/* source validation and upstream forwarding only: peer-to-peer stays below */
+	put_config(self->fake, 4096, 0x11, NULL);
+	EXPECT_EQ(7, doctor(self->fake, self->out, sizeof(self->out), "none", false,
+			    "doctor --nic fakerdma0"));
+	EXPECT_NE(NULL, strstr(self->out, "; no ACS redirect on the path, 4 hops"))
+		TH_LOG("%s", self->out);
+	/* request redirect on the NIC's downstream port */
+	put_config(self->fake, 4096, 0x11, "0000:02:01.0");
+	EXPECT_EQ(7, doctor(self->fake, self->out, sizeof(self->out), "none", false,
+			    "doctor --nic fakerdma0"));
+	EXPECT_NE(NULL, strstr(self->out, "; warn: ACS redirects peer-to-peer at 0000:02:01.0: "
+			       "the traffic goes up to the root complex")) TH_LOG("%s", self->out);
+	/* on the common switch's upstream port, which the kernel checks too */
+	put_config(self->fake, 4096, 0x11, "0000:01:00.0");
+	EXPECT_EQ(7, doctor(self->fake, self->out, sizeof(self->out), "none", false,
+			    "doctor --nic fakerdma0"));
+	EXPECT_NE(NULL, strstr(self->out, "ACS redirects peer-to-peer at 0000:01:00.0"))
+		TH_LOG("%s", self->out);
+	/* conventional PCI: 256 bytes, no extended capabilities */
+	put_config(self->fake, 256, -1, NULL);
+	EXPECT_EQ(7, doctor(self->fake, self->out, sizeof(self->out), "none", false,
+			    "doctor --nic fakerdma0"));
+	EXPECT_NE(NULL, strstr(self->out, "; no ACS redirect on the path, 4 hops"))
 		TH_LOG("%s", self->out);
 }
 

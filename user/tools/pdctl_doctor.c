@@ -39,10 +39,12 @@
 #include <dlfcn.h>
 #include <infiniband/verbs.h>
 #include <rdma/fabric.h>
+#include <rdma/fi_domain.h>	/* FI_MR_DMABUF (1.20+) is a registration flag */
 #include "peerdirect.h"
 #endif
 
 #include "pdctl.h"
+#include "tool_env.h"
 
 #ifndef PD_VERSION
 #define PD_VERSION "unknown"
@@ -557,6 +559,93 @@ static bool is_bdf(const char *s, size_t len)
 	return sscanf(tmp, "%x:%x:%x.%x", &a, &b, &c, &d) == 4;
 }
 
+#define PCI_EXT_CAP_ACS	0x000d
+#define ACS_REDIRECT	(0x0004 | 0x0008 | 0x0020)	/* RR, CR, EC */
+
+/*
+ * ACS control of the PCI function at sysfs directory dir: its bits, -1
+ * when there is no ACS capability (or no extended config space), -2 when
+ * only the first 64 bytes are readable (sysfs hides the rest from users
+ * without CAP_SYS_ADMIN).
+ */
+static int acs_ctrl(const char *dir)
+{
+	unsigned char cfg[4096];
+	char path[PATH_MAX + 8];
+	unsigned int pos = 0x100, hops = 0;
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/config", dir);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -2;
+	n = pread(fd, cfg, sizeof(cfg), 0);
+	close(fd);
+	if (n <= 64)
+		return -2;
+	while (pos >= 0x100 && pos + 8 <= (size_t)n && hops++ < 512) {
+		uint32_t h = cfg[pos] | cfg[pos + 1] << 8 | cfg[pos + 2] << 16 |
+			     (uint32_t)cfg[pos + 3] << 24;
+
+		if (!h || h == 0xffffffff)
+			break;
+		if ((h & 0xffff) == PCI_EXT_CAP_ACS)
+			return cfg[pos + 6] | cfg[pos + 7] << 8;
+		pos = (h >> 20) & 0xffc;
+	}
+	return -1;
+}
+
+/*
+ * The functions on the way between two PCI functions, as the kernel's
+ * p2pdma distance walks them: every function from a up to and including
+ * the common upstream bridge (path prefix of length common), and every
+ * one from b up to, not including, that bridge.  Those whose ACS redirect
+ * peer-to-peer requests (RR, CR or EC on) send the traffic up to the root
+ * complex.  Appends the verdict to text; returns the hops between them.
+ */
+static int acs_on_path(const char *a, const char *b, size_t common, char *text, size_t len)
+{
+	char dir[PATH_MAX], redirect[TEXT] = "";
+	const char *paths[2] = { a, b }, *comp;
+	size_t used = 0, k, at = strlen(text);
+	int hops = 0, unread = 0, ctrl, i;
+
+	for (i = 0; i < 2; i++) {
+		for (k = strlen(paths[i]); k > 0; k--) {
+			if (paths[i][k] && paths[i][k] != '/')
+				continue;
+			if (k < common || (k == common && i == 1))
+				break;
+			memcpy(dir, paths[i], k);
+			dir[k] = 0;
+			comp = strrchr(dir, '/');
+			comp = comp ? comp + 1 : dir;
+			if (!is_bdf(comp, strlen(comp)))
+				break;
+			if (k > common)
+				hops++;
+			ctrl = acs_ctrl(dir);
+			if (ctrl == -2)
+				unread++;
+			else if (ctrl >= 0 && (ctrl & ACS_REDIRECT) && used < sizeof(redirect))
+				used += snprintf(redirect + used, sizeof(redirect) - used, "%s%s",
+						 used ? " " : "", comp);
+		}
+	}
+	if (used)
+		snprintf(text + at, len - at, "; warn: ACS redirects peer-to-peer at %s: the "
+			 "traffic goes up to the root complex (the kernel maps it through the "
+			 "host bridge, or refuses it)", redirect);
+	else if (unread)
+		snprintf(text + at, len - at, "; ACS not read on %d functions (PCI config space "
+			 "beyond 64 bytes needs root)", unread);
+	else
+		snprintf(text + at, len - at, "; no ACS redirect on the path, %d hops", hops);
+	return hops;
+}
+
 /* Topology text of a pair; a warning when the path crosses the host bridge. */
 static void topology(const struct dev *d, const struct nic *nic, struct pair *p)
 {
@@ -588,9 +677,11 @@ static void topology(const struct dev *d, const struct nic *nic, struct pair *p)
 	start = a + last;
 	while (start > a && start[-1] != '/')
 		start--;
-	if (last && is_bdf(start, a + last - start))
+	if (last && is_bdf(start, a + last - start)) {
 		set_text(p->topology, "common upstream bridge %.*s (iommu groups %s, %s)",
 			 (int)(a + last - start), start, ga, gb);
+		acs_on_path(a, b, last, p->topology, sizeof(p->topology));
+	}
 	else if (last && !strncmp(start, "pci", 3))
 		set_text(p->topology, "warn: only the host bridge %.*s is common: peer-to-peer "
 			 "crosses the root complex (iommu groups %s, %s)",
@@ -849,8 +940,10 @@ static void check_libfabric(void)
 	struct fi_info *(*dupinfo)(const struct fi_info *);
 	void (*freeinfo)(struct fi_info *);
 	struct fi_info *hints, *info = NULL, *i;
+	const char *dmabuf_why = NULL;
 	char provs[TEXT] = "";
 	size_t used = 0;
+	bool dmabuf;
 	uint32_t v;
 	void *so;
 	int ret;
@@ -888,9 +981,6 @@ static void check_libfabric(void)
 	hints->caps = FI_HMEM;
 	hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED |
 				      FI_MR_PROV_KEY | FI_MR_HMEM;
-#ifdef FI_MR_DMABUF
-	hints->domain_attr->mr_mode |= FI_MR_DMABUF;
-#endif
 	ret = getinfo(v, NULL, NULL, 0, hints, &info);
 	for (i = ret ? NULL : info; i; i = i->next) {
 		const char *name = i->fabric_attr && i->fabric_attr->prov_name ?
@@ -907,18 +997,31 @@ static void check_libfabric(void)
 	if (info)
 		freeinfo(info);
 	freeinfo(hints);
-#ifdef FI_MR_DMABUF
-#define DMABUF_HINT "FI_HMEM with FI_MR_DMABUF"
-#else
-#define DMABUF_HINT "FI_HMEM (this pdctl was built against a libfabric without FI_MR_DMABUF)"
+	/*
+	 * FI_MR_DMABUF is a flag of fi_mr_regattr, not an mr_mode bit: a
+	 * provider offering FI_HMEM takes dma-buf registrations when both the
+	 * running libfabric and the one libpeerdirect was built against are
+	 * 1.20 or newer.
+	 */
+	dmabuf = FI_VERSION_GE(v, FI_VERSION(1, 20));
+	if (!dmabuf)
+		dmabuf_why = "no, libfabric < 1.20";
+#ifndef FI_MR_DMABUF
+	else
+		dmabuf_why = "no, pdctl (and, likely, libpeerdirect) was built against a "
+			     "libfabric < 1.20";
+	dmabuf = false;
 #endif
 	if (used)
-		add_check("libfabric", "FI_HMEM", "ok", NULL, "libfabric %u.%u: providers offering "
-			  DMABUF_HINT ": %s", FI_MAJOR(v), FI_MINOR(v), provs);
+		add_check("libfabric", "FI_HMEM", dmabuf ? "ok" : "warn", dmabuf ? NULL :
+			  "libfabric >= 1.20 (Debian 13), and libpeerdirect built against it",
+			  "libfabric %u.%u: providers offering FI_HMEM: %s; dma-buf registrations "
+			  "(FI_MR_DMABUF): %s", FI_MAJOR(v), FI_MINOR(v), provs,
+			  dmabuf ? "yes" : dmabuf_why);
 	else
 		add_check("libfabric", "FI_HMEM", "warn", "libfabric >= 1.20 with the NIC's "
 			  "provider (verbs, efa) built with dma-buf support",
-			  "libfabric %u.%u: no provider offers " DMABUF_HINT " (fi_getinfo: %d): the "
+			  "libfabric %u.%u: no provider offers FI_HMEM (fi_getinfo: %d): the "
 			  "library registers mappings or bounces", FI_MAJOR(v), FI_MINOR(v), ret);
 	dlclose(so);
 #endif
@@ -1164,6 +1267,9 @@ int cmd_doctor(int argc, char **argv)
 	if (getenv("PDCTL_BOOT"))
 		bootroot = getenv("PDCTL_BOOT");
 	no_libs = getenv("PDCTL_LIBS") && !strcmp(getenv("PDCTL_LIBS"), "none");
+	/* Before libfabric is loaded: the library's choice over verbs on rxe
+	 * needs the queue sizes the tools use (fi_enable fails otherwise). */
+	tool_env_defaults();
 	optind = 1;
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, "+", opts, NULL)) != -1) {

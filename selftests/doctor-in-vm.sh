@@ -1,0 +1,143 @@
+#!/bin/bash
+# Runs inside the VM for the doctor part of scripts/check.sh: the verdicts
+# of `pdctl doctor` (the shared build an admin installs, which dlopen()s
+# libibverbs, libfabric and libpeerdirect) on the situations it is for:
+#   - the module not loaded, then loaded without devices: exit 3;
+#   - soft-RoCE (rxe): bounce, because ibv_reg_dmabuf_mr of a real export
+#     is refused, with the errno; the library's own choice agrees: exit 7;
+#   - tcp over a veth: mapped (the CPU reads the dma-buf): exit 0;
+#   - libfabric with FI_MR_DMABUF (the unstable root's 2.x) or without it
+#     (Debian 12's 1.17): the check says which, and on 2.x the library
+#     tells why verbs could not take the dma-buf;
+#   - a user outside the node's group: denied, exit 4, and the fix.
+# The payload holds bin/pdctl and lib/libpeerdirect.so.1, built for this
+# tier's userspace.
+set -u
+cd /pd || exit 1
+pdctl=/pd/bin/pdctl
+ko=/pd/ko/peerdirect.ko
+source /pd/lib/vm-net-setup.sh
+lfver=$(fi_info --version 2>/dev/null | sed -n 's/^libfabric: *//p')
+echo "# libfabric ${lfver:-unknown}, kernel $(uname -r)"
+lf_has_dmabuf() {
+	[ -n "$lfver" ] && [ "$(printf '%s\n1.20.0\n' "$lfver" | sort -V | head -n 1)" = 1.20.0 ]
+}
+
+n=0
+pass=0
+fail=0
+skipped=0
+planned=11
+# check DESCRIPTION EXPECTED-RC RC LOG [REGEX...]: every REGEX (grep -E)
+# must match a line of LOG, and a REGEX starting with ! must match none.
+check() {
+	local desc=$1 want=$2 got=$3 log=$4 re ok=1
+	shift 4
+	[ "$got" = "$want" ] || ok=0
+	for re in "$@"; do
+		if [ "${re:0:1}" = '!' ]; then
+			! grep -qE -- "${re:1}" "$log" || { ok=0; echo "# unexpected /${re:1}/"; }
+		else
+			grep -qE -- "$re" "$log" || { ok=0; echo "# missing /$re/"; }
+		fi
+	done
+	n=$((n + 1))
+	if [ $ok = 1 ]; then
+		pass=$((pass + 1)); echo "ok $n $desc"
+	else
+		fail=$((fail + 1)); echo "not ok $n $desc (rc $got, want $want)"
+		sed 's/^/# /' "$log" | tail -n 40
+	fi
+}
+skip() {
+	n=$((n + 1)); skipped=$((skipped + 1)); echo "ok $n $1 # SKIP $2"
+}
+doctor() {	# doctor LOG ARGS...: pdctl's exit code
+	local log=$1
+	shift
+	timeout 120 "$pdctl" "$@" > "$log" 2>&1
+}
+
+echo "TAP version 13"
+echo "1..$planned"
+
+# ---- no module ------------------------------------------------------------
+doctor /tmp/d-nomod doctor
+check "module not loaded: exit 3, says so and how to load it" 3 $? /tmp/d-nomod \
+	'^module +peerdirect +fail +the peerdirect module is not loaded' 'fix: modprobe peerdirect' \
+	'^exit 3: no module'
+doctor /tmp/d-nomod.json --json doctor
+check "module not loaded, --json: the same check and \"exit\": 3" 3 $? /tmp/d-nomod.json \
+	'"check": *"module"' '"status": *"fail"' '"exit": *3'
+
+insmod "$ko" sim_devices=0 || exit 1
+doctor /tmp/d-nodev doctor
+check "module loaded without devices: exit 3, names the parameters" 3 $? /tmp/d-nodev \
+	'^module +peerdirect +ok +loaded, version [0-9]+\.[0-9]+' '^module +parameters +ok .*sim_devices=0' \
+	'the module is loaded but has no devices'
+rmmod peerdirect || exit 1
+insmod "$ko" sim_devices=2 sim_mem_mb=64 || exit 1
+
+# ---- NICs -------------------------------------------------------------------
+if ! rxe_policy > /tmp/rxe.log 2>&1; then
+	sed 's/^/# /' /tmp/rxe.log
+	for t in "rxe: bounce" "rxe --json" "rxe and veth" "library choice" "FI_MR_DMABUF" \
+		"veth: mapped"; do
+		skip "$t" "no rxe layout on this kernel"
+	done
+else
+	unset FI_UNIVERSE_SIZE
+	doctor /tmp/d-rxe -d 0 doctor --nic rxe0
+	check "rxe: bounce, ibv_reg_dmabuf_mr of a real export refused with its errno, exit 7" 7 $? \
+		/tmp/d-rxe \
+		'^peerdirect0 +rxe0 +rdma +bounce +ibv_reg_dmabuf_mr on rxe0 refused a peerdirect0 export: .*\(errno [0-9]+, E[A-Z]+\)' \
+		'fix: a NIC whose driver registers dma-bufs' '^exit 7: a pair would fall back to bounce' \
+		'!^peerdirect1 '
+	doctor /tmp/d-rxe.json --json -d 0 doctor --nic rxe0
+	check "rxe, --json: verdict bounce, ibv_errno set, \"exit\": 7" 7 $? /tmp/d-rxe.json \
+		'"nic": *"rxe0"' '"nic_kind": *"rdma"' '"verdict": *"bounce"' '"ibv_errno": *[1-9]' \
+		'"exit": *7'
+	doctor /tmp/d-both -d 0 doctor --nic rxe0 --nic va
+	check "rxe and a veth: one pair each, the worse exit (7)" 7 $? /tmp/d-both \
+		'^peerdirect0 +rxe0 +rdma +bounce ' '^peerdirect0 +va +netdev +mapped '
+	# The library's own choice, through a fabric of each provider.
+	check "library choice: verbs (rxe) bounce with its reason, tcp mapped" 7 7 /tmp/d-both \
+		'^libpeerdirect +peerdirect0/verbs +warn +pd_mr_reg_dmabuf chose bounce: .*VM_PFNMAP' \
+		'^libpeerdirect +peerdirect0/tcp +ok +pd_mr_reg_dmabuf chose mapped'
+	if lf_has_dmabuf; then
+		check "libfabric $lfver: the FI_MR_DMABUF providers are listed, and the library says why verbs refused the dma-buf" \
+			7 7 /tmp/d-both \
+			'^libfabric +FI_HMEM +ok +libfabric [0-9]+\.[0-9]+: providers offering FI_HMEM: .*shm.*; dma-buf registrations \(FI_MR_DMABUF\): yes$' \
+			'^libpeerdirect +peerdirect0/verbs +warn +pd_mr_reg_dmabuf chose bounce: .*dmabuf: '
+	else
+		check "libfabric ${lfver:-?}: no FI_MR_DMABUF, and the check says so" 7 7 /tmp/d-both \
+			'^libfabric +FI_HMEM +warn +libfabric 1\.[0-9]+: providers offering FI_HMEM: .*; dma-buf registrations \(FI_MR_DMABUF\): no, libfabric < 1\.20$' \
+			'fix: libfabric >= 1\.20'
+	fi
+	doctor /tmp/d-veth -d 0 doctor --nic va
+	check "veth: mapped, exit 0" 0 $? /tmp/d-veth '^peerdirect0 +va +netdev +mapped +tcp over va' \
+		'^exit 0: no pair falls back to bounce'
+fi
+
+# ---- permissions ----------------------------------------------------------
+doctor /tmp/d-all doctor
+rc=$?
+want=7
+[ -e /sys/class/infiniband/rxe0 ] || want=0
+check "every device and NIC, as root: no pair unknown or denied" $want $rc /tmp/d-all \
+	'^peerdirect0 ' '^peerdirect1 ' '!^peerdirect[0-9]+ .* (unknown|denied|unavailable) '
+chmod 0660 /dev/peerdirect0
+chgrp 0 /dev/peerdirect0
+timeout 120 setpriv --reuid=65534 --regid=65534 --clear-groups "$pdctl" -d 0 doctor \
+	> /tmp/d-perm 2>&1
+rc=$?
+check "user outside the node's group: denied, exit 4, the group fix" 4 $rc /tmp/d-perm \
+	'^device_node +peerdirect0 +fail +/dev/peerdirect0: Permission denied \(mode 0660 group .*not in that group\)' \
+	'fix: add the user to the node.s group' '^exit 4: permission denied'
+
+if [ "$n" != "$planned" ]; then
+	fail=$((fail + 1))
+	echo "not ok $((n + 1)) ran $n results, planned $planned"
+fi
+echo "# Totals: pass:$pass fail:$fail xfail:0 xpass:0 skip:$skipped error:0"
+[ "$fail" = 0 ]
