@@ -27,12 +27,20 @@
 
 #define APP_QUEUE_MAX	1024
 
-/* A dma-buf this handle exported, or (subscribed) one it only holds, whose
+/*
+ * A dma-buf this handle exported, or (subscribed) one it only holds, whose
  * revocation the kernel reports here through PEERDIRECT_IOCTL_SUBSCRIBE.
  * Export ids are per exporting device, so subscribed records are matched
- * by inode. */
+ * by inode.  A record lives while registrations use it: uses counts those
+ * being made (pd_fabric_origin_of to pd_fabric_origin_unpin), entries the
+ * cache entries made (pd_device_rec_hold to pd_device_rec_release).  When
+ * both reach 0 a subscription is cancelled in the kernel (the kernel's
+ * max_subscriptions counts live ones) and the record goes; so does an
+ * export's record once it is revoked.
+ */
 struct export_rec {
 	uint64_t export_id, st_dev, st_ino;
+	unsigned int uses, entries;
 	bool revoked, subscribed;
 };
 
@@ -47,6 +55,10 @@ struct pd_device {
 	bool gone, closed;
 	struct pd_fabric **subs;
 	size_t nsubs, subs_cap;
+	/* The records, under recs_lock: a leaf, taken inside lock too, so a
+	 * registration released while events are dispatched can drop its
+	 * record. */
+	pthread_mutex_t recs_lock;
 	struct export_rec *exports;
 	size_t nexports, exports_cap;
 	/* Events for pd_device_read_events, oldest first. */
@@ -94,6 +106,7 @@ int pd_device_wrap_fd(int fd, unsigned int index, struct pd_device **out)
 	/* Non-blocking: the reader drains with read() until EAGAIN. */
 	fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
 	pthread_mutex_init(&dev->lock, NULL);
+	pthread_mutex_init(&dev->recs_lock, NULL);
 	dev->fd = fd;
 	dev->index = index;
 	dev->origin = next_origin();
@@ -158,6 +171,7 @@ void pd_device_put(struct pd_device *dev)
 	if (__atomic_sub_fetch(&dev->refs, 1, __ATOMIC_ACQ_REL))
 		return;
 	pthread_mutex_destroy(&dev->lock);
+	pthread_mutex_destroy(&dev->recs_lock);
 	free(dev->subs);
 	free(dev->exports);
 	free(dev->appq);
@@ -270,7 +284,17 @@ static struct export_rec *find_subscribed(struct pd_device *dev, uint64_t st_ino
 static struct export_rec *new_rec_locked(struct pd_device *dev)
 {
 	struct export_rec *rec;
+	size_t i;
 
+	/* Revoked records nothing uses go before the array grows: a process
+	 * that exports and frees for weeks keeps only what it still uses. */
+	for (i = 0; dev->nexports == dev->exports_cap && i < dev->nexports;) {
+		rec = &dev->exports[i];
+		if (rec->revoked && !rec->uses && !rec->entries)
+			*rec = dev->exports[--dev->nexports];
+		else
+			i++;
+	}
 	if (dev->nexports == dev->exports_cap) {
 		rec = realloc(dev->exports, (dev->exports_cap * 2 + 16) * sizeof(*rec));
 		if (!rec)
@@ -290,7 +314,7 @@ int pd_device_track_export(struct pd_device *dev, int fd, uint64_t export_id)
 	if (!dev || fstat(fd, &st))
 		return pd_error(dev ? -errno : -EINVAL, "pd_device_track_export: %s",
 				dev ? strerror(errno) : "device is NULL");
-	pthread_mutex_lock(&dev->lock);
+	pthread_mutex_lock(&dev->recs_lock);
 	rec = find_export(dev, export_id);
 	if (!rec)
 		rec = new_rec_locked(dev);
@@ -299,7 +323,7 @@ int pd_device_track_export(struct pd_device *dev, int fd, uint64_t export_id)
 					     .st_ino = st.st_ino };
 	else
 		ret = pd_error(-ENOMEM, "pd_device_track_export: out of memory");
-	pthread_mutex_unlock(&dev->lock);
+	pthread_mutex_unlock(&dev->recs_lock);
 	return ret;
 }
 
@@ -309,7 +333,7 @@ int pd_device_lookup_export(struct pd_device *dev, uint64_t st_dev, uint64_t st_
 	size_t i;
 	int ret = 0;
 
-	pthread_mutex_lock(&dev->lock);
+	pthread_mutex_lock(&dev->recs_lock);
 	for (i = 0; i < dev->nexports; i++) {
 		struct export_rec *r = &dev->exports[i];
 
@@ -317,14 +341,33 @@ int pd_device_lookup_export(struct pd_device *dev, uint64_t st_dev, uint64_t st_
 			continue;
 		*export_id = r->export_id;
 		ret = 1;
-		if (r->revoked || dev->gone)
-			ret = pd_error(-ENODEV, "dma-buf inode %llu (export %llu of /dev/peerdirect%u) was revoked%s: re-export and register again",
+		if (!r->revoked)
+			r->uses++;
+		if (r->revoked)
+			ret = pd_error(-ENODEV, "dma-buf inode %llu (export %llu of /dev/peerdirect%u) was revoked, or its device went: re-export and register again",
 				       (unsigned long long)st_ino, (unsigned long long)r->export_id,
-				       dev->index, dev->gone ? " (device removed)" : "");
+				       dev->index);
 		break;
 	}
-	pthread_mutex_unlock(&dev->lock);
+	pthread_mutex_unlock(&dev->recs_lock);
 	return ret;
+}
+
+/*
+ * Ends this file's subscription to the dma-buf fd.  Silent: it runs where a
+ * registration is released, which reports nothing, and a subscription it
+ * cannot end (already ended by a revocation, ENOENT; the device closed)
+ * ends with the dma-buf or the file anyway.
+ */
+static void cancel_subscription(struct pd_device *dev, int fd)
+{
+	struct peerdirect_subscribe s = {
+		.argsz = sizeof(s), .flags = PEERDIRECT_SUBSCRIBE_CANCEL, .fd = fd,
+	};
+	int saved = errno;
+
+	(void)ioctl(dev->fd, PEERDIRECT_IOCTL_SUBSCRIBE, &s);
+	errno = saved;
 }
 
 int pd_device_subscribe_dmabuf(struct pd_device *dev, int fd, uint64_t st_dev,
@@ -336,15 +379,22 @@ int pd_device_subscribe_dmabuf(struct pd_device *dev, int fd, uint64_t st_dev,
 	struct export_rec *rec;
 	int ret = 1;
 
-	pthread_mutex_lock(&dev->lock);
-	if (find_subscribed(dev, st_ino))
+	pthread_mutex_lock(&dev->recs_lock);
+	rec = find_subscribed(dev, st_ino);
+	if (rec) {
+		rec->uses++;
 		goto out;
+	}
 	if (ioctl(dev->fd, PEERDIRECT_IOCTL_SUBSCRIBE, &s)) {
 		/* Another exporter's, a device without subscriptions (or a
-		 * stand-in fd), or max_subscriptions reached: nothing will
-		 * report this dma-buf's revocation. */
-		if (errno == EINVAL || errno == ENOTTY || errno == ENOSPC)
+		 * stand-in fd): nothing will report this dma-buf's revocation. */
+		if (errno == EINVAL || errno == ENOTTY)
 			ret = 0;
+		else if (errno == ENOSPC)
+			/* Registering it anyway would leave a revocation
+			 * unreported: stale bytes, or SIGBUS on the mapping. */
+			ret = pd_error(-ENOSPC, "subscribe to dma-buf inode %llu on /dev/peerdirect%u: this process already watches the module's max_subscriptions dma-bufs on it (the limit counts those registered now): its revocation could not be reported, so it is not registered; deregister others, or raise the peerdirect module parameter max_subscriptions",
+				       (unsigned long long)st_ino, dev->index);
 		else
 			ret = pd_error(-errno, "subscribe to dma-buf inode %llu on /dev/peerdirect%u: %s%s",
 				       (unsigned long long)st_ino, dev->index, strerror(errno),
@@ -353,19 +403,87 @@ int pd_device_subscribe_dmabuf(struct pd_device *dev, int fd, uint64_t st_dev,
 	}
 	rec = new_rec_locked(dev);
 	if (!rec) {
-		s.flags = PEERDIRECT_SUBSCRIBE_CANCEL;
-		s.cookie = 0;
-		s.export_id = s.inode = 0;
-		ioctl(dev->fd, PEERDIRECT_IOCTL_SUBSCRIBE, &s);
+		cancel_subscription(dev, fd);
 		ret = pd_error(-ENOMEM, "subscribe to dma-buf inode %llu: out of memory",
 			       (unsigned long long)st_ino);
 		goto out;
 	}
 	*rec = (struct export_rec) { .export_id = s.export_id, .st_dev = st_dev,
-				     .st_ino = st_ino, .subscribed = true };
+				     .st_ino = st_ino, .subscribed = true, .uses = 1 };
 out:
-	pthread_mutex_unlock(&dev->lock);
+	pthread_mutex_unlock(&dev->recs_lock);
 	return ret;
+}
+
+static struct export_rec *find_rec(struct pd_device *dev, uint64_t st_dev, uint64_t st_ino)
+{
+	size_t i;
+
+	for (i = 0; i < dev->nexports; i++)
+		if (dev->exports[i].st_dev == st_dev && dev->exports[i].st_ino == st_ino)
+			return &dev->exports[i];
+	return NULL;
+}
+
+/* Drops rec if nothing uses it any more; fd (or -1) is the dma-buf, which
+ * the kernel needs to cancel a subscription. */
+static void rec_maybe_drop_locked(struct pd_device *dev, struct export_rec *rec, int fd)
+{
+	/* An export's record stays after its revocation, to refuse a late
+	 * registration by name; new_rec_locked sweeps those. */
+	if (rec->uses || rec->entries || !rec->subscribed)
+		return;
+	/* A revoked subscription already ended in the kernel. */
+	if (rec->subscribed && !rec->revoked && fd >= 0)
+		cancel_subscription(dev, fd);
+	*rec = dev->exports[--dev->nexports];
+}
+
+void pd_device_rec_unpin(struct pd_device *dev, uint64_t st_dev, uint64_t st_ino, int fd)
+{
+	struct export_rec *rec;
+
+	pthread_mutex_lock(&dev->recs_lock);
+	rec = find_rec(dev, st_dev, st_ino);
+	if (rec && rec->uses) {
+		rec->uses--;
+		rec_maybe_drop_locked(dev, rec, fd);
+	}
+	pthread_mutex_unlock(&dev->recs_lock);
+}
+
+void pd_device_rec_hold(struct pd_device *dev, uint64_t st_dev, uint64_t st_ino)
+{
+	struct export_rec *rec;
+
+	pthread_mutex_lock(&dev->recs_lock);
+	rec = find_rec(dev, st_dev, st_ino);
+	if (rec)
+		rec->entries++;
+	pthread_mutex_unlock(&dev->recs_lock);
+}
+
+void pd_device_rec_release(struct pd_device *dev, uint64_t st_dev, uint64_t st_ino, int fd)
+{
+	struct export_rec *rec;
+
+	pthread_mutex_lock(&dev->recs_lock);
+	rec = find_rec(dev, st_dev, st_ino);
+	if (rec && rec->entries) {
+		rec->entries--;
+		rec_maybe_drop_locked(dev, rec, fd);
+	}
+	pthread_mutex_unlock(&dev->recs_lock);
+}
+
+size_t pd_device_nr_recs(struct pd_device *dev)
+{
+	size_t n;
+
+	pthread_mutex_lock(&dev->recs_lock);
+	n = dev->nexports;
+	pthread_mutex_unlock(&dev->recs_lock);
+	return n;
 }
 
 static void app_queue_locked(struct pd_device *dev, const struct pd_event *ev)
@@ -386,8 +504,10 @@ static void origin_gone_locked(struct pd_device *dev, uint32_t reason)
 {
 	size_t i;
 
+	pthread_mutex_lock(&dev->recs_lock);
 	for (i = 0; i < dev->nexports; i++)
 		dev->exports[i].revoked = true;
+	pthread_mutex_unlock(&dev->recs_lock);
 	for (i = 0; i < dev->nsubs; i++)
 		pd_fabric_origin_gone(dev->subs[i], dev->origin, reason);
 }
@@ -395,6 +515,7 @@ static void origin_gone_locked(struct pd_device *dev, uint32_t reason)
 static void handle_event_locked(struct pd_device *dev, const struct pd_event *ev,
 				uint32_t flags)
 {
+	uint64_t st_dev = 0, st_ino = 0;
 	struct export_rec *rec;
 	size_t i;
 
@@ -403,15 +524,22 @@ static void handle_event_locked(struct pd_device *dev, const struct pd_event *ev
 		origin_gone_locked(dev, ev->reason);
 		return;
 	}
+	pthread_mutex_lock(&dev->recs_lock);
 	rec = flags & PEERDIRECT_EVENT_SUBSCRIBED ? find_subscribed(dev, ev->inode) :
 						    find_export(dev, ev->export_id);
+	if (rec) {
+		rec->revoked = true;
+		st_dev = rec->st_dev;
+		st_ino = rec->st_ino;
+	}
+	pthread_mutex_unlock(&dev->recs_lock);
 	/* Not exported through this handle: no registration can have it as
-	 * its origin, so there is nothing to invalidate. */
+	 * its origin, so there is nothing to invalidate.  The invalidation
+	 * may release entries, which drop their records: not under recs_lock. */
 	if (!rec)
 		return;
-	rec->revoked = true;
 	for (i = 0; i < dev->nsubs; i++)
-		pd_fabric_revoked(dev->subs[i], dev->origin, rec->st_dev, rec->st_ino, ev->reason);
+		pd_fabric_revoked(dev->subs[i], dev->origin, st_dev, st_ino, ev->reason);
 }
 
 /*

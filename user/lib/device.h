@@ -38,9 +38,11 @@ int pd_device_unsubscribe(struct pd_device *dev, struct pd_fabric *fab);
 /*
  * Asks the kernel to report the revocation of the dma-buf fd ({st_dev,
  * st_ino}) on dev, for a dma-buf dev did not export (a runtime handed us the
- * fd).  1 if reported from now on (or already), 0 if it cannot be (another
- * exporter's dma-buf, no subscriptions, the limit reached), -ENODEV if it is
- * already revoked, another negative errno on failure.
+ * fd).  1 if reported from now on (or already), with the record pinned for
+ * the caller (pd_device_rec_unpin); 0 if it cannot be (another exporter's
+ * dma-buf, a device without subscriptions); -ENOSPC if the module's
+ * max_subscriptions is reached, -ENODEV if it is already revoked, another
+ * negative errno on failure.
  */
 int pd_device_subscribe_dmabuf(struct pd_device *dev, int fd, uint64_t st_dev,
 			       uint64_t st_ino);
@@ -50,10 +52,23 @@ void pd_device_dispatch(struct pd_device *dev);
 
 /*
  * Was {st_dev, st_ino} exported by dev?  1 (and *export_id) if so and still
- * valid, 0 if dev does not know it, -ENODEV (with a message) if it was
- * revoked or its device is gone.
+ * valid, with the record pinned for the caller (pd_device_rec_unpin); 0 if
+ * dev does not know it, -ENODEV (with a message) if it was revoked or its
+ * device is gone.
  */
 int pd_device_lookup_export(struct pd_device *dev, uint64_t st_dev, uint64_t st_ino,
 			    uint64_t *export_id);
+
+/*
+ * A record's users: a pin from the lookup or subscription until the
+ * registration is made or has failed (unpin), and one hold per cache entry
+ * made (hold, release).  With neither left, a subscription is cancelled in
+ * the kernel through fd (the dma-buf, or -1) and its record goes.
+ */
+void pd_device_rec_unpin(struct pd_device *dev, uint64_t st_dev, uint64_t st_ino, int fd);
+void pd_device_rec_hold(struct pd_device *dev, uint64_t st_dev, uint64_t st_ino);
+void pd_device_rec_release(struct pd_device *dev, uint64_t st_dev, uint64_t st_ino, int fd);
+/* How many dma-bufs the device tracks (exported or subscribed), for tests. */
+size_t pd_device_nr_recs(struct pd_device *dev);
 
 #endif

@@ -79,8 +79,11 @@ static int reg_miss(struct pd_dmabuf *b, struct pd_mr_key *k, struct pd_mr_cache
 		if (__atomic_load_n(&fab->ndevs, __ATOMIC_RELAXED))
 			pd_fabric_poll_events(fab);
 		gen = pd_mr_cache_generation(fab->cache);
-		ret = pd_fabric_origin_of(fab, b->fd, k->dev, k->ino, &k->origin) ?:
-		      pd_mr_cache_get_since(fab->cache, k, b->fd, gen, e);
+		ret = pd_fabric_origin_of(fab, b->fd, k->dev, k->ino, &k->origin);
+		if (ret)
+			break;
+		ret = pd_mr_cache_get_since(fab->cache, k, b->fd, gen, e);
+		pd_fabric_origin_unpin(fab, k->origin, k->dev, k->ino, b->fd);
 		if (ret != -ESTALE || attempt == 3)
 			break;
 	}

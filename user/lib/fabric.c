@@ -681,6 +681,11 @@ int pd_fabric_origin_of(struct pd_fabric *fab, int fd, uint64_t st_dev, uint64_t
 	}
 	if (!ret && !*origin && n) {
 		ret = pd_device_subscribe_dmabuf(devs[0], fd, st_dev, st_ino);
+		/* At the module's max_subscriptions: idle cached registrations
+		 * keep theirs, and go first. */
+		if (ret == -ENOSPC &&
+		    pd_mr_cache_drop_idle_origin(fab->cache, pd_device_origin(devs[0])))
+			ret = pd_device_subscribe_dmabuf(devs[0], fd, st_dev, st_ino);
 		if (ret == 1) {
 			*origin = pd_device_origin(devs[0]);
 			ret = 0;
@@ -689,6 +694,56 @@ int pd_fabric_origin_of(struct pd_fabric *fab, int fd, uint64_t st_dev, uint64_t
 	for (i = 0; i < n; i++)
 		pd_device_put(devs[i]);
 	return ret;
+}
+
+/* The attached device whose origin tag is origin, with a reference. */
+static struct pd_device *device_of(struct pd_fabric *fab, uint64_t origin)
+{
+	struct pd_device *dev = NULL;
+	unsigned int i;
+
+	pthread_mutex_lock(&fab->devs_lock);
+	for (i = 0; i < fab->ndevs && !dev; i++)
+		if (pd_device_origin(fab->devs[i]) == origin)
+			dev = fab->devs[i];
+	if (dev)
+		pd_device_get(dev);
+	pthread_mutex_unlock(&fab->devs_lock);
+	return dev;
+}
+
+/* What pd_fabric_origin_of pinned, once the registration is made or failed. */
+void pd_fabric_origin_unpin(struct pd_fabric *fab, uint64_t origin, uint64_t st_dev,
+			    uint64_t st_ino, int fd)
+{
+	struct pd_device *dev = origin ? device_of(fab, origin) : NULL;
+
+	if (dev) {
+		pd_device_rec_unpin(dev, st_dev, st_ino, fd);
+		pd_device_put(dev);
+	}
+}
+
+void pd_fabric_origin_hold(struct pd_fabric *fab, uint64_t origin, uint64_t st_dev,
+			   uint64_t st_ino)
+{
+	struct pd_device *dev = origin ? device_of(fab, origin) : NULL;
+
+	if (dev) {
+		pd_device_rec_hold(dev, st_dev, st_ino);
+		pd_device_put(dev);
+	}
+}
+
+void pd_fabric_origin_release(struct pd_fabric *fab, uint64_t origin, uint64_t st_dev,
+			      uint64_t st_ino, int fd)
+{
+	struct pd_device *dev = origin ? device_of(fab, origin) : NULL;
+
+	if (dev) {
+		pd_device_rec_release(dev, st_dev, st_ino, fd);
+		pd_device_put(dev);
+	}
 }
 
 /* Every attached device's queued events reach every fabric attached to it,

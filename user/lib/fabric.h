@@ -94,6 +94,8 @@ struct pd_mr_reg {
 	void *desc;
 	uint64_t rkey;
 	int fd;			/* dup of the dma-buf, keeps the inode alive */
+	uint64_t origin;	/* whose record this entry holds (0: none) */
+	uint64_t st_dev, st_ino;
 	int map_err;		/* why there is no mapping (negative errno) */
 	void *map;		/* mmap of the page-aligned range, or NULL */
 	size_t map_len;
@@ -173,6 +175,15 @@ void pd_fabric_forget_device(struct pd_fabric *fab, struct pd_device *dev);
  * or -ENODEV if that export was revoked. */
 int pd_fabric_origin_of(struct pd_fabric *fab, int fd, uint64_t st_dev, uint64_t st_ino,
 			uint64_t *origin);
+/* The origin's record of the dma-buf (pd_device_rec_*): origin_of pins it
+ * until unpin; each cache entry made holds it until release.  No-ops for
+ * origin 0 or a device no longer attached. */
+void pd_fabric_origin_unpin(struct pd_fabric *fab, uint64_t origin, uint64_t st_dev,
+			    uint64_t st_ino, int fd);
+void pd_fabric_origin_hold(struct pd_fabric *fab, uint64_t origin, uint64_t st_dev,
+			   uint64_t st_ino);
+void pd_fabric_origin_release(struct pd_fabric *fab, uint64_t origin, uint64_t st_dev,
+			      uint64_t st_ino, int fd);
 
 /* A reference for a pd_mr or a request; the last put destroys the fabric. */
 void pd_fabric_get(struct pd_fabric *fab);

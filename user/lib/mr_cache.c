@@ -814,6 +814,31 @@ unsigned int pd_mr_cache_invalidate_origin(struct pd_mr_cache *c, uint64_t origi
 	return invalidate_where(c, &m);
 }
 
+unsigned int pd_mr_cache_drop_idle_origin(struct pd_mr_cache *c, uint64_t origin)
+{
+	struct list victims, *l, *next;
+	unsigned int n = 0;
+
+	if (!c || !origin)
+		return 0;
+	list_init(&victims);
+	pthread_mutex_lock(&c->lock);
+	for (l = c->lru.next; l != &c->lru; l = next) {
+		struct pd_mr_cache_entry *e = entry_of(l, lru);
+
+		next = l->next;
+		if (e->refs || e->state != READY || e->key.kind != PD_MEM_DMABUF ||
+		    e->key.origin != origin)
+			continue;
+		retire_locked(c, e, &victims);
+		c->st.evictions++;
+		n++;
+	}
+	pthread_mutex_unlock(&c->lock);
+	release_victims(c, &victims);
+	return n;
+}
+
 unsigned int pd_mr_cache_invalidate_host(struct pd_mr_cache *c,
 					 const void *domain, uint64_t start,
 					 uint64_t len)

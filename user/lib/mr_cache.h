@@ -90,6 +90,9 @@ int pd_mr_cache_set_limits(struct pd_mr_cache *c, size_t max_entries,
  * ones fail pd_mr_entry_check with -ENODEV.  Returns how many. */
 unsigned int pd_mr_cache_invalidate_dmabuf(struct pd_mr_cache *c, uint64_t dev,
 					   uint64_t ino, uint32_t reason);
+/* Deregisters the idle entries of origin's dma-bufs (their subscriptions
+ * can then end); how many went. */
+unsigned int pd_mr_cache_drop_idle_origin(struct pd_mr_cache *c, uint64_t origin);
 /* Every dma-buf entry whose key.origin is origin (a device overflowed, went
  * away, was closed or detached). */
 unsigned int pd_mr_cache_invalidate_origin(struct pd_mr_cache *c, uint64_t origin,

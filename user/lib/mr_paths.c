@@ -258,6 +258,8 @@ void pd_paths_deregister(void *ctx, void *handle)
 		fi_close(&r->mr->fid);
 	if (r->map)
 		munmap(r->map, r->map_len);
+	if (r->origin)
+		pd_fabric_origin_release(r->fab, r->origin, r->st_dev, r->st_ino, r->fd);
 	if (r->fd >= 0)
 		close(r->fd);
 	free(r);
@@ -278,6 +280,13 @@ int pd_paths_register(void *ctx, const struct pd_mr_key *k, int fd,
 	if (ret) {
 		pd_paths_deregister(fab, r);
 		return ret;
+	}
+	/* The entry keeps its dma-buf's record, and so its subscription. */
+	if (k->kind == PD_MEM_DMABUF && k->origin) {
+		pd_fabric_origin_hold(fab, k->origin, k->dev, k->ino);
+		r->origin = k->origin;
+		r->st_dev = k->dev;
+		r->st_ino = k->ino;
 	}
 	*handle = r;
 	return 0;
@@ -412,6 +421,7 @@ int pd_mr_reg_dmabuf(struct pd_fabric *fab, int fd, uint64_t offset,
 		if (ret)
 			return ret;
 		ret = pd_mr_cache_get_since(fab->cache, &k, fd, gen, &e);
+		pd_fabric_origin_unpin(fab, k.origin, k.dev, k.ino, fd);
 		if (ret != -ESTALE || attempt == 3)
 			break;
 	}

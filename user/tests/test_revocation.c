@@ -7,12 +7,65 @@
  * exported (tracked as its exports, as pd_device_export does).
  */
 #include <linux/peerdirect.h>
+#include <stdarg.h>
+#include <sys/ioctl.h>
+#include <sys/syscall.h>
 
 #include "kselftest_harness.h"
 #include "loopback.h"
 #include "device.h"
 
 #define NDEV 2
+
+/*
+ * PEERDIRECT_IOCTL_SUBSCRIBE as the module answers it, for the socketpair
+ * device whose fd is in fake.dev (a socket answers ENOTTY): at most
+ * fake.max live subscriptions of that file, EEXIST for a second one of the
+ * same dma-buf, ENOENT for cancelling one it does not have.  Every other
+ * ioctl goes to the kernel.
+ */
+static struct {
+	int dev;
+	unsigned int max, live, calls;
+	uint64_t ino[8];
+} fake = { .dev = -1 };
+
+int ioctl(int fd, unsigned long req, ...)
+{
+	struct peerdirect_subscribe *s;
+	struct stat st;
+	unsigned int i;
+	va_list ap;
+	void *arg;
+
+	va_start(ap, req);
+	arg = va_arg(ap, void *);
+	va_end(ap);
+	if (fd < 0 || fd != fake.dev || req != PEERDIRECT_IOCTL_SUBSCRIBE)
+		return (int)syscall(SYS_ioctl, fd, req, arg);
+	s = arg;
+	fake.calls++;
+	if (fstat(s->fd, &st))
+		return -1;
+	for (i = 0; i < fake.live && fake.ino[i] != st.st_ino; i++)
+		;
+	if (s->flags & PEERDIRECT_SUBSCRIBE_CANCEL) {
+		if (i == fake.live) {
+			errno = ENOENT;
+			return -1;
+		}
+		fake.ino[i] = fake.ino[--fake.live];
+		return 0;
+	}
+	if (i < fake.live || fake.live >= fake.max || fake.live == 8) {
+		errno = i < fake.live ? EEXIST : ENOSPC;
+		return -1;
+	}
+	fake.ino[fake.live++] = st.st_ino;
+	s->export_id = 5000 + st.st_ino;
+	s->inode = st.st_ino;
+	return 0;
+}
 
 FIXTURE(rev) {
 	struct pd_fabric *f1, *f2;
@@ -46,6 +99,9 @@ FIXTURE_TEARDOWN(rev)
 {
 	int i;
 
+	fake.dev = -1;
+	fake.live = 0;
+	fake.calls = 0;
 	pd_fabric_close(self->f1);
 	pd_fabric_close(self->f2);
 	for (i = 0; i < NDEV; i++) {
@@ -335,6 +391,114 @@ TEST_F(rev, longer_records_read_one_at_a_time)
 	}
 	EXPECT_EQ(-ENODEV, usable(self->f1, self->me1, m));
 	pd_mr_dereg(m);
+}
+
+/*
+ * A dma-buf handed to us (an fd, exported elsewhere) is watched through a
+ * subscription, which lives as long as a registration of it does: the
+ * kernel's max_subscriptions counts live ones, and a record nothing uses
+ * must not stay.  One subscription for two ranges of one dma-buf; evicting
+ * the last entry cancels it.
+ */
+TEST_F(rev, a_subscription_lives_as_long_as_its_registrations)
+{
+	int a = memfd_of(1 << 20, 21), b = memfd_of(1 << 20, 22);
+	struct peerdirect_event ev = {
+		.hdr = { .type = PEERDIRECT_EVENT_REVOKE, .length = sizeof(ev) },
+		.reason = PEERDIRECT_REASON_REVOKE, .flags = PEERDIRECT_EVENT_SUBSCRIBED,
+		.seq = 1,
+	};
+	struct pd_mr *m1, *m2, *mb;
+	unsigned int calls;
+	struct stat st;
+
+	ASSERT_LE(0, a);
+	ASSERT_LE(0, b);
+	fake.dev = self->sock[0][0];
+	fake.max = 8;
+	ASSERT_EQ(0, pd_fabric_attach_device(self->f1, self->dev[0]));
+	ASSERT_EQ(0, pd_fabric_set_cache_limits(self->f1, 2, 0));
+	ASSERT_EQ(0, pd_mr_reg_dmabuf(self->f1, a, 0, 4096, 0, &m1)) TH_LOG("%s", pd_last_error());
+	ASSERT_EQ(0, pd_mr_reg_dmabuf(self->f1, a, 8192, 4096, 0, &m2)) TH_LOG("%s", pd_last_error());
+	EXPECT_EQ(1, fake.live);
+	EXPECT_EQ(2, pd_device_nr_recs(self->dev[0]));	/* export 100, and a */
+	EXPECT_EQ(0, usable(self->f1, self->me1, m2)) TH_LOG("%s", pd_last_error());
+	pd_mr_dereg(m1);
+	pd_mr_dereg(m2);
+	/* idle and cached: still watched */
+	EXPECT_EQ(1, fake.live);
+	/* b's two entries push both of a's out of the 2-entry cache */
+	ASSERT_EQ(0, pd_mr_reg_dmabuf(self->f1, b, 0, 4096, 0, &mb)) TH_LOG("%s", pd_last_error());
+	pd_mr_dereg(mb);
+	ASSERT_EQ(0, pd_mr_reg_dmabuf(self->f1, b, 4096, 4096, 0, &mb)) TH_LOG("%s", pd_last_error());
+	EXPECT_EQ(1, fake.live) TH_LOG("a's subscription outlived its registrations");
+	EXPECT_EQ(2, pd_device_nr_recs(self->dev[0]));	/* export 100, and b */
+	/* Revoked, b's subscription ends in the kernel (it sends the record
+	 * once): the library invalidates b and drops its record when the
+	 * entry goes, without a cancel the kernel would answer ENOENT to. */
+	ASSERT_EQ(0, fstat(b, &st));
+	ev.inode = st.st_ino;
+	ev.cookie = st.st_ino;
+	fake.live = 0;
+	ASSERT_EQ(sizeof(ev), send(self->sock[0][1], &ev, sizeof(ev), 0));
+	EXPECT_EQ(2, pd_fabric_poll_events(self->f1));	/* b's two entries */
+	EXPECT_EQ(-ENODEV, usable(self->f1, self->me1, mb));
+	calls = fake.calls;
+	pd_mr_dereg(mb);
+	EXPECT_EQ(calls, fake.calls);
+	EXPECT_EQ(1, pd_device_nr_recs(self->dev[0]));	/* export 100 */
+	close(a);
+	close(b);
+}
+
+/*
+ * At the module's max_subscriptions the registration is refused with
+ * ENOSPC, saying which limit: made anyway, its revocation would go
+ * unreported.  What is registered keeps working, and an idle cached
+ * registration gives its subscription up to a new one.
+ */
+TEST_F(rev, max_subscriptions_refuses_clearly_and_loses_nothing)
+{
+	int a = memfd_of(1 << 20, 23), b = memfd_of(1 << 20, 24);
+	struct pd_mr *ma, *mb;
+
+	ASSERT_LE(0, a);
+	ASSERT_LE(0, b);
+	fake.dev = self->sock[0][0];
+	fake.max = 1;
+	ASSERT_EQ(0, pd_fabric_attach_device(self->f1, self->dev[0]));
+	ASSERT_EQ(0, pd_mr_reg_dmabuf(self->f1, a, 0, 4096, 0, &ma)) TH_LOG("%s", pd_last_error());
+	EXPECT_EQ(-ENOSPC, pd_mr_reg_dmabuf(self->f1, b, 0, 4096, 0, &mb));
+	EXPECT_NE(NULL, strstr(pd_last_error(), "max_subscriptions")) TH_LOG("%s", pd_last_error());
+	EXPECT_EQ(1, fake.live);
+	EXPECT_EQ(2, pd_device_nr_recs(self->dev[0])) TH_LOG("the refused one left a record");
+	EXPECT_EQ(0, usable(self->f1, self->me1, ma)) TH_LOG("%s", pd_last_error());
+	/* a is idle in the cache now: it yields its subscription to b */
+	pd_mr_dereg(ma);
+	ASSERT_EQ(0, pd_mr_reg_dmabuf(self->f1, b, 0, 4096, 0, &mb)) TH_LOG("%s", pd_last_error());
+	EXPECT_EQ(1, fake.live);
+	EXPECT_EQ(0, usable(self->f1, self->me1, mb)) TH_LOG("%s", pd_last_error());
+	pd_mr_dereg(mb);
+	close(a);
+	close(b);
+}
+
+/* A process that exports and frees for weeks keeps records only of what it
+ * still uses: revoked ones nothing uses go before the array grows. */
+TEST_F(rev, revoked_export_records_do_not_pile_up)
+{
+	int other = memfd_of(4096, 25);
+	uint64_t id;
+
+	ASSERT_LE(0, other);
+	ASSERT_EQ(0, pd_fabric_attach_device(self->f1, self->dev[0]));
+	for (id = 1000; id < 1200; id++) {
+		ASSERT_EQ(0, pd_device_track_export(self->dev[0], other, id));
+		ASSERT_EQ(0, send_event(self->sock[0][1], PEERDIRECT_REASON_FREE, id, 1));
+		pd_fabric_poll_events(self->f1);
+	}
+	EXPECT_GE(48, pd_device_nr_recs(self->dev[0]));
+	close(other);
 }
 
 TEST_HARNESS_MAIN
