@@ -133,6 +133,7 @@ timeout 120 setpriv --reuid=65534 --regid=65534 --clear-groups "$pdctl" -d 0 doc
 rc=$?
 check "user outside the node's group: denied, exit 4, the group fix" 4 $rc /tmp/d-perm \
 	'^device_node +peerdirect0 +fail +/dev/peerdirect0: Permission denied \(mode 0660 group .*not in that group\)' \
+	'^peerdirect0 +va +netdev +denied +/dev/peerdirect0 cannot be opened: Permission denied' \
 	'fix: add the user to the node.s group' '^exit 4: permission denied'
 
 if [ "$n" != "$planned" ]; then

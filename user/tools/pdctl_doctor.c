@@ -58,8 +58,8 @@
 #define DL_FLAGS	(RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE)
 
 #define MAX_NICS	32
-#define MAX_CHECKS	256
-#define MAX_PAIRS	256
+#define MAX_CHECKS	512
+#define MAX_PAIRS	(MAX_DEVS * MAX_NICS)
 #define TEXT		320
 
 enum nic_kind { NIC_RDMA, NIC_NETDEV };
@@ -112,13 +112,24 @@ add_check(const char *check, const char *subject, const char *status, const char
 
 	if (nr_checks >= MAX_CHECKS)
 		return;
+	if (nr_checks == MAX_CHECKS - 1) {
+		/* the last slot says that more were left out */
+		check = "checks";
+		subject = "more";
+		status = "warn";
+		fix = "pdctl -d N doctor --nic NAME, for fewer at a time";
+		fmt = "further checks left out: at most %d";
+	}
 	c = &checks[nr_checks++];
 	c->check = check;
 	snprintf(c->subject, sizeof(c->subject), "%s", subject);
 	c->status = status;
 	snprintf(c->fix, sizeof(c->fix), "%s", fix ? fix : "");
 	va_start(ap, fmt);
-	vsnprintf(c->reason, sizeof(c->reason), fmt, ap);
+	if (nr_checks == MAX_CHECKS)
+		snprintf(c->reason, sizeof(c->reason), fmt, MAX_CHECKS - 1);
+	else
+		vsnprintf(c->reason, sizeof(c->reason), fmt, ap);
 	va_end(ap);
 }
 
@@ -286,7 +297,7 @@ static int check_module(void)
 	char dir[PATH_MAX], path[PATH_MAX * 2], val[128], params[TEXT] = "";
 	struct dirent **names;
 	size_t used = 0;
-	int n, i;
+	int n, i, nparams;
 
 	if (!module_loaded()) {
 		add_check("module", "peerdirect", "fail", "modprobe peerdirect (or make install, "
@@ -300,8 +311,9 @@ static int check_module(void)
 	add_check("module", "peerdirect", "ok", NULL, "loaded, version %s", val);
 	snprintf(dir, sizeof(dir), "%s/module/peerdirect/parameters", sysroot);
 	n = scandir(dir, &names, NULL, alphasort);
-	for (i = 0; i < n; i++) {
+	for (i = 0, nparams = 0; i < n; i++) {
 		if (names[i]->d_name[0] != '.') {
+			nparams++;
 			snprintf(path, sizeof(path), "%s/%s", dir, names[i]->d_name);
 			if (read_file(path, val, sizeof(val)))
 				snprintf(val, sizeof(val), "?");
@@ -313,8 +325,8 @@ static int check_module(void)
 	}
 	if (n >= 0)
 		free(names);
-	add_check("module", "parameters", n > 0 ? "ok" : "warn",
-		  n > 0 ? NULL : "a module that exports its parameters in sysfs",
+	add_check("module", "parameters", nparams > 0 ? "ok" : "warn",
+		  nparams > 0 ? NULL : "a module that exports its parameters in sysfs",
 		  "%s", n >= 0 ? params : "no parameters directory");
 	return 0;
 }
@@ -435,7 +447,8 @@ static int find_nic(const char *name, struct nic *out)
 
 	for (i = 0; i < 2; i++) {
 		snprintf(path, sizeof(path), "%s/class/%s/%s", sysroot, cls[i], name);
-		if (strchr(name, '/') || stat(path, &st) || strlen(name) >= sizeof(out->name))
+		if (strchr(name, '/') || name[0] == '.' || stat(path, &st) ||
+		    strlen(name) >= sizeof(out->name))
 			continue;
 		snprintf(out->name, sizeof(out->name), "%s", name);
 		out->kind = i ? NIC_NETDEV : NIC_RDMA;
@@ -476,7 +489,7 @@ static void iommu_group(const char *devdir, char *buf, size_t len)
 static void check_iommu(const struct dev *devs, int nr)
 {
 	char path[PATH_MAX], units[TEXT] = "", args[TEXT] = "", grp[64], *cmd, *tok, *save;
-	bool pt = false, off = false;
+	bool pt = false, off = false, identity;
 	struct dirent **names;
 	size_t used = 0, aused = 0;
 	int n, i;
@@ -508,6 +521,14 @@ static void check_iommu(const struct dev *devs, int nr)
 					  aused ? " " : "", tok);
 	}
 	free(cmd);
+	/* Passthrough may be the default domain (CONFIG_IOMMU_DEFAULT_PASSTHROUGH,
+	 * or a group set to identity) with nothing on the command line. */
+	for (i = 0, identity = nr > 0; i < nr; i++) {
+		snprintf(path, sizeof(path), "%s/class/misc/peerdirect%d/device", sysroot,
+			 devs[i].idx);
+		iommu_group(path, grp, sizeof(grp));
+		identity &= strstr(grp, "(identity)") != NULL;
+	}
 	if (!used)
 		add_check("iommu", "mode", "ok", NULL, "no IOMMU registered in %s/class/iommu "
 			  "(cmdline: %s): bus addresses are physical, peer-to-peer is not translated",
@@ -515,6 +536,10 @@ static void check_iommu(const struct dev *devs, int nr)
 	else if (pt || off)
 		add_check("iommu", "mode", "ok", NULL, "IOMMU %s, cmdline %s: DMA is not "
 			  "translated", units, args);
+	else if (identity)
+		add_check("iommu", "mode", "ok", NULL, "IOMMU %s (cmdline: %s), every peerdirect "
+			  "device in an identity group: its DMA is not translated", units,
+			  aused ? args : "no iommu option");
 	else
 		add_check("iommu", "mode", "warn", "boot with iommu=pt (with intel_iommu=on or "
 			  "amd_iommu=on as the platform needs) where the site's policy allows",
@@ -535,16 +560,24 @@ static void check_iommu(const struct dev *devs, int nr)
 	}
 }
 
-/* The PCI function a sysfs path resolves to; false when it is no PCI device. */
+/*
+ * The PCI function a sysfs device is, or sits on (virtio-net's virtioN and
+ * auxiliary devices hang below theirs), as the kernel's p2pdma finds a
+ * client's: false when there is none.
+ */
 static bool pci_path(const char *link, char *out)
 {
 	unsigned int a, b, c, d;
-	const char *base;
+	char *base;
 
 	if (!realpath(link, out))
 		return false;
-	base = strrchr(out, '/');
-	return base && sscanf(base + 1, "%x:%x:%x.%x", &a, &b, &c, &d) == 4;
+	while ((base = strrchr(out, '/')) && base != out) {
+		if (sscanf(base + 1, "%x:%x:%x.%x", &a, &b, &c, &d) == 4)
+			return true;
+		*base = 0;
+	}
+	return false;
 }
 
 static bool is_bdf(const char *s, size_t len)
@@ -751,7 +784,15 @@ struct verbs {
 };
 
 static struct verbs verbs;
+/* What check_libfabric learned, for the pairs' verdicts. */
+static struct {
+	bool loaded, dmabuf;
+	uint32_t version;
+	char why[TEXT];		/* why not loaded, or why no dma-buf registrations */
+} lf;
+
 static char verbs_error[TEXT];
+static bool verbs_too_old;	/* loaded, but without ibv_reg_dmabuf_mr */
 
 static bool load_verbs(void)
 {
@@ -784,6 +825,7 @@ static bool load_verbs(void)
 		if (!*slots[i]) {
 			set_text(verbs_error, "libibverbs.so.1 has no %s (rdma-core too old for "
 				 "dma-buf MRs: v34 or newer needed)", names[i]);
+			verbs_too_old = true;
 			dlclose(verbs.so);
 			verbs.so = NULL;
 			return false;
@@ -846,11 +888,23 @@ static void try_dmabuf_mr(const struct dev *d, const struct nic *nic, struct pai
 		verbs.dereg_mr(mr);
 	} else {
 		p->ibv_errno = e;
+		p->verdict = "bounce";
 		set_text(p->reason, "ibv_reg_dmabuf_mr on %s refused a peerdirect%d export: %s "
 			 "(errno %d, %s): the library stages through host memory", nic->name,
 			 d->idx, strerror(e), e, errname(e));
-		set_text(p->fix, "a NIC whose driver registers dma-bufs (mlx5, efa, ...; soft-RoCE "
-			 "rxe does not), with rdma-core >= 34 and kernel >= 5.12");
+		if (e == EOPNOTSUPP && (d->features & PEERDIRECT_FEAT_REVOCABLE_ONLY))
+			/* the exporter refused a pinned importer, not the NIC */
+			set_text(p->fix, "peerdirect%d refuses pinned importers (feature "
+				 "revocable_only, module parameter require_revocable): load the "
+				 "module with require_revocable=0 for NICs that pin (EFA, older mlx5)",
+				 d->idx);
+		else if (e == EOPNOTSUPP && strstr(p->topology, "ACS redirects"))
+			set_text(p->fix, "peer-to-peer is redirected by ACS (see pci:): "
+				 "pci=disable_acs_redir=<bridges> on the kernel command line, where "
+				 "isolation allows");
+		else
+			set_text(p->fix, "a NIC whose driver registers dma-bufs (mlx5, efa, ...; "
+				 "soft-RoCE rxe does not), with rdma-core >= 34 and kernel >= 5.12");
 	}
 	drop_export(d, fd, handle);
 out:
@@ -897,26 +951,49 @@ static void pair_rdma(const struct dev *d, const struct nic *nic, struct pair *p
 	(void)nic;
 	if (!dev_live(d, p))
 		return;
-	p->verdict = "bounce";
+	/* Nothing learned is "unknown" (exit 1), never a verdict. */
+	p->verdict = "unknown";
 	if (!libs_usable(why)) {
-		set_text(p->reason, "ibv_reg_dmabuf_mr not tried (%s): without a dma-buf MR the "
-			 "library stages through host memory", why);
+		set_text(p->reason, "ibv_reg_dmabuf_mr not tried (%s)", why);
 		set_text(p->fix, "run pdctl doctor (the shared build) where libibverbs1 is "
 			 "installed to try the dma-buf MR");
 		return;
 	}
 #ifndef PDCTL_NO_DLOPEN
 	if (!load_verbs()) {
+		if (verbs_too_old)
+			p->verdict = "bounce";
 		set_text(p->reason, "ibv_reg_dmabuf_mr not tried: %s", verbs_error);
-		set_text(p->fix, "apt install libibverbs1 ibverbs-providers");
+		set_text(p->fix, verbs_too_old ? "rdma-core 34 or newer (Debian 12 has 44)" :
+			 "apt install libibverbs1 ibverbs-providers");
 		return;
 	}
 	try_dmabuf_mr(d, nic, p);
+	/* The NIC takes dma-bufs; the library needs libfabric to, too. */
+	if (!strcmp(p->verdict, "dmabuf") && lf.loaded && !lf.dmabuf) {
+		p->verdict = "bounce";
+		set_text(p->reason, "ibv_reg_dmabuf_mr on %s accepted a peerdirect%d export, but "
+			 "libfabric %u.%u takes no dma-buf registrations (%s): the library stages "
+			 "through host memory", nic->name, d->idx, FI_MAJOR(lf.version),
+			 FI_MINOR(lf.version), lf.why);
+		set_text(p->fix, "libfabric >= 1.20 (Debian 13), and libpeerdirect built "
+			 "against it");
+	}
 #endif
 }
 
 static void pair_netdev(const struct dev *d, const struct nic *nic, struct pair *p)
 {
+	if (!dev_live(d, p))
+		return;
+#ifndef PDCTL_NO_DLOPEN
+	if (!no_libs && !lf.loaded) {
+		p->verdict = "unknown";
+		set_text(p->reason, "the library cannot run without libfabric: %s", lf.why);
+		set_text(p->fix, "apt install libfabric1");
+		return;
+	}
+#endif
 	if (d->features & PEERDIRECT_FEAT_CPU_MMAP) {
 		p->verdict = "mapped";
 		set_text(p->reason, "tcp over %s: the provider sends from the CPU mapping of the "
@@ -957,8 +1034,8 @@ static void check_libfabric(void)
 #ifndef PDCTL_NO_DLOPEN
 	so = dlopen("libfabric.so.1", DL_FLAGS);
 	if (!so) {
-		add_check("libfabric", "FI_HMEM", "fail", "apt install libfabric1",
-			  "libfabric.so.1 not loaded: %s", dlerror());
+		set_text(lf.why, "libfabric.so.1 not loaded: %s", dlerror());
+		add_check("libfabric", "FI_HMEM", "fail", "apt install libfabric1", "%s", lf.why);
 		return;
 	}
 	*(void **)&version = dlsym(so, "fi_version");
@@ -966,12 +1043,15 @@ static void check_libfabric(void)
 	*(void **)&dupinfo = dlsym(so, "fi_dupinfo");
 	*(void **)&freeinfo = dlsym(so, "fi_freeinfo");
 	if (!version || !getinfo || !dupinfo || !freeinfo) {
-		add_check("libfabric", "FI_HMEM", "fail", "a complete libfabric1",
-			  "libfabric.so.1 lacks fi_version/fi_getinfo/fi_dupinfo/fi_freeinfo");
+		set_text(lf.why, "libfabric.so.1 lacks fi_version/fi_getinfo/fi_dupinfo/"
+			 "fi_freeinfo");
+		add_check("libfabric", "FI_HMEM", "fail", "a complete libfabric1", "%s", lf.why);
 		dlclose(so);
 		return;
 	}
 	v = version();
+	lf.loaded = true;
+	lf.version = v;
 	hints = dupinfo(NULL);
 	if (!hints) {
 		add_check("libfabric", "FI_HMEM", "fail", NULL, "fi_dupinfo failed");
@@ -1012,6 +1092,9 @@ static void check_libfabric(void)
 			     "libfabric < 1.20";
 	dmabuf = false;
 #endif
+	lf.dmabuf = dmabuf;
+	if (dmabuf_why)
+		set_text(lf.why, "%s", dmabuf_why);
 	if (used)
 		add_check("libfabric", "FI_HMEM", dmabuf ? "ok" : "warn", dmabuf ? NULL :
 			  "libfabric >= 1.20 (Debian 13), and libpeerdirect built against it",
@@ -1241,7 +1324,9 @@ static void print_json(const char *release, int ret)
 /* The worse of two exit codes: no device, permission, bounce, other. */
 static int worse(int a, int b)
 {
-	static const int rank[] = { [EX_OK] = 0, [EX_BOUNCE] = 1, [EX_FAIL] = 2,
+	/* pdctl.8: 3 and 4 take precedence over 7, and a bounce found is
+	 * worth more than a pair that could not be probed (1). */
+	static const int rank[] = { [EX_OK] = 0, [EX_FAIL] = 1, [EX_BOUNCE] = 2,
 				    [EX_PERM] = 3, [EX_NODEV] = 4 };
 
 	if (a < 0 || a > EX_BOUNCE || b < 0 || b > EX_BOUNCE)
@@ -1334,6 +1419,9 @@ int cmd_doctor(int argc, char **argv)
 		add_check("nic", "none", "warn", "--nic NAME, or load the NIC's driver",
 			  "no RDMA device in %s/class/infiniband and no netdev but lo in "
 			  "%s/class/net", sysroot, sysroot);
+	/* before the pairs: an RDMA NIC that takes dma-bufs is still bounce
+	 * when libfabric does not */
+	check_libfabric();
 	for (i = 0; i < nr_devs; i++)
 		for (j = 0; j < nr_nics && nr_pairs < MAX_PAIRS; j++) {
 			struct pair *p = &pairs[nr_pairs++];
@@ -1361,7 +1449,6 @@ int cmd_doctor(int argc, char **argv)
 			else if (!strcmp(p->verdict, "unknown"))
 				ret = worse(ret, EX_FAIL);
 		}
-	check_libfabric();
 	check_libpeerdirect(devs, nr_devs, nics, nr_nics);
 	for (i = 0; i < nr_devs; i++)
 		if (devs[i].fd >= 0)
