@@ -771,6 +771,17 @@ TEST_F(rv, pci_aer_recovery_with_live_mappings)
 }
 
 /*
+ * error_detected() on a normal channel answers CAN_RECOVER and revokes
+ * nothing, but when another function on the link needed a reset the core
+ * resets the link and calls slot_reset() on this one too: its memory was
+ * reset under live mappings, so they are revoked there.
+ */
+TEST_F(rv, pci_slot_reset_after_can_recover_revokes)
+{
+	pci_reset_with_live_mappings(_metadata, self, PDTI_RESET_AER_CAN_RECOVER);
+}
+
+/*
  * An AER recovery that fails after error_detected() calls no handler of
  * ours again: the device stays in reset, its function disabled.  A
  * function reset (sysfs reset) afterwards ends that reset rather than

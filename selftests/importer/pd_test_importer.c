@@ -416,7 +416,7 @@ static int pdti_pci_reset(struct pdti_pci_reset __user *uarg)
 	if (copy_from_user(&r, uarg, sizeof(r)))
 		return -EFAULT;
 	if (r.dev.pad || r.dev.domain < 0 || r.dev.bus > 0xff || r.dev.devfn > 0xff ||
-	    r.kind > PDTI_RESET_AER_FAILED || r.hold_ms > 10000)
+	    r.kind > PDTI_RESET_AER_CAN_RECOVER || r.hold_ms > 10000)
 		return -EINVAL;
 	pci = pci_get_domain_bus_and_slot(r.dev.domain, r.dev.bus, r.dev.devfn);
 	if (!pci)
@@ -448,11 +448,16 @@ static int pdti_pci_reset(struct pdti_pci_reset __user *uarg)
 		    PCI_ERS_RESULT_DISCONNECT)
 			ret = -EIO;
 	} else {
+		bool normal = r.kind == PDTI_RESET_AER_CAN_RECOVER;
+		pci_channel_state_t state = normal ? pci_channel_io_normal :
+						     pci_channel_io_frozen;
+
 		if (!err || !err->error_detected || !err->slot_reset || !err->resume) {
 			ret = -EOPNOTSUPP;
 			goto out;
 		}
-		if (err->error_detected(pci, pci_channel_io_frozen) != PCI_ERS_RESULT_NEED_RESET ||
+		if (err->error_detected(pci, state) !=
+		    (normal ? PCI_ERS_RESULT_CAN_RECOVER : PCI_ERS_RESULT_NEED_RESET) ||
 		    err->slot_reset(pci) != PCI_ERS_RESULT_RECOVERED)
 			ret = -EIO;
 		msleep(r.hold_ms);

@@ -113,6 +113,12 @@ struct pdti_device {
  * calls nothing more), leaving the driver's reset open.
  */
 #define PDTI_RESET_AER_FAILED	3
+/*
+ * error_detected(normal), which must answer CAN_RECOVER, then slot_reset,
+ * @hold_ms, resume: the core resets the link anyway when another function
+ * below it asked for it, so the function is reset after all.
+ */
+#define PDTI_RESET_AER_CAN_RECOVER	4
 
 struct pdti_pci_reset {
 	struct pdti_device dev;
