@@ -184,7 +184,7 @@ void pd_device_unplug(struct pd_device *pd)
 		return;
 
 	mutex_lock(&pd->lock);
-	pd->dead = true;
+	WRITE_ONCE(pd->dead, true);
 	mutex_unlock(&pd->lock);
 
 	wake_up_all(&pd->reset_wq);

@@ -206,6 +206,7 @@ static void pd_dmabuf_release(struct dma_buf *dmabuf)
 	mutex_lock(&pd->lock);
 	list_del(&exp->node);
 	alloc->nr_exports--;
+	WRITE_ONCE(pd->nr_live_exports, pd->nr_live_exports - 1);
 	mutex_unlock(&pd->lock);
 
 	pd_file_put(exp->pfile);
@@ -525,7 +526,8 @@ struct dma_buf *pd_export_create(struct pd_file *pfile, struct pd_alloc *alloc,
 	exp->pfile = pfile;
 	list_add_tail(&exp->node, &alloc->exports);
 	alloc->nr_exports++;
-	pd->nr_exports_total++;
+	WRITE_ONCE(pd->nr_live_exports, pd->nr_live_exports + 1);
+	WRITE_ONCE(pd->nr_exports_total, pd->nr_exports_total + 1);
 	trace_peerdirect_export(pd->index, exp->id, alloc->handle, exp->offset,
 				exp->length, exp->inode, exp->rdonly);
 	mutex_unlock(&pd->lock);

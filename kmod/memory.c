@@ -128,6 +128,7 @@ int pd_alloc_create(struct pd_file *pfile, u64 size, u64 *handlep, u64 *sizep)
 	alloc->owner = owner;
 	alloc->offset = addr - pd->page_size;
 	list_add_tail(&alloc->node, &pd->allocs);
+	WRITE_ONCE(pd->nr_allocs, pd->nr_allocs + 1);
 	kref_get(&pd->ref);
 	mutex_unlock(&pd->lock);
 
@@ -177,10 +178,11 @@ static void pd_alloc_release(struct kref *ref)
 
 	mutex_lock(&pd->lock);
 	list_del(&alloc->node);
+	WRITE_ONCE(pd->nr_allocs, pd->nr_allocs - 1);
 	gen_pool_free(pd->pool, alloc->offset + pd->page_size, alloc->size);
 	owner->used -= alloc->size;
 	if (alloc->freed)
-		pd->quarantined -= alloc->size;
+		WRITE_ONCE(pd->quarantined, pd->quarantined - alloc->size);
 	kref_put(&owner->ref, pd_owner_release);
 	mutex_unlock(&pd->lock);
 
@@ -234,7 +236,7 @@ int pd_alloc_free(struct pd_file *pfile, u64 handle)
 
 	mutex_lock(&pd->lock);
 	alloc->freed = true;
-	pd->quarantined += alloc->size;
+	WRITE_ONCE(pd->quarantined, pd->quarantined + alloc->size);
 	trace_peerdirect_free(pd->index, task_tgid_nr(current), handle,
 			      alloc->size, alloc->nr_exports);
 	mutex_unlock(&pd->lock);

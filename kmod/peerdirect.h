@@ -118,7 +118,12 @@ struct pd_device {
 	u32 max_subscriptions;
 	struct gen_pool *pool;
 
-	struct mutex lock;		/* everything below */
+	/*
+	 * Everything below.  The counters sysfs shows are written under it
+	 * with WRITE_ONCE and read without it: a world-readable attribute
+	 * must neither walk lists nor wait for the lock.
+	 */
+	struct mutex lock;
 	bool dead;			/* unplugged: no new work */
 	unsigned int resetting;		/* resets in progress: exports wait */
 	u64 nr_resets;			/* resets begun (ioctl, FLR, AER) */
@@ -126,6 +131,8 @@ struct pd_device {
 	struct list_head owners;
 	struct list_head allocs;
 	u64 quarantined;		/* freed but still held by exports */
+	u32 nr_allocs;			/* on allocs, quarantined ones too */
+	u32 nr_live_exports;		/* dma-bufs not yet released */
 	u64 next_export_id;
 	u64 nr_exports_total;
 	u64 nr_revoked[PD_REVOKE_NR_REASONS];

@@ -190,7 +190,7 @@ static void pd_revoke_finish(struct pd_device *pd, struct pd_revoke_ctx *ctx,
 
 	if (wait && pending) {
 		mutex_lock(&pd->lock);
-		pd->nr_revoke_timeouts += pending;
+		WRITE_ONCE(pd->nr_revoke_timeouts, pd->nr_revoke_timeouts + pending);
 		mutex_unlock(&pd->lock);
 	}
 	res->revoked += ctx->revoked;
@@ -200,7 +200,8 @@ static void pd_revoke_finish(struct pd_device *pd, struct pd_revoke_ctx *ctx,
 /* Under pd_device.lock. */
 static void pd_revoke_count(struct pd_device *pd, struct pd_revoke_ctx *ctx)
 {
-	pd->nr_revoked[ctx->reason - 1] += ctx->revoked;
+	WRITE_ONCE(pd->nr_revoked[ctx->reason - 1],
+		   pd->nr_revoked[ctx->reason - 1] + ctx->revoked);
 }
 
 int pd_revoke_alloc(struct pd_alloc *alloc, u32 reason,
@@ -259,8 +260,8 @@ static void pd_revoke_all(struct pd_device *pd, struct pd_revoke_ctx *ctx,
 
 	mutex_lock(&pd->lock);
 	if (begin_reset) {
-		pd->resetting++;
-		pd->nr_resets++;
+		WRITE_ONCE(pd->resetting, pd->resetting + 1);
+		WRITE_ONCE(pd->nr_resets, pd->nr_resets + 1);
 	}
 	list_for_each_entry(alloc, &pd->allocs, node)
 		list_for_each_entry(exp, &alloc->exports, node)
@@ -297,7 +298,7 @@ void pd_reset_done(struct pd_device *pd)
 {
 	mutex_lock(&pd->lock);
 	if (!WARN_ON_ONCE(!pd->resetting))
-		pd->resetting--;
+		WRITE_ONCE(pd->resetting, pd->resetting - 1);
 	mutex_unlock(&pd->lock);
 	wake_up_all(&pd->reset_wq);
 }

@@ -25,24 +25,25 @@ struct pd_sysfs_counts {
 	const char *state;
 };
 
+/*
+ * Lock-free (see pd_device.lock): each value is one that was true, not all
+ * of them at the same instant, which a monitoring tool does not need.
+ */
 static void pd_sysfs_counts(struct pd_device *pd, struct pd_sysfs_counts *c)
 {
-	struct pd_alloc *alloc;
+	int i;
 
-	memset(c, 0, sizeof(*c));
-	mutex_lock(&pd->lock);
-	list_for_each_entry(alloc, &pd->allocs, node) {
-		c->nr_allocs++;
-		c->nr_exports += alloc->nr_exports;
-	}
+	c->nr_allocs = READ_ONCE(pd->nr_allocs);
+	c->nr_exports = READ_ONCE(pd->nr_live_exports);
 	c->mem_free = pd_device_mem_free(pd);
-	c->quarantined = pd->quarantined;
-	c->exports_total = pd->nr_exports_total;
-	memcpy(c->revoked, pd->nr_revoked, sizeof(c->revoked));
-	c->revoke_timeouts = pd->nr_revoke_timeouts;
-	c->resets = pd->nr_resets;
-	c->state = pd->dead ? "unplugged" : pd->resetting ? "resetting" : "live";
-	mutex_unlock(&pd->lock);
+	c->quarantined = READ_ONCE(pd->quarantined);
+	c->exports_total = READ_ONCE(pd->nr_exports_total);
+	for (i = 0; i < PD_REVOKE_NR_REASONS; i++)
+		c->revoked[i] = READ_ONCE(pd->nr_revoked[i]);
+	c->revoke_timeouts = READ_ONCE(pd->nr_revoke_timeouts);
+	c->resets = READ_ONCE(pd->nr_resets);
+	c->state = READ_ONCE(pd->dead) ? "unplugged" :
+		   READ_ONCE(pd->resetting) ? "resetting" : "live";
 }
 
 #define PD_ATTR_COUNT(_name, _field)					\

@@ -166,6 +166,17 @@ static void pdti_vunmap(struct dma_buf *dmabuf, struct iosys_map *map)
 #endif
 }
 
+/* How the mapping came out: its DMA entries and the largest (kbench). */
+static void pdti_count_sgt(struct pdti *t)
+{
+	struct scatterlist *sg;
+	int i;
+
+	t->st.nents = t->sgt->nents;
+	for_each_sgtable_dma_sg(t->sgt, sg, i)
+		t->st.max_entry = max(t->st.max_entry, sg_dma_len(sg));
+}
+
 /* Every DMA page must be the page the exporter's vmap shows at that offset. */
 static void pdti_check_sgt(struct pdti *t, const struct iosys_map *map)
 {
@@ -175,12 +186,10 @@ static void pdti_check_sgt(struct pdti *t, const struct iosys_map *map)
 	u64 off = 0;
 	int i;
 
-	t->st.nents = t->sgt->nents;
 	for_each_sgtable_dma_sg(t->sgt, sg, i) {
 		dma_addr_t addr = sg_dma_address(sg);
 		unsigned int len = sg_dma_len(sg), k;
 
-		t->st.max_entry = max(t->st.max_entry, len);
 		if (!len || !PAGE_ALIGNED(len) || !PAGE_ALIGNED(addr) ||
 		    len > dma_get_max_seg_size(dev)) {
 			t->st.sg_error = -EIO;
@@ -296,6 +305,8 @@ static int pdti_import(struct pdti *t, struct pdti_import __user *uarg)
 	}
 	dma_resv_lock(t->dmabuf->resv, NULL);
 	ret = pdti_map_locked(t);
+	if (!ret)
+		pdti_count_sgt(t);
 	if (!ret && verify)
 		pdti_check_sgt(t, &map);
 	dma_resv_unlock(t->dmabuf->resv);
