@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include <rdma/fabric.h>
 #include <rdma/fi_cm.h>
@@ -103,11 +104,23 @@ bool pd_provider_pins_host_pages(const char *provider)
 	       !(core == 3 && !strncmp(provider, "shm", 3));
 }
 
+/* A libfabric boolean setting in the environment (fi_param_get_bool's
+ * spellings of true). */
+static bool fi_env_true(const char *name)
+{
+	const char *v = getenv(name);
+
+	return v && (!strcmp(v, "1") || !strcasecmp(v, "yes") || !strcasecmp(v, "true") ||
+		     !strcasecmp(v, "on"));
+}
+
 bool pd_provider_pins_cpu_maps(const char *provider)
 {
 	size_t core = strcspn(provider, ";");
 
-	return core == 3 && !strncmp(provider, "shm", 3);
+	/* FI_SHM_DISABLE_CMA: shm copies through its own shared buffers,
+	 * with the CPU, from base_addr (tested in the VM's shim part). */
+	return core == 3 && !strncmp(provider, "shm", 3) && !fi_env_true("FI_SHM_DISABLE_CMA");
 }
 
 /* The caller's size, not ours: an older caller's struct is shorter. */

@@ -172,6 +172,31 @@ TEST(env_path_forces_bounce_and_rejects_unknown)
 	close(fd);
 }
 
+/*
+ * shm pins a CPU mapping (process_vm_readv) unless FI_SHM_DISABLE_CMA is
+ * true in libfabric's spellings; then its copies go through its own
+ * buffers and auto may give it the dma-buf.
+ */
+TEST(shm_without_cma_does_not_pin_cpu_maps)
+{
+	static const char *const yes[] = { "1", "yes", "TRUE", "on" };
+	static const char *const no[] = { "0", "no", "false", "", "2" };
+	unsigned int i;
+
+	unsetenv("FI_SHM_DISABLE_CMA");
+	EXPECT_TRUE(pd_provider_pins_cpu_maps("shm"));
+	EXPECT_FALSE(pd_provider_pins_cpu_maps("tcp;ofi_rxm"));
+	for (i = 0; i < sizeof(yes) / sizeof(yes[0]); i++) {
+		setenv("FI_SHM_DISABLE_CMA", yes[i], 1);
+		EXPECT_FALSE(pd_provider_pins_cpu_maps("shm")) TH_LOG("'%s'", yes[i]);
+	}
+	for (i = 0; i < sizeof(no) / sizeof(no[0]); i++) {
+		setenv("FI_SHM_DISABLE_CMA", no[i], 1);
+		EXPECT_TRUE(pd_provider_pins_cpu_maps("shm")) TH_LOG("'%s'", no[i]);
+	}
+	unsetenv("FI_SHM_DISABLE_CMA");
+}
+
 TEST_F(paths, mapped_path_moves_data_both_ways)
 {
 	const size_t len = (1 << 20) + 100;

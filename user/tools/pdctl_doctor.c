@@ -1229,6 +1229,9 @@ static void check_libpeerdirect(const struct dev *devs, int nr_devs, const struc
 			library_choice(api, devs[i].idx, "verbs");
 		if (netdev)
 			library_choice(api, devs[i].idx, "tcp");
+		/* Within the node: where libfabric has FI_MR_DMABUF, shm
+		 * takes the dma-buf itself. */
+		library_choice(api, devs[i].idx, "shm");
 	}
 	dlclose(so);
 #else
