@@ -6,6 +6,7 @@
  * exports as importers see them, and user-set names in debugfs.
  */
 #define _GNU_SOURCE
+#include <sched.h>
 #include <sys/mount.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -184,6 +185,76 @@ TEST_F(lim, recycled_pid_does_not_inherit_usage)
 	close(fd);
 	close(sv[0]);
 	close(sv[1]);
+}
+
+/* Writes "value" to /proc/self/<file>: 0 or -errno. */
+static int write_proc_self(const char *file, const char *value)
+{
+	char path[64];
+	int fd, ret = 0;
+
+	snprintf(path, sizeof(path), "/proc/self/%s", file);
+	fd = open(path, O_WRONLY);
+	if (fd < 0)
+		return -errno;
+	if (write(fd, value, strlen(value)) != (ssize_t)strlen(value))
+		ret = -errno;
+	close(fd);
+	return ret;
+}
+
+/*
+ * A user namespace does not make a new user: uid 0 inside it maps to the
+ * same kuid as the caller outside, so the quota is the caller's, shared.
+ * (Creating namespaces mints no kuids; mapping to another host uid takes
+ * privilege over it.)
+ */
+TEST_F(lim, quota_is_not_multiplied_by_user_namespaces)
+{
+	uint64_t most = self->q.quota - self->q.page_size;
+	char map[64];
+	int64_t h;
+	int status;
+	uid_t uid = getuid();
+	pid_t pid;
+
+	if (self->q.quota == self->q.mem_size || self->q.quota < 2 * self->q.page_size)
+		SKIP(return, "module loaded without quota_mb");
+	h = pd_alloc(self->fd, most);
+	ASSERT_LT(0, h);
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (!pid) {
+		struct peerdirect_query q;
+		int fd;
+
+		if (unshare(CLONE_NEWUSER))
+			_exit(errno == EINVAL || errno == EPERM || errno == ENOSPC ? 20 : 10);
+		snprintf(map, sizeof(map), "0 %u 1", uid);
+		if (write_proc_self("setgroups", "deny") || write_proc_self("uid_map", map))
+			_exit(11);
+		if (getuid() != 0)
+			_exit(12);
+		fd = pd_open(PD_DEV0);
+		if (fd < 0)
+			_exit(13);
+		/* the caller's usage, seen from inside */
+		if (pd_query(fd, &q) || q.quota_used != most)
+			_exit(14);
+		/* two pages over the one left */
+		if (pd_alloc(fd, 2 * self->q.page_size) != -EDQUOT)
+			_exit(15);
+		if (pd_alloc(fd, self->q.page_size) <= 0)
+			_exit(16);
+		_exit(0);
+	}
+	ASSERT_EQ(pid, waitpid(pid, &status, 0));
+	ASSERT_TRUE(WIFEXITED(status));
+	if (WEXITSTATUS(status) == 20)
+		SKIP(goto out, "no user namespaces in this kernel");
+	EXPECT_EQ(0, WEXITSTATUS(status)) TH_LOG("step %d", WEXITSTATUS(status));
+out:
+	EXPECT_EQ(0, pd_free(self->fd, h));
 }
 
 /* QUERY reports the calling process's usage, whoever opened the file. */
