@@ -67,6 +67,7 @@ static int pd_dmabuf_attach(struct dma_buf *dmabuf,
 
 	dma_resv_lock(dmabuf->resv, NULL);
 	list_add_tail(&pa->node, &exp->attachments);
+	atomic_inc(&exp->nr_attachments);
 	dma_resv_unlock(dmabuf->resv);
 	ret = 0;
 out:
@@ -85,6 +86,7 @@ static void pd_dmabuf_detach(struct dma_buf *dmabuf,
 				attach->peer2peer, !!attach->importer_ops, 0);
 	dma_resv_lock(dmabuf->resv, NULL);
 	list_del(&pa->node);
+	atomic_dec(&exp->nr_attachments);
 	dma_resv_unlock(dmabuf->resv);
 	kfree(pa);
 }
@@ -461,6 +463,7 @@ struct dma_buf *pd_export_create(struct pd_file *pfile, struct pd_alloc *alloc,
 	if (!exp)
 		return ERR_PTR(-ENOMEM);
 	INIT_LIST_HEAD(&exp->attachments);
+	atomic_set(&exp->nr_attachments, 0);
 	INIT_LIST_HEAD(&exp->subs);
 	INIT_LIST_HEAD(&exp->revoke_node);
 	mutex_init(&exp->vmap_lock);

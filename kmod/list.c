@@ -67,7 +67,6 @@ static void pd_list_export(struct pd_list_snap *s, struct pd_export *exp)
 {
 	struct peerdirect_export_info *e = NULL;
 	struct dma_resv *resv = exp->dmabuf->resv;
-	struct pd_attach *pa;
 
 	if (!s->all && !uid_eq(exp->uid, s->uid))
 		return;
@@ -87,9 +86,14 @@ static void pd_list_export(struct pd_list_snap *s, struct pd_export *exp)
 		if (exp->alloc->freed)
 			e->flags |= PEERDIRECT_EXPORT_INFO_OWNER_GONE;
 	}
+	if (e)
+		e->nr_attachments = atomic_read(&exp->nr_attachments);
 	if (!dma_resv_trylock(resv)) {
+		/* No attachment records, but counted: total sizes a retry. */
 		if (e)
 			e->flags |= PEERDIRECT_EXPORT_INFO_BUSY;
+		if (s->attachments)
+			s->total_atts += atomic_read(&exp->nr_attachments);
 		return;
 	}
 	if (e) {
@@ -97,8 +101,6 @@ static void pd_list_export(struct pd_list_snap *s, struct pd_export *exp)
 			e->flags |= PEERDIRECT_EXPORT_INFO_REVOKED;
 			e->reason = exp->reason;
 		}
-		list_for_each_entry(pa, &exp->attachments, node)
-			e->nr_attachments++;
 		e->nr_pins = exp->nr_pins;
 		e->nr_maps = atomic_read(&exp->nr_maps);
 		e->mapped_bytes = (u64)e->nr_maps * exp->length;

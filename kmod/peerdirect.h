@@ -236,6 +236,8 @@ struct pd_export {
 	bool revoked;
 	u32 reason;
 	struct list_head attachments;
+	/* Its length, for LIST without the reservation lock (BUSY). */
+	atomic_t nr_attachments;
 	u32 nr_pins;
 
 	atomic_t nr_maps;		/* live importer mappings */
