@@ -202,8 +202,11 @@ void pd_device_close(struct pd_device *dev)
 		pd_device_put(dev);	/* the subscription's reference */
 	}
 	dev->nsubs = 0;
+	/* Records' users send SUBSCRIBE on dev->fd under recs_lock. */
+	pthread_mutex_lock(&dev->recs_lock);
 	close(dev->fd);
 	dev->fd = -1;
+	pthread_mutex_unlock(&dev->recs_lock);
 	pthread_mutex_unlock(&dev->lock);
 	pd_device_put(dev);
 }
@@ -385,7 +388,9 @@ int pd_device_subscribe_dmabuf(struct pd_device *dev, int fd, uint64_t st_dev,
 		rec->uses++;
 		goto out;
 	}
-	if (ioctl(dev->fd, PEERDIRECT_IOCTL_SUBSCRIBE, &s)) {
+	if (ioctl(dev->fd, PEERDIRECT_IOCTL_SUBSCRIBE, &s) && errno != EEXIST) {
+		/* EEXIST: this file is subscribed already (a record dropped
+		 * without its cancel): it reports, so it is ours again. */
 		/* Another exporter's, a device without subscriptions (or a
 		 * stand-in fd): nothing will report this dma-buf's revocation. */
 		if (errno == EINVAL || errno == ENOTTY)
@@ -393,7 +398,7 @@ int pd_device_subscribe_dmabuf(struct pd_device *dev, int fd, uint64_t st_dev,
 		else if (errno == ENOSPC)
 			/* Registering it anyway would leave a revocation
 			 * unreported: stale bytes, or SIGBUS on the mapping. */
-			ret = pd_error(-ENOSPC, "subscribe to dma-buf inode %llu on /dev/peerdirect%u: this process already watches the module's max_subscriptions dma-bufs on it (the limit counts those registered now): its revocation could not be reported, so it is not registered; deregister others, or raise the peerdirect module parameter max_subscriptions",
+			ret = pd_error(-ENOSPC, "subscribe to dma-buf inode %llu on /dev/peerdirect%u: this open device file already watches the module's max_subscriptions dma-bufs (the limit counts those registered now): its revocation could not be reported, so it is not registered; deregister others, or raise the peerdirect module parameter max_subscriptions",
 				       (unsigned long long)st_ino, dev->index);
 		else
 			ret = pd_error(-errno, "subscribe to dma-buf inode %llu on /dev/peerdirect%u: %s%s",
@@ -433,8 +438,9 @@ static void rec_maybe_drop_locked(struct pd_device *dev, struct export_rec *rec,
 	 * registration by name; new_rec_locked sweeps those. */
 	if (rec->uses || rec->entries || !rec->subscribed)
 		return;
-	/* A revoked subscription already ended in the kernel. */
-	if (rec->subscribed && !rec->revoked && fd >= 0)
+	/* A revoked one ended in the kernel (ENOENT then), but one marked
+	 * revoked by an overflow or a bad record may still be live. */
+	if (fd >= 0)
 		cancel_subscription(dev, fd);
 	*rec = dev->exports[--dev->nexports];
 }

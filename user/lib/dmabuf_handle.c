@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "errors.h"
+#include "device.h"
 #include "fabric.h"
 
 struct pd_dmabuf {
@@ -71,6 +72,7 @@ void pd_dmabuf_release(struct pd_dmabuf *b)
 static int reg_miss(struct pd_dmabuf *b, struct pd_mr_key *k, struct pd_mr_cache_entry **e)
 {
 	struct pd_fabric *fab = b->fab;
+	struct pd_device *watcher;
 	unsigned int attempt;
 	uint64_t gen;
 	int ret;
@@ -79,11 +81,13 @@ static int reg_miss(struct pd_dmabuf *b, struct pd_mr_key *k, struct pd_mr_cache
 		if (__atomic_load_n(&fab->ndevs, __ATOMIC_RELAXED))
 			pd_fabric_poll_events(fab);
 		gen = pd_mr_cache_generation(fab->cache);
-		ret = pd_fabric_origin_of(fab, b->fd, k->dev, k->ino, &k->origin);
+		ret = pd_fabric_origin_of(fab, b->fd, k->dev, k->ino, &k->origin, &watcher);
 		if (ret)
 			break;
+		k->watcher = watcher;
 		ret = pd_mr_cache_get_since(fab->cache, k, b->fd, gen, e);
-		pd_fabric_origin_unpin(fab, k->origin, k->dev, k->ino, b->fd);
+		k->watcher = NULL;
+		pd_fabric_origin_unpin(watcher, k->dev, k->ino, b->fd);
 		if (ret != -ESTALE || attempt == 3)
 			break;
 	}
@@ -109,9 +113,17 @@ int pd_mr_reg_imported(struct pd_dmabuf *b, uint64_t offset, size_t len,
 	k = (struct pd_mr_key) {
 		.kind = PD_MEM_DMABUF, .access = access, .path = b->fab->path,
 		.readonly = b->readonly, .domain = b->fab->domain, .dev = b->dev,
-		.ino = b->ino, .start = offset, .len = len,
+		.ino = b->ino, .start = offset, .len = len, .origin = PD_ORIGIN_ANY,
 	};
 	ret = pd_mr_cache_find(b->fab->cache, &k, &e);
+	/* Made while no device watched the dma-buf, and one is attached now:
+	 * register it again, watched. */
+	if (!ret && !pd_mr_entry_key(e)->origin &&
+	    __atomic_load_n(&b->fab->ndevs, __ATOMIC_RELAXED)) {
+		pd_mr_cache_put(b->fab->cache, e);
+		ret = -ENOENT;
+	}
+	k.origin = 0;
 	if (ret)
 		ret = reg_miss(b, &k, &e);
 	if (ret)

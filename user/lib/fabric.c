@@ -677,7 +677,7 @@ static unsigned int snapshot_devices(struct pd_fabric *fab, struct pd_device **d
  * handed us an fd of an export made elsewhere).  0 in *origin if none can.
  */
 int pd_fabric_origin_of(struct pd_fabric *fab, int fd, uint64_t st_dev, uint64_t st_ino,
-			uint64_t *origin)
+			uint64_t *origin, struct pd_device **watcher)
 {
 	struct pd_device *devs[PD_MAX_DEVICES];
 	unsigned int n = snapshot_devices(fab, devs), i;
@@ -685,10 +685,13 @@ int pd_fabric_origin_of(struct pd_fabric *fab, int fd, uint64_t st_dev, uint64_t
 	int ret = 0;
 
 	*origin = 0;
+	*watcher = NULL;
 	for (i = 0; i < n && !ret && !*origin; i++) {
 		ret = pd_device_lookup_export(devs[i], st_dev, st_ino, &export_id);
 		if (ret == 1) {
 			*origin = pd_device_origin(devs[i]);
+			*watcher = devs[i];
+			pd_device_get(devs[i]);
 			ret = 0;
 		}
 	}
@@ -701,6 +704,8 @@ int pd_fabric_origin_of(struct pd_fabric *fab, int fd, uint64_t st_dev, uint64_t
 			ret = pd_device_subscribe_dmabuf(devs[0], fd, st_dev, st_ino);
 		if (ret == 1) {
 			*origin = pd_device_origin(devs[0]);
+			*watcher = devs[0];
+			pd_device_get(devs[0]);
 			ret = 0;
 		}
 	}
@@ -709,53 +714,12 @@ int pd_fabric_origin_of(struct pd_fabric *fab, int fd, uint64_t st_dev, uint64_t
 	return ret;
 }
 
-/* The attached device whose origin tag is origin, with a reference. */
-static struct pd_device *device_of(struct pd_fabric *fab, uint64_t origin)
-{
-	struct pd_device *dev = NULL;
-	unsigned int i;
-
-	pthread_mutex_lock(&fab->devs_lock);
-	for (i = 0; i < fab->ndevs && !dev; i++)
-		if (pd_device_origin(fab->devs[i]) == origin)
-			dev = fab->devs[i];
-	if (dev)
-		pd_device_get(dev);
-	pthread_mutex_unlock(&fab->devs_lock);
-	return dev;
-}
-
 /* What pd_fabric_origin_of pinned, once the registration is made or failed. */
-void pd_fabric_origin_unpin(struct pd_fabric *fab, uint64_t origin, uint64_t st_dev,
-			    uint64_t st_ino, int fd)
+void pd_fabric_origin_unpin(struct pd_device *watcher, uint64_t st_dev, uint64_t st_ino, int fd)
 {
-	struct pd_device *dev = origin ? device_of(fab, origin) : NULL;
-
-	if (dev) {
-		pd_device_rec_unpin(dev, st_dev, st_ino, fd);
-		pd_device_put(dev);
-	}
-}
-
-void pd_fabric_origin_hold(struct pd_fabric *fab, uint64_t origin, uint64_t st_dev,
-			   uint64_t st_ino)
-{
-	struct pd_device *dev = origin ? device_of(fab, origin) : NULL;
-
-	if (dev) {
-		pd_device_rec_hold(dev, st_dev, st_ino);
-		pd_device_put(dev);
-	}
-}
-
-void pd_fabric_origin_release(struct pd_fabric *fab, uint64_t origin, uint64_t st_dev,
-			      uint64_t st_ino, int fd)
-{
-	struct pd_device *dev = origin ? device_of(fab, origin) : NULL;
-
-	if (dev) {
-		pd_device_rec_release(dev, st_dev, st_ino, fd);
-		pd_device_put(dev);
+	if (watcher) {
+		pd_device_rec_unpin(watcher, st_dev, st_ino, fd);
+		pd_device_put(watcher);
 	}
 }
 

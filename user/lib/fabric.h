@@ -94,7 +94,7 @@ struct pd_mr_reg {
 	void *desc;
 	uint64_t rkey;
 	int fd;			/* dup of the dma-buf, keeps the inode alive */
-	uint64_t origin;	/* whose record this entry holds (0: none) */
+	struct pd_device *watcher;	/* whose record this entry holds, or NULL */
 	uint64_t st_dev, st_ino;
 	int map_err;		/* why there is no mapping (negative errno) */
 	void *map;		/* mmap of the page-aligned range, or NULL */
@@ -171,19 +171,17 @@ void pd_fabric_revoked(struct pd_fabric *fab, uint64_t origin, uint64_t st_dev,
 void pd_fabric_origin_gone(struct pd_fabric *fab, uint64_t origin, uint32_t reason);
 int pd_fabric_remember_device(struct pd_fabric *fab, struct pd_device *dev);
 void pd_fabric_forget_device(struct pd_fabric *fab, struct pd_device *dev);
-/* Which attached device exported {st_dev, st_ino}: *origin (0: none),
- * or -ENODEV if that export was revoked. */
+/*
+ * Which attached device reports {st_dev, st_ino}'s revocation (it exported
+ * it, or the first attached one subscribes): *origin (0: none) and
+ * *watcher, that device with a reference and its record pinned, which the
+ * caller hands to pd_fabric_origin_unpin once the registration is made or
+ * failed (each cache entry made holds the record itself, through
+ * key.watcher).  -ENODEV if that export was revoked.
+ */
 int pd_fabric_origin_of(struct pd_fabric *fab, int fd, uint64_t st_dev, uint64_t st_ino,
-			uint64_t *origin);
-/* The origin's record of the dma-buf (pd_device_rec_*): origin_of pins it
- * until unpin; each cache entry made holds it until release.  No-ops for
- * origin 0 or a device no longer attached. */
-void pd_fabric_origin_unpin(struct pd_fabric *fab, uint64_t origin, uint64_t st_dev,
-			    uint64_t st_ino, int fd);
-void pd_fabric_origin_hold(struct pd_fabric *fab, uint64_t origin, uint64_t st_dev,
-			   uint64_t st_ino);
-void pd_fabric_origin_release(struct pd_fabric *fab, uint64_t origin, uint64_t st_dev,
-			      uint64_t st_ino, int fd);
+			uint64_t *origin, struct pd_device **watcher);
+void pd_fabric_origin_unpin(struct pd_device *watcher, uint64_t st_dev, uint64_t st_ino, int fd);
 
 /* A reference for a pd_mr or a request; the last put destroys the fabric. */
 void pd_fabric_get(struct pd_fabric *fab);

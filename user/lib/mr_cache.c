@@ -159,12 +159,19 @@ static unsigned int host_level(uint64_t len)
 	return level;
 }
 
+/*
+ * a is an entry's key, b the one looked up.  The origin (which device
+ * reports the dma-buf's revocation) is not hashed but must match, unless b
+ * takes any: an entry made while no device watched the dma-buf must not
+ * serve a registration that a device watches now.
+ */
 static bool dmabuf_match(const struct pd_mr_key *a, const struct pd_mr_key *b)
 {
 	return a->kind == b->kind && a->dev == b->dev && a->ino == b->ino &&
 	       a->start == b->start && a->len == b->len &&
 	       a->access == b->access && a->path == b->path &&
-	       a->readonly == b->readonly && a->domain == b->domain;
+	       a->readonly == b->readonly && a->domain == b->domain &&
+	       (b->origin == PD_ORIGIN_ANY || a->origin == b->origin);
 }
 
 static bool host_contains(const struct pd_mr_key *e, const struct pd_mr_key *k)

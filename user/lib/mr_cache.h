@@ -29,7 +29,13 @@ struct pd_mr_key {
 	/* Not part of the identity: the device whose events watch this dma-buf
 	 * (pd_device_origin), 0 if none does. */
 	uint64_t origin;
+	/* Nor this: the pd_device whose record of the dma-buf
+	 * pd_fabric_origin_of pinned; each entry made holds it. */
+	void *watcher;
 };
+
+/* A lookup key's origin that matches an entry of any origin. */
+#define PD_ORIGIN_ANY UINT64_MAX
 
 /* Reasons beyond the uapi's, for entries a device stops watching. */
 #define PD_REASON_CLOSED	101	/* the device file was closed */

@@ -29,6 +29,7 @@
 #include "abi.h"
 #include "bounce_pool.h"
 #include "errors.h"
+#include "device.h"
 #include "fabric.h"
 
 static uint64_t fi_access(unsigned int access)
@@ -258,8 +259,10 @@ void pd_paths_deregister(void *ctx, void *handle)
 		fi_close(&r->mr->fid);
 	if (r->map)
 		munmap(r->map, r->map_len);
-	if (r->origin)
-		pd_fabric_origin_release(r->fab, r->origin, r->st_dev, r->st_ino, r->fd);
+	if (r->watcher) {
+		pd_device_rec_release(r->watcher, r->st_dev, r->st_ino, r->fd);
+		pd_device_put(r->watcher);
+	}
 	if (r->fd >= 0)
 		close(r->fd);
 	free(r);
@@ -282,9 +285,10 @@ int pd_paths_register(void *ctx, const struct pd_mr_key *k, int fd,
 		return ret;
 	}
 	/* The entry keeps its dma-buf's record, and so its subscription. */
-	if (k->kind == PD_MEM_DMABUF && k->origin) {
-		pd_fabric_origin_hold(fab, k->origin, k->dev, k->ino);
-		r->origin = k->origin;
+	if (k->kind == PD_MEM_DMABUF && k->watcher) {
+		r->watcher = k->watcher;
+		pd_device_get(r->watcher);
+		pd_device_rec_hold(r->watcher, k->dev, k->ino);
 		r->st_dev = k->dev;
 		r->st_ino = k->ino;
 	}
@@ -376,6 +380,7 @@ int pd_mr_reg_host(struct pd_fabric *fab, void *ptr, size_t len,
 int pd_mr_reg_dmabuf(struct pd_fabric *fab, int fd, uint64_t offset,
 		     size_t len, unsigned int access, struct pd_mr **out)
 {
+	struct pd_device *watcher;
 	struct pd_mr_cache_entry *e;
 	struct pd_mr_key k = { .kind = PD_MEM_DMABUF };
 	unsigned int attempt;
@@ -417,11 +422,12 @@ int pd_mr_reg_dmabuf(struct pd_fabric *fab, int fd, uint64_t offset,
 		k.access = access;
 		k.path = fab->path;
 		k.domain = fab->domain;
-		ret = pd_fabric_origin_of(fab, fd, k.dev, k.ino, &k.origin);
+		ret = pd_fabric_origin_of(fab, fd, k.dev, k.ino, &k.origin, &watcher);
 		if (ret)
 			return ret;
+		k.watcher = watcher;
 		ret = pd_mr_cache_get_since(fab->cache, &k, fd, gen, &e);
-		pd_fabric_origin_unpin(fab, k.origin, k.dev, k.ino, fd);
+		pd_fabric_origin_unpin(watcher, k.dev, k.ino, fd);
 		if (ret != -ESTALE || attempt == 3)
 			break;
 	}

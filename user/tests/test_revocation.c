@@ -409,7 +409,6 @@ TEST_F(rev, a_subscription_lives_as_long_as_its_registrations)
 		.seq = 1,
 	};
 	struct pd_mr *m1, *m2, *mb;
-	unsigned int calls;
 	struct stat st;
 
 	ASSERT_LE(0, a);
@@ -435,7 +434,7 @@ TEST_F(rev, a_subscription_lives_as_long_as_its_registrations)
 	EXPECT_EQ(2, pd_device_nr_recs(self->dev[0]));	/* export 100, and b */
 	/* Revoked, b's subscription ends in the kernel (it sends the record
 	 * once): the library invalidates b and drops its record when the
-	 * entry goes, without a cancel the kernel would answer ENOENT to. */
+	 * entry goes (its cancel, answered ENOENT, is harmless). */
 	ASSERT_EQ(0, fstat(b, &st));
 	ev.inode = st.st_ino;
 	ev.cookie = st.st_ino;
@@ -443,9 +442,8 @@ TEST_F(rev, a_subscription_lives_as_long_as_its_registrations)
 	ASSERT_EQ(sizeof(ev), send(self->sock[0][1], &ev, sizeof(ev), 0));
 	EXPECT_EQ(2, pd_fabric_poll_events(self->f1));	/* b's two entries */
 	EXPECT_EQ(-ENODEV, usable(self->f1, self->me1, mb));
-	calls = fake.calls;
 	pd_mr_dereg(mb);
-	EXPECT_EQ(calls, fake.calls);
+	EXPECT_EQ(0, fake.live);
 	EXPECT_EQ(1, pd_device_nr_recs(self->dev[0]));	/* export 100 */
 	close(a);
 	close(b);
@@ -499,6 +497,102 @@ TEST_F(rev, revoked_export_records_do_not_pile_up)
 	}
 	EXPECT_GE(48, pd_device_nr_recs(self->dev[0]));
 	close(other);
+}
+
+/*
+ * An overflow marks every record suspect, subscribed ones too, but ends no
+ * live subscription in the kernel: releasing the registration must still
+ * cancel it, or the dma-buf could never be registered again (EEXIST) and
+ * the subscription would count against max_subscriptions for ever.
+ */
+TEST_F(rev, an_overflow_does_not_leak_subscriptions)
+{
+	int a = memfd_of(1 << 20, 26);
+	struct pd_mr *m;
+
+	ASSERT_LE(0, a);
+	fake.dev = self->sock[0][0];
+	fake.max = 8;
+	ASSERT_EQ(0, pd_fabric_attach_device(self->f1, self->dev[0]));
+	ASSERT_EQ(0, pd_fabric_set_cache_limits(self->f1, 1, 0));
+	ASSERT_EQ(0, pd_mr_reg_dmabuf(self->f1, a, 0, 4096, 0, &m)) TH_LOG("%s", pd_last_error());
+	EXPECT_EQ(1, fake.live);
+	ASSERT_EQ(0, send_event(self->sock[0][1], PEERDIRECT_REASON_OVERFLOW, 0, 0));
+	pd_fabric_poll_events(self->f1);
+	EXPECT_EQ(-ENODEV, usable(self->f1, self->me1, m));
+	pd_mr_dereg(m);
+	EXPECT_EQ(0, fake.live) TH_LOG("the overflow leaked the subscription");
+	/* registered again: watched again */
+	ASSERT_EQ(0, pd_mr_reg_dmabuf(self->f1, a, 0, 4096, 0, &m)) TH_LOG("%s", pd_last_error());
+	EXPECT_EQ(1, fake.live);
+	EXPECT_EQ(0, usable(self->f1, self->me1, m)) TH_LOG("%s", pd_last_error());
+	pd_mr_dereg(m);
+	close(a);
+}
+
+/*
+ * A registration held across a detach still releases its record on the
+ * device it was made with (not whatever the fabric has attached then):
+ * the subscription ends, and nothing is left behind.
+ */
+TEST_F(rev, a_registration_held_across_detach_releases_its_subscription)
+{
+	int a = memfd_of(1 << 20, 27);
+	struct pd_mr *m;
+
+	ASSERT_LE(0, a);
+	fake.dev = self->sock[0][0];
+	fake.max = 8;
+	ASSERT_EQ(0, pd_fabric_attach_device(self->f1, self->dev[0]));
+	ASSERT_EQ(0, pd_mr_reg_dmabuf(self->f1, a, 0, 4096, 0, &m)) TH_LOG("%s", pd_last_error());
+	EXPECT_EQ(1, fake.live);
+	ASSERT_EQ(0, pd_fabric_detach_device(self->f1, self->dev[0]));
+	pd_mr_dereg(m);
+	EXPECT_EQ(0, fake.live) TH_LOG("the subscription outlived its registration");
+	EXPECT_EQ(1, pd_device_nr_recs(self->dev[0]));	/* export 100 */
+	close(a);
+}
+
+/*
+ * An entry made while no device watched the dma-buf does not serve it once
+ * one does: the registration is made again, watched, and a revocation
+ * reaches it.
+ */
+TEST_F(rev, an_unwatched_entry_is_not_reused_once_watched)
+{
+	int a = memfd_of(1 << 20, 28);
+	struct peerdirect_event ev = {
+		.hdr = { .type = PEERDIRECT_EVENT_REVOKE, .length = sizeof(ev) },
+		.reason = PEERDIRECT_REASON_REVOKE, .flags = PEERDIRECT_EVENT_SUBSCRIBED,
+		.seq = 1,
+	};
+	struct pd_dmabuf *b;
+	struct pd_mr *m, *mh;
+	struct stat st;
+
+	ASSERT_LE(0, a);
+	ASSERT_EQ(0, fstat(a, &st));
+	fake.dev = self->sock[0][0];
+	fake.max = 8;
+	ASSERT_EQ(0, pd_mr_reg_dmabuf(self->f1, a, 0, 4096, 0, &m)) TH_LOG("%s", pd_last_error());
+	pd_mr_dereg(m);			/* idle, unwatched */
+	ASSERT_EQ(0, pd_fabric_attach_device(self->f1, self->dev[0]));
+	ASSERT_EQ(0, pd_mr_reg_dmabuf(self->f1, a, 0, 4096, 0, &m)) TH_LOG("%s", pd_last_error());
+	EXPECT_EQ(1, fake.live);
+	/* through an imported handle too */
+	ASSERT_EQ(0, pd_dmabuf_import(self->f1, a, &b)) TH_LOG("%s", pd_last_error());
+	ASSERT_EQ(0, pd_mr_reg_imported(b, 0, 4096, 0, &mh)) TH_LOG("%s", pd_last_error());
+	EXPECT_EQ(1, fake.live);
+	ev.inode = st.st_ino;
+	ev.cookie = st.st_ino;
+	ASSERT_EQ(sizeof(ev), send(self->sock[0][1], &ev, sizeof(ev), 0));
+	pd_fabric_poll_events(self->f1);
+	EXPECT_EQ(-ENODEV, usable(self->f1, self->me1, m)) TH_LOG("served by the unwatched entry");
+	EXPECT_EQ(-ENODEV, usable(self->f1, self->me1, mh)) TH_LOG("the handle's hit was unwatched");
+	pd_mr_dereg(mh);
+	pd_mr_dereg(m);
+	pd_dmabuf_release(b);
+	close(a);
 }
 
 TEST_HARNESS_MAIN
