@@ -18,11 +18,7 @@ cd /pd || exit 1
 pdctl=/pd/bin/pdctl
 ko=/pd/ko/peerdirect.ko
 source /pd/lib/vm-net-setup.sh
-lfver=$(fi_info --version 2>/dev/null | sed -n 's/^libfabric: *//p')
-echo "# libfabric ${lfver:-unknown}, kernel $(uname -r)"
-lf_has_dmabuf() {
-	[ -n "$lfver" ] && [ "$(printf '%s\n1.20.0\n' "$lfver" | sort -V | head -n 1)" = 1.20.0 ]
-}
+source /pd/lib/vm-libfabric.sh
 
 n=0
 pass=0

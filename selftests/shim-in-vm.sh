@@ -12,11 +12,7 @@ insmod /pd/ko/peerdirect.ko sim_devices=2 sim_mem_mb=64 revoke_timeout_ms=300 ||
 source /pd/lib/vm-net-setup.sh
 # libfabric's version decides whether the dmabuf path (FI_MR_DMABUF, 1.20+)
 # exists; the support matrix records it with every result.
-lfver=$(fi_info --version 2>/dev/null | sed -n 's/^libfabric: *//p')
-echo "# libfabric ${lfver:-unknown}, kernel $(uname -r)"
-lf_has_dmabuf() {
-	[ -n "$lfver" ] && [ "$(printf '%s\n1.20.0\n' "$lfver" | sort -V | head -n 1)" = 1.20.0 ]
-}
+source /pd/lib/vm-libfabric.sh
 
 n=0
 pass=0

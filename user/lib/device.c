@@ -445,17 +445,26 @@ static void rec_maybe_drop_locked(struct pd_device *dev, struct export_rec *rec,
 	*rec = dev->exports[--dev->nexports];
 }
 
-void pd_device_rec_unpin(struct pd_device *dev, uint64_t st_dev, uint64_t st_ino, int fd)
+/* One use of the record goes (a pin, or an entry's hold). */
+static void rec_put(struct pd_device *dev, uint64_t st_dev, uint64_t st_ino, int fd,
+		    bool entry)
 {
 	struct export_rec *rec;
+	unsigned int *count;
 
 	pthread_mutex_lock(&dev->recs_lock);
 	rec = find_rec(dev, st_dev, st_ino);
-	if (rec && rec->uses) {
-		rec->uses--;
+	count = !rec ? NULL : entry ? &rec->entries : &rec->uses;
+	if (count && *count) {
+		(*count)--;
 		rec_maybe_drop_locked(dev, rec, fd);
 	}
 	pthread_mutex_unlock(&dev->recs_lock);
+}
+
+void pd_device_rec_unpin(struct pd_device *dev, uint64_t st_dev, uint64_t st_ino, int fd)
+{
+	rec_put(dev, st_dev, st_ino, fd, false);
 }
 
 void pd_device_rec_hold(struct pd_device *dev, uint64_t st_dev, uint64_t st_ino)
@@ -471,15 +480,7 @@ void pd_device_rec_hold(struct pd_device *dev, uint64_t st_dev, uint64_t st_ino)
 
 void pd_device_rec_release(struct pd_device *dev, uint64_t st_dev, uint64_t st_ino, int fd)
 {
-	struct export_rec *rec;
-
-	pthread_mutex_lock(&dev->recs_lock);
-	rec = find_rec(dev, st_dev, st_ino);
-	if (rec && rec->entries) {
-		rec->entries--;
-		rec_maybe_drop_locked(dev, rec, fd);
-	}
-	pthread_mutex_unlock(&dev->recs_lock);
+	rec_put(dev, st_dev, st_ino, fd, true);
 }
 
 size_t pd_device_nr_recs(struct pd_device *dev)
