@@ -711,13 +711,12 @@ static pci_ers_result_t pd_bar_slot_reset(struct pci_dev *pdev)
 	struct pd_bar *bar = pd->backend;
 
 	/*
-	 * Called for any function below the reset link, also one whose
-	 * error_detected() said CAN_RECOVER and so is still enabled and
-	 * mapped: the link was reset under it all the same.  Revoke now, as
-	 * error_detected() does for a frozen channel; resume() ends it.
+	 * Called for any function below the link, also one whose
+	 * error_detected() said CAN_RECOVER (a normal channel) and so is
+	 * still enabled: pcie_do_recovery() resets the link only for a
+	 * frozen channel, whose error_detected() already began our reset, so
+	 * such a function was not reset and keeps its exports.
 	 */
-	if (!READ_ONCE(bar->resetting))
-		pd_bar_reset_begin(pdev);
 	if (!pd_bar_reenable(pdev, bar))
 		return PCI_ERS_RESULT_DISCONNECT;
 	/* The reset cleared the config space: what probe stored. */

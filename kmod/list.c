@@ -86,12 +86,12 @@ static void pd_list_export(struct pd_list_snap *s, struct pd_export *exp)
 		if (exp->alloc->freed)
 			e->flags |= PEERDIRECT_EXPORT_INFO_OWNER_GONE;
 	}
-	if (e)
-		e->nr_attachments = atomic_read(&exp->nr_attachments);
 	if (!dma_resv_trylock(resv)) {
 		/* No attachment records, but counted: total sizes a retry. */
-		if (e)
+		if (e) {
 			e->flags |= PEERDIRECT_EXPORT_INFO_BUSY;
+			e->nr_attachments = atomic_read(&exp->nr_attachments);
+		}
 		if (s->attachments)
 			s->total_atts += atomic_read(&exp->nr_attachments);
 		return;
@@ -101,6 +101,8 @@ static void pd_list_export(struct pd_list_snap *s, struct pd_export *exp)
 			e->flags |= PEERDIRECT_EXPORT_INFO_REVOKED;
 			e->reason = exp->reason;
 		}
+		/* under the lock: the same list the records come from */
+		e->nr_attachments = atomic_read(&exp->nr_attachments);
 		e->nr_pins = exp->nr_pins;
 		e->nr_maps = atomic_read(&exp->nr_maps);
 		e->mapped_bytes = (u64)e->nr_maps * exp->length;

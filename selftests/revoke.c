@@ -771,14 +771,40 @@ TEST_F(rv, pci_aer_recovery_with_live_mappings)
 }
 
 /*
- * error_detected() on a normal channel answers CAN_RECOVER and revokes
- * nothing, but when another function on the link needed a reset the core
- * resets the link and calls slot_reset() on this one too: its memory was
- * reset under live mappings, so they are revoked there.
+ * error_detected() on a normal channel answers CAN_RECOVER; when another
+ * function below the link voted NEED_RESET the core still calls
+ * slot_reset() and resume() on this one, but resets nothing (it resets the
+ * link for frozen channels only, whose error_detected() begins our reset).
+ * The exports, the importer's mapping and the counts stay; the enable
+ * count stays balanced.  (An earlier change revoked here, for a reset
+ * that does not happen.)
  */
-TEST_F(rv, pci_slot_reset_after_can_recover_revokes)
+TEST_F(rv, pci_slot_reset_after_can_recover_keeps_exports)
 {
-	pci_reset_with_live_mappings(_metadata, self, PDTI_RESET_AER_CAN_RECOVER);
+	struct pdti_status st;
+	struct pdti_device dev;
+	long long before, resets;
+	int d, imp;
+
+	if (self->q.backend != PEERDIRECT_BACKEND_PCI_BAR || pd_pci_function("peerdirect0", &dev))
+		SKIP(return, "not a PCI device");
+	before = pd_debugfs_value("peerdirect0", "revoked_reset");
+	resets = sysfs_value(NULL, "resets");
+	d = pd_export(self->fd, self->h, 0, self->len);
+	ASSERT_LE(0, d);
+	imp = fixture_import(d, PDTI_DYNAMIC);
+	ASSERT_LE(0, imp);
+	ASSERT_EQ(0, pd_pci_reset(&dev, PDTI_RESET_AER_CAN_RECOVER, 0));
+	EXPECT_EQ(0, pd_sync(d, DMA_BUF_SYNC_START | DMA_BUF_SYNC_READ));
+	EXPECT_EQ(0, pd_sync(d, DMA_BUF_SYNC_END | DMA_BUF_SYNC_READ));
+	ASSERT_EQ(0, pdti_status(imp, &st));
+	EXPECT_EQ(0, st.move_notify);
+	EXPECT_EQ(1, st.mapped);
+	EXPECT_EQ(before, pd_debugfs_value("peerdirect0", "revoked_reset"));
+	EXPECT_EQ(resets, sysfs_value(NULL, "resets"));
+	EXPECT_EQ(1, sysfs_value(&dev, "enable"));
+	close(imp);
+	close(d);
 }
 
 /*

@@ -115,8 +115,9 @@ struct pdti_device {
 #define PDTI_RESET_AER_FAILED	3
 /*
  * error_detected(normal), which must answer CAN_RECOVER, then slot_reset,
- * @hold_ms, resume: the core resets the link anyway when another function
- * below it asked for it, so the function is reset after all.
+ * @hold_ms, resume: what the core calls when another function below the
+ * link asked for a reset of a channel that is not frozen (nothing is
+ * reset then: pcie_do_recovery() resets the link for frozen ones only).
  */
 #define PDTI_RESET_AER_CAN_RECOVER	4
 
