@@ -23,11 +23,14 @@
 #                       processes over tcp (netns) and verbs (rxe)
 #               doctor  pdctl doctor's verdicts: module missing, rxe bounce,
 #                       veth mapped, FI_MR_DMABUF or not, permission denied
+#               coll    pd-coll's collectives on module dma-bufs (simulated
+#                       and an ivshmem BAR), 2, 4 and 8 ranks, by --np,
+#                       mpirun and Slurm's variables, every element checked
 #             A tier whose suite cannot be reached is counted as skipped,
 #             with the reason, never as passed.
 #
 # PD_CHECK_STAGES="static user stack tiers admin", PD_CHECK_TIERS="stable debug lts
-# newest" and PD_CHECK_PARTS="build sim bar unplug shim doctor" select.  Each VM run
+# newest" and PD_CHECK_PARTS="build sim bar unplug shim doctor coll" select.  Each VM run
 # also fails if the kernel logged a BUG, WARNING, KASAN, lockdep, UBSAN or
 # kmemleak report (scripts/vm-scan-log.sh).  build/check/results.tsv keeps
 # one row per result for scripts/support-matrix.sh.
@@ -37,7 +40,7 @@ top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top" || exit 1
 stages=${PD_CHECK_STAGES:-static user stack tiers admin}
 tiers=${PD_CHECK_TIERS:-$(scripts/tiers.sh list)}
-parts=${PD_CHECK_PARTS:-build sim bar unplug shim doctor}
+parts=${PD_CHECK_PARTS:-build sim bar unplug shim doctor coll}
 out=$top/build/check
 rm -rf "$out"
 mkdir -p "$out"
@@ -270,14 +273,16 @@ vm_unplug() {
 	add "$name" "$p" "$f" "$s" $((SECONDS - t0))
 }
 
-# vm_user_part NAME MODDIR UBUILD SCRIPT: a guest script that drives the
-# module through libpeerdirect's tools, built for the tier's userspace (the
-# host's, or the root's for a root tier) in UBUILD: pd-xfer (static in the
-# library) for selftests/shim-in-vm.sh, the shared pdctl and
-# libpeerdirect.so.1 for selftests/doctor-in-vm.sh.
+# vm_user_part NAME MODDIR UBUILD SCRIPT [VM-ARGS...]: a guest script that
+# drives the module through libpeerdirect's tools, built for the tier's
+# userspace (the host's, or the root's for a root tier) in UBUILD: pd-xfer
+# (static in the library) for selftests/shim-in-vm.sh, the shared pdctl and
+# libpeerdirect.so.1 for selftests/doctor-in-vm.sh, pd-coll for
+# selftests/coll-in-vm.sh.
 vm_user_part() {
 	local name=$1 moddir=$2 ubuild=$3 script=$4 t0=$SECONDS payload f
-	for f in pd-xfer pdctl libpeerdirect.so.1; do
+	shift 4
+	for f in pd-xfer pdctl pd-coll libpeerdirect.so.1; do
 		if [ ! -e "$ubuild/$f" ]; then
 			echo "not ok $name: $ubuild/$f was not built"
 			add "$name" 0 1 0 0
@@ -286,14 +291,30 @@ vm_user_part() {
 	done
 	payload=$(mktemp -d)
 	mkdir -p "$payload/bin" "$payload/lib"
-	cp "$ubuild/pd-xfer" "$ubuild/pdctl" "$payload/bin/"
+	cp "$ubuild/pd-xfer" "$ubuild/pdctl" "$ubuild/pd-coll" "$payload/bin/"
 	cp -L "$ubuild/libpeerdirect.so.1" "$payload/lib/"
 	cp "selftests/$script" "$payload/"
-	scripts/vm-run.sh "${TIER_VM[@]}" --timeout 900 --bin setpriv \
+	scripts/vm-run.sh "${TIER_VM[@]}" --timeout 900 --bin setpriv "$@" \
 		--ko "$moddir/kmod/peerdirect.ko" --payload "$payload" \
 		--log "$out/$name.log" -- "$script" > "$out/$name.out" 2>&1
 	vm_result "$name" $? "$t0"
 	rm -rf "$payload"
+}
+
+# The coll part's VM: two CPUs for up to 8 ranks, an ivshmem BAR, and Open
+# MPI (mpirun, orted and the plugins it loads) when the tier's userspace
+# has it; the guest script skips the mpirun test otherwise.
+vm_coll() {
+	local name=$1 moddir=$2 ubuild=$3 mpi=() d
+	if [ -x "${TIER_ROOT:-}/usr/bin/mpirun" ] && [ -d "${TIER_ROOT:-}/usr/lib/x86_64-linux-gnu/openmpi" ]; then
+		mpi=(--bin mpirun --bin orted)
+		for d in /usr/lib/x86_64-linux-gnu/openmpi /usr/share/openmpi /etc/openmpi \
+			/usr/lib/x86_64-linux-gnu/pmix2 /usr/lib/x86_64-linux-gnu/pmix; do
+			[ ! -e "${TIER_ROOT:-}$d" ] || mpi+=(--tree "$d")
+		done
+	fi
+	vm_user_part "$name" "$moddir" "$ubuild" coll-in-vm.sh --smp 2 --mem 2048 --ivshmem 64M \
+		${mpi[@]+"${mpi[@]}"}
 }
 
 # tier_modules DIR: build the module and test importer for the current tier
@@ -347,16 +368,16 @@ run_tier() {
 		mod=$TIER_ROOT/var/tmp/peerdirect-$TIER_LABEL
 		ubuild=$TIER_ROOT/var/tmp/pd-user/user/build-gcc
 		# This checkout's library, never one an earlier run left in the root.
-		if [[ " $parts " == *" shim "* || " $parts " == *" doctor "* ]] &&
+		if [[ " $parts " == *" shim "* || " $parts " == *" doctor "* || " $parts " == *" coll "* ]] &&
 			[ -z "${stack_built:-}" ]; then
-			rm -f "$ubuild/pd-xfer" "$ubuild/pdctl" "$ubuild/libpeerdirect.so.1"
+			rm -f "$ubuild/pd-xfer" "$ubuild/pdctl" "$ubuild/pd-coll" "$ubuild/libpeerdirect.so.1"
 			scripts/user-stack.sh "$TIER_ROOT" gcc > "$out/$TIER_LABEL-shim-build.log" 2>&1
 			stack_built=1
 		fi
 	else
 		mod=$top/build/tiers/$TIER_LABEL
 		ubuild=$top/user/build
-		[[ " $parts " != *" shim "* && " $parts " != *" doctor "* ]] ||
+		[[ " $parts " != *" shim "* && " $parts " != *" doctor "* && " $parts " != *" coll "* ]] ||
 			make -s -C user all > "$out/shim-build.log" 2>&1
 	fi
 	tier_modules "$mod" || return
@@ -367,6 +388,7 @@ run_tier() {
 		unplug) vm_unplug "$TIER_LABEL-unplug" "$mod" ;;
 		shim) vm_user_part "$TIER_LABEL-shim" "$mod" "$ubuild" shim-in-vm.sh ;;
 		doctor) vm_user_part "$TIER_LABEL-doctor" "$mod" "$ubuild" doctor-in-vm.sh ;;
+		coll) vm_coll "$TIER_LABEL-coll" "$mod" "$ubuild" ;;
 		*) echo "not ok unknown part $part"; add "$part" 0 1 0 0 ;;
 		esac
 	done

@@ -32,6 +32,9 @@
 #                         kernel; it takes about 10 s)
 #   --mod NAME            extra stock-kernel module to ship (with its deps)
 #   --bin NAME            extra host program to ship (with its libraries)
+#   --tree PATH           a host (or root) file or directory, shipped at the
+#                         same path with every ELF file's libraries (plugin
+#                         directories such as Open MPI's); repeatable
 #   --qemu-arg ARG        extra QEMU argument (repeatable)
 #   --keep                keep the temp dir (initramfs tree) for debugging
 #
@@ -47,7 +50,7 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 
 usage() {
-	sed -n '2,40s/^# \{0,1\}//p' "$0" >&2
+	sed -n '2,43s/^# \{0,1\}//p' "$0" >&2
 	exit 2
 }
 
@@ -72,6 +75,7 @@ log=
 allow_warn=()
 extra_mods=()
 extra_bins=()
+extra_trees=()
 qemu_extra=()
 keep=0
 
@@ -94,6 +98,7 @@ while [ $# -gt 0 ]; do
 	--allow-warn) allow_warn+=("${2:?}"); shift 2 ;;
 	--mod) extra_mods+=("${2:?}"); shift 2 ;;
 	--bin) extra_bins+=("${2:?}"); shift 2 ;;
+	--tree) extra_trees+=("${2:?}"); shift 2 ;;
 	--qemu-arg) qemu_extra+=("${2?}"); shift 2 ;;
 	--no-kmemleak) append="$append pd.nokmemleak"; shift ;;
 	--keep) keep=1; shift ;;
@@ -224,6 +229,18 @@ for b in ib_write_lat ib_read_bw ib_read_lat ib_send_bw ib_send_lat rping; do
 done
 for b in ${extra_bins[@]+"${extra_bins[@]}"}; do
 	add_bin "$b"
+done
+
+for t in ${extra_trees[@]+"${extra_trees[@]}"}; do
+	[[ "$t" == /* ]] || die "--tree $t: an absolute path"
+	[ -e "$sysroot$t" ] || die "--tree $t: not found on the host"
+	while IFS= read -r -d '' f; do
+		[ -e "$f" ] || continue	# a dangling link
+		files+=("${f#"$sysroot"}")
+		if is_elf "$f"; then
+			elfs+=("${f#"$sysroot"}")
+		fi
+	done < <(find "$sysroot$t" \( -type f -o -type l \) -print0)
 done
 
 # libibverbs loads its provider by name from its config directory;

@@ -20,43 +20,14 @@ ko=/pd/ko/peerdirect.ko
 source /pd/lib/vm-net-setup.sh
 source /pd/lib/vm-libfabric.sh
 
-n=0
-pass=0
-fail=0
-skipped=0
-planned=11
-# check DESCRIPTION EXPECTED-RC RC LOG [REGEX...]: every REGEX (grep -E)
-# must match a line of LOG, and a REGEX starting with ! must match none.
-check() {
-	local desc=$1 want=$2 got=$3 log=$4 re ok=1
-	shift 4
-	[ "$got" = "$want" ] || ok=0
-	for re in "$@"; do
-		if [ "${re:0:1}" = '!' ]; then
-			! grep -qE -- "${re:1}" "$log" || { ok=0; echo "# unexpected /${re:1}/"; }
-		else
-			grep -qE -- "$re" "$log" || { ok=0; echo "# missing /$re/"; }
-		fi
-	done
-	n=$((n + 1))
-	if [ $ok = 1 ]; then
-		pass=$((pass + 1)); echo "ok $n $desc"
-	else
-		fail=$((fail + 1)); echo "not ok $n $desc (rc $got, want $want)"
-		sed 's/^/# /' "$log" | tail -n 40
-	fi
-}
-skip() {
-	n=$((n + 1)); skipped=$((skipped + 1)); echo "ok $n $1 # SKIP $2"
-}
+source /pd/lib/vm-tap.sh
 doctor() {	# doctor LOG ARGS...: pdctl's exit code
 	local log=$1
 	shift
 	timeout 120 "$pdctl" "$@" > "$log" 2>&1
 }
 
-echo "TAP version 13"
-echo "1..$planned"
+tap_plan 11
 
 # ---- no module ------------------------------------------------------------
 doctor /tmp/d-nomod doctor
@@ -140,9 +111,4 @@ check "user outside the node's group: denied, exit 4, the group fix" 4 $rc /tmp/
 	'^peerdirect0 +va +netdev +denied +/dev/peerdirect0 cannot be opened: Permission denied' \
 	'fix: add the user to the node.s group' '^exit 4: permission denied'
 
-if [ "$n" != "$planned" ]; then
-	fail=$((fail + 1))
-	echo "not ok $((n + 1)) ran $n results, planned $planned"
-fi
-echo "# Totals: pass:$pass fail:$fail xfail:0 xpass:0 skip:$skipped error:0"
-[ "$fail" = 0 ]
+tap_done

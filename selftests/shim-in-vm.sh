@@ -14,9 +14,8 @@ source /pd/lib/vm-net-setup.sh
 # exists; the support matrix records it with every result.
 source /pd/lib/vm-libfabric.sh
 
-n=0
-pass=0
-fail=0
+source /pd/lib/vm-tap.sh
+
 # A row for scripts/support-matrix.sh: provider, path asked for, path the
 # library took (from pd-xfer's report), the verdict, and the library's reason
 # (last, it has spaces).
@@ -27,24 +26,6 @@ matrix() {	# matrix PROVIDER ASKED LOG RESULT
 	why=$(grep -m1 -oE 'size [0-9]+ path [a-z]+: .*' "$3" | sed 's/^size [0-9]* path [a-z]*: //')
 	[ -n "$why" ] || why=$(grep -m1 -oE 'impossible: .*' "$3" | sed 's/^impossible: //')
 	echo "# matrix: provider=$1 asked=$2 took=${took:-refused} libfabric=${lfver:-unknown} result=$4 why=$why"
-}
-
-check() {	# check DESCRIPTION EXPECTED-RC RC LOG [REGEX...]
-	local desc=$1 want=$2 got=$3 log=$4 re ok=1
-	shift 4
-	[ "$got" = "$want" ] || ok=0
-	for re in "$@"; do
-		grep -qE "$re" "$log" || { ok=0; echo "# missing /$re/"; }
-	done
-	n=$((n + 1))
-	if [ $ok = 1 ]; then
-		pass=$((pass + 1)); echo "ok $n $desc"
-		last=ok
-	else
-		fail=$((fail + 1)); echo "not ok $n $desc (rc $got, want $want)"
-		sed 's/^/# /' "$log" | tail -n 25
-		last=fail
-	fi
 }
 
 # pair NS0 NS1 HOST LOG ARGS...: rank 0 in NS0, rank 1 in NS1 ("-" = init_net);
@@ -64,10 +45,7 @@ pair() {
 	return $((r0 > r1 ? r0 : r1))
 }
 
-planned=13
-skipped=0
-echo "TAP version 13"
-echo "1..$planned"
+tap_plan 13
 netns_tcp > /dev/null
 
 pair ns1 ns2 10.0.0.1 /tmp/tcp-mapped --provider tcp --path mapped --size 4M --iters 4
@@ -139,10 +117,8 @@ if [ -e /dev/udmabuf ]; then
 		matrix tcp+udmabuf $p /tmp/udmabuf-$p $last
 	done
 else
-	echo "ok $((n + 1)) foreign dma-buf, mapped # SKIP no /dev/udmabuf (CONFIG_UDMABUF off)"
-	echo "ok $((n + 2)) foreign dma-buf, bounce # SKIP no /dev/udmabuf (CONFIG_UDMABUF off)"
-	n=$((n + 2))
-	skipped=$((skipped + 2))
+	skip "foreign dma-buf, mapped" "no /dev/udmabuf (CONFIG_UDMABUF off)"
+	skip "foreign dma-buf, bounce" "no /dev/udmabuf (CONFIG_UDMABUF off)"
 fi
 
 if rxe_policy > /tmp/rxe.log 2>&1; then
@@ -164,15 +140,8 @@ if rxe_policy > /tmp/rxe.log 2>&1; then
 	matrix 'verbs;ofi_rxm' mapped /tmp/verbs-mapped $last
 else
 	sed 's/^/# /' /tmp/rxe.log
-	echo "ok $((n + 1)) verbs over rxe # SKIP no rxe layout on this kernel"
-	echo "ok $((n + 2)) verbs forced mapped # SKIP no rxe layout on this kernel"
-	n=$((n + 2))
-	skipped=$((skipped + 2))
+	skip "verbs over rxe" "no rxe layout on this kernel"
+	skip "verbs forced mapped" "no rxe layout on this kernel"
 fi
 
-if [ "$n" != "$planned" ]; then
-	fail=$((fail + 1))
-	echo "not ok $((n + 1)) ran $n results, planned $planned"
-fi
-echo "# Totals: pass:$pass fail:$fail xfail:0 xpass:0 skip:$skipped error:0"
-[ "$fail" = 0 ]
+tap_done

@@ -275,6 +275,18 @@ TEST_F_TIMEOUT(coll1, slurm_environment, 120)
 	EXPECT_NE(NULL, strstr(self->out, "# Out of bounds values : 0 OK"));
 }
 
+/* A rank lost mid-run (the OOM killer's SIGKILL) ends the run with the
+ * rank and the signal named, never a hang of the launching rank. */
+TEST_F_TIMEOUT(coll1, a_lost_rank_is_named, 120)
+{
+	int st = run("", "--np 3 --provider tcp -b 4K -e 4K -n 2 --timeout 3000 --test-kill-rank 2", self->out);
+
+	EXPECT_EQ(3, st) TH_LOG("%s", self->out);
+	EXPECT_NE(NULL, strstr(self->out, "pd-coll: rank 2 (pid ")) TH_LOG("%s", self->out);
+	EXPECT_NE(NULL, strstr(self->out, "died of signal 9 (Killed)")) TH_LOG("%s", self->out);
+	EXPECT_NE(NULL, strstr(self->out, "no completion after 3000 ms")) TH_LOG("%s", self->out);
+}
+
 TEST_F(coll1, refuses_bad_arguments)
 {
 	EXPECT_EQ(3, run("", "--np 2 -b 64K -e 4K", self->out));

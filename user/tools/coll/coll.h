@@ -63,6 +63,7 @@ struct opts {
 	bool rd_max_set;
 	const char *provider, *memory, *csv, *plot;
 	int corrupt;		/* test only: undo one element of a received result */
+	int kill_rank;		/* test only: this rank raises SIGKILL before the first collective */
 };
 
 /* A collective in flight on one lane: where its buffers are. */
@@ -93,7 +94,7 @@ struct geom {
 int launch(int argc, char **argv, const char *rdv_spec, int rank_opt, int nranks_opt, int np,
 	   struct boot *b);
 
-int launch_wait_children(void);
+int launch_wait_children(int status);
 
 /* lane.c */
 int lane_open(struct lane *l, enum lane_kind kind, const struct opts *o, struct boot *b,

@@ -20,6 +20,8 @@
  */
 #include <arpa/inet.h>
 #include <dlfcn.h>
+#include <signal.h>
+#include <stdbool.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -153,14 +155,38 @@ static int free_port(void)
 	return port;
 }
 
-/* 0 when every child exited 0, else the worst exit status. */
-int launch_wait_children(void)
+/*
+ * 0 when every child exited 0, else the worst exit status.  A rank killed
+ * by a signal is named (SIGKILL is what the OOM killer sends).  Once rank 0
+ * has failed, a rank still blocked on it gets LINGER_MS to notice before it
+ * is killed, so that a failed run ends instead of hanging in waitpid().
+ */
+#define LINGER_MS 10000
+int launch_wait_children(int status)
 {
-	int i, st, worst = 0;
+	int i, st, worst = 0, left_ms = LINGER_MS;
 
 	for (i = 0; i < nchildren; i++) {
-		if (waitpid(children[i], &st, 0) < 0)
+		pid_t pid = children[i], got;
+		bool killed = false;
+
+		while ((got = waitpid(pid, &st, status && !killed ? WNOHANG : 0)) == 0) {
+			if (left_ms <= 0) {
+				fprintf(stderr, "pd-coll: rank %d (pid %d) still running %d s after rank 0 failed: killed\n",
+					i + 1, (int)pid, LINGER_MS / 1000);
+				kill(pid, SIGKILL);
+				killed = true;
+				continue;
+			}
+			usleep(50000);
+			left_ms -= 50;
+		}
+		if (got < 0)
 			continue;
+		if (WIFSIGNALED(st) && !killed)
+			fprintf(stderr, "pd-coll: rank %d (pid %d) died of signal %d (%s)%s\n", i + 1, (int)pid,
+				WTERMSIG(st), strsignal(WTERMSIG(st)),
+				WTERMSIG(st) == SIGKILL ? "; the OOM killer if dmesg says so" : "");
 		st = WIFEXITED(st) ? WEXITSTATUS(st) : 3;
 		worst = st > worst ? st : worst;
 	}

@@ -24,6 +24,7 @@
  */
 #include <getopt.h>
 #include <math.h>
+#include <signal.h>
 #include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -169,7 +170,7 @@ struct launch_opts {
 static int parse(int argc, char **argv, struct opts *o, struct launch_opts *lo)
 {
 	enum { O_COLL = 256, O_PATHS, O_MEMORY, O_PROVIDER, O_DEPTH, O_CHUNK, O_ALGO, O_RDMAX,
-	       O_STAT, O_CSV, O_PLOT, O_TIMEOUT, O_NP, O_RANK, O_NRANKS, O_RDV, O_CORRUPT };
+	       O_STAT, O_CSV, O_PLOT, O_TIMEOUT, O_NP, O_RANK, O_NRANKS, O_RDV, O_CORRUPT, O_KILL };
 	static const struct option lopts[] = {
 		{ "minbytes", 1, 0, 'b' }, { "maxbytes", 1, 0, 'e' }, { "stepfactor", 1, 0, 'f' },
 		{ "stepbytes", 1, 0, 'i' }, { "iters", 1, 0, 'n' }, { "warmup_iters", 1, 0, 'w' },
@@ -181,7 +182,7 @@ static int parse(int argc, char **argv, struct opts *o, struct launch_opts *lo)
 		{ "stat", 1, 0, O_STAT }, { "csv", 1, 0, O_CSV }, { "plot", 1, 0, O_PLOT },
 		{ "timeout", 1, 0, O_TIMEOUT }, { "np", 1, 0, O_NP }, { "rank", 1, 0, O_RANK },
 		{ "nranks", 1, 0, O_NRANKS }, { "rendezvous", 1, 0, O_RDV },
-		{ "test-corrupt", 0, 0, O_CORRUPT }, { 0 },
+		{ "test-corrupt", 0, 0, O_CORRUPT }, { "test-kill-rank", 1, 0, O_KILL }, { 0 },
 	};
 	int c, lanes_sel[NLANES], n, i;
 
@@ -246,6 +247,7 @@ static int parse(int argc, char **argv, struct opts *o, struct launch_opts *lo)
 		case O_NRANKS: lo->nranks = atoi(optarg); break;
 		case O_RDV: lo->rdv = optarg; break;
 		case O_CORRUPT: o->corrupt = 1; break;
+		case O_KILL: o->kill_rank = atoi(optarg); break;
 		default: usage(); return -1;
 		}
 	}
@@ -539,6 +541,9 @@ int main(int argc, char **argv)
 		}
 		fflush(stdout);
 	}
+	/* Test only (--test-kill-rank): a rank lost mid-run, as to the OOM killer. */
+	if (o.kill_rank > 0 && o.kill_rank == b.rank)
+		raise(SIGKILL);
 	for (ci = 0; ci < o.ncolls && (status == 0 || status == 2); ci++) {
 		enum coll_kind k = o.colls[ci];
 
@@ -678,7 +683,7 @@ out:
 out_boot:
 	b.close(&b);
 	if (!child) {
-		int worst = launch_wait_children();
+		int worst = launch_wait_children(status);
 
 		status = worst > status ? worst : status;
 	}

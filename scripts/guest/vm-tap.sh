@@ -1,0 +1,62 @@
+#!/bin/bash
+# KTAP output for the guest scripts of scripts/check.sh's VM parts
+# (shipped at /pd/lib/vm-tap.sh), so that every part counts the same way.
+#
+#   source /pd/lib/vm-tap.sh; tap_plan N
+#   check DESCRIPTION EXPECTED-RC RC LOG [REGEX...]
+#       ok when RC is EXPECTED-RC and every REGEX (grep -E) matches a line
+#       of LOG; a REGEX starting with ! must match none.  On failure the
+#       end of LOG is printed as comments.  $last is ok or fail.
+#   skip DESCRIPTION REASON
+#   tap_done                 the totals line; fails if the plan was not run
+
+n=0
+pass=0
+fail=0
+skipped=0
+planned=0
+# shellcheck disable=SC2034  # read by the sourcing script
+last=
+
+tap_plan() {
+	planned=$1
+	echo "TAP version 13"
+	echo "1..$planned"
+}
+
+check() {
+	local desc=$1 want=$2 got=$3 log=$4 re ok=1
+	shift 4
+	[ "$got" = "$want" ] || ok=0
+	for re in "$@"; do
+		if [ "${re:0:1}" = '!' ]; then
+			! grep -qE -- "${re:1}" "$log" || { ok=0; echo "# unexpected /${re:1}/"; }
+		else
+			grep -qE -- "$re" "$log" || { ok=0; echo "# missing /$re/"; }
+		fi
+	done
+	n=$((n + 1))
+	if [ $ok = 1 ]; then
+		pass=$((pass + 1)); echo "ok $n $desc"
+		# shellcheck disable=SC2034
+		last=ok
+	else
+		fail=$((fail + 1)); echo "not ok $n $desc (rc $got, want $want)"
+		sed 's/^/# /' "$log" | tail -n 40
+		# shellcheck disable=SC2034
+		last=fail
+	fi
+}
+
+skip() {
+	n=$((n + 1)); skipped=$((skipped + 1)); echo "ok $n $1 # SKIP $2"
+}
+
+tap_done() {
+	if [ "$n" != "$planned" ]; then
+		fail=$((fail + 1))
+		echo "not ok $((n + 1)) ran $n results, planned $planned"
+	fi
+	echo "# Totals: pass:$pass fail:$fail xfail:0 xpass:0 skip:$skipped error:0"
+	[ "$fail" = 0 ]
+}
