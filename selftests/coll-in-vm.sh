@@ -54,6 +54,8 @@ check "2 ranks, every collective, float and bfloat16, module dma-bufs over tcp: 
 	'^# verified tables: 14$' '^# path direct: memory device:0 (mapped|dmabuf)' \
 	'^# path bounce: memory device:0 bounce' '^# path host  : memory host' \
 	'^# out-of-place busbw ratios' '!^# Out of bounds values : [1-9]'
+# For the record: the paths the library took here, and the copy bandwidth.
+grep -E '^# (path|CPU copy)' /tmp/c2 | sed 's/^/# /'
 
 run /tmp/c4 pd-coll --np 4 --provider tcp --memory device:0 --coll all -b 4K -e 256K -f 8 -n 1 -w 1 -c 1
 rc=$?
