@@ -10,7 +10,8 @@
 #   admin     what cluster admins install and read: man pages (mandoc -Tlint),
 #             the Debian packages (lintian, contents, apt install into a clean
 #             Debian 12 root, a pkg-config sample), DKMS against every
-#             installed kernel's headers with its module loaded in a VM
+#             installed kernel's headers with its module loaded in a VM; `make demo`
+#             reaching its end
 #   tiers     per kernel tier (scripts/tiers.sh: Debian 12's 6.1, our debug
 #             6.1, the backports LTS, unstable's newest), resolved at run time:
 #               build   the module and test importer, W=1, no warnings;
@@ -143,6 +144,7 @@ stage_admin() {
 	counted man-lint "$out/man-lint.log" make -s man-lint
 	counted packages "$out/packages.log" scripts/package-test.sh
 	counted dkms "$out/dkms.log" scripts/dkms-test.sh
+	counted demo "$out/demo.log" scripts/demo-test.sh
 }
 
 # The library built and tested in the unstable root (scripts/user-stack.sh),
