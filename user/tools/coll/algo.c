@@ -85,15 +85,23 @@ static size_t segl(const struct run *r, size_t count, int s)
 	return sego(r, count, s + 1) - sego(r, count, s);
 }
 
-static int allreduce_ring(struct run *r, size_t count, size_t out)
+/*
+ * Reduce-scatter: step s receives the left neighbour's partial sum of
+ * segment R-s-1 and adds this rank's input to it into out (each segment is
+ * reduced once here, so the input is always the other operand); step 0
+ * sends the input's segment R, later steps the segment reduced the step
+ * before.  The allgather then writes every segment of out but the one this
+ * rank finished.  So out-of-place needs no copy of the input first.
+ */
+static int allreduce_ring(struct run *r, size_t count, size_t in, size_t out)
 {
 	int n = r->n, R = r->rank, s, ret = 0;
 
 	for (s = 0; s < n - 1 && !ret; s++) {
 		int ss = (R - s + n) % n, rs = (R - s - 1 + n) % n;
-		struct red red = { out + sego(r, count, rs), out + sego(r, count, rs),
+		struct red red = { out + sego(r, count, rs), in + sego(r, count, rs),
 				   OFF_SCR(r) + sego(r, count, rs) };
-		struct xchg x = { .speer = right(r), .soff = out + sego(r, count, ss),
+		struct xchg x = { .speer = right(r), .soff = (s ? out : in) + sego(r, count, ss),
 				  .slen = segl(r, count, ss), .rpeer = left(r),
 				  .roff = OFF_SCR(r) + sego(r, count, rs), .rlen = segl(r, count, rs),
 				  .step = s, .on_recv = reduce_piece, .arg = &red };
@@ -262,8 +270,9 @@ int coll_run(struct run *r, enum coll_kind k, const struct geom *g, bool ip)
 	case C_ALLREDUCE:
 		rd = r->o->algo == ALGO_RD ||
 		     (r->o->algo == ALGO_AUTO && g->count * r->esz <= r->o->rd_max);
-		return local_copy(r, out, in, g->count * r->esz) ?:
-		       rd ? allreduce_rd(r, g->count, out) : allreduce_ring(r, g->count, out);
+		if (!rd)
+			return allreduce_ring(r, g->count, in, out);
+		return local_copy(r, out, in, g->count * r->esz) ?: allreduce_rd(r, g->count, out);
 	case C_ALLGATHER: return allgather(r, g->count, in, out);
 	case C_REDUCESCATTER: return reduce_scatter(r, g->count, in, out);
 	case C_BROADCAST: return broadcast(r, g->count, in, out);
