@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 /* The tools the VM tests drive: pd-xfer between two processes on the host
- * (memfd stands in for a dma-buf), and the tools' handling of bad input. */
+ * (memfd stands in for a dma-buf), pd-bench's latency and msgrate modes,
+ * and the tools' handling of bad input. */
 #include <limits.h>
 
 #include "kselftest_harness.h"
@@ -103,6 +104,160 @@ TEST(xfer_refuses_bad_arguments)
 	EXPECT_EQ(2, WEXITSTATUS(system(cmd)));
 	snprintf(cmd, sizeof(cmd), "%s bw --sizes 4Q >/dev/null 2>&1", exe);
 	EXPECT_EQ(2, WEXITSTATUS(system(cmd)));
+}
+
+/* pd-bench with args (and an environment prefix); its exit status, and
+ * stdout and stderr together in out. */
+static int run_bench(const char *env, const char *args, char *out, size_t outlen)
+{
+	char exe[PATH_MAX], cmd[PATH_MAX + 512];
+	size_t n;
+	FILE *f;
+	int status;
+
+	tool_path(exe, sizeof(exe), "pd-bench");
+	snprintf(cmd, sizeof(cmd), "%s %s %s 2>&1", env, exe, args);
+	fflush(NULL);
+	f = popen(cmd, "r");
+	if (!f)
+		return -1;
+	n = fread(out, 1, outlen - 1, f);
+	out[n] = '\0';
+	status = pclose(f);
+	return WIFEXITED(status) ? WEXITSTATUS(status) : 99;
+}
+
+/* The figure in column col (0: the size) of the row for size, or -1 if
+ * there is no such row; a '-' reads as 0. */
+static double bench_cell(const char *out, size_t size, int col)
+{
+	const char *line;
+	char *end;
+	double v;
+	int i;
+
+	for (line = out; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
+		const char *p = line;
+
+		if (*line == '#' || strtoull(line, &end, 10) != size || end == line || (*end != ' ' && *end != '\t'))
+			continue;
+		for (i = 0; i < col; i++) {
+			p += strspn(p, " \t");
+			p += strcspn(p, " \t\n");
+		}
+		p += strspn(p, " \t");
+		v = strtod(p, &end);
+		return end == p ? 0 : v;
+	}
+	return -1;
+}
+
+/* The command line, echoed as the first line of the figures. */
+static bool echoes(const char *out, const char *args)
+{
+	const char *l = strstr(out, args);
+
+	while (l && l > out && l[-1] != '\n')
+		l--;
+	return l && l[0] == '#' && l[1] == ' ' && strstr(l, "pd-bench ") &&
+	       strstr(l, args) < strchr(l, '\n');
+}
+
+static bool have_fi_pingpong(void)
+{
+	return system("command -v fi_pingpong >/dev/null 2>&1") == 0;
+}
+
+FIXTURE(bench) {
+	char out[16384];
+};
+
+FIXTURE_VARIANT(bench) {
+	const char *provider;
+};
+
+FIXTURE_VARIANT_ADD(bench, tcp) { .provider = "tcp" };
+FIXTURE_VARIANT_ADD(bench, shm) { .provider = "shm" };
+
+FIXTURE_SETUP(bench) {}
+FIXTURE_TEARDOWN(bench) {}
+
+/* A row per size with a positive figure, and fi_pingpong's beside it on
+ * the same provider where it is installed.  No timing is asserted. */
+TEST_F(bench, latency_rows_beside_fi_pingpong)
+{
+	char args[256];
+	size_t sizes[2] = { 8, 4096 };
+	int i;
+
+	snprintf(args, sizeof(args), "latency --provider %s --sizes 8,4K --iters 50 --repeats 3",
+		 variant->provider);
+	ASSERT_EQ(0, run_bench("", args, self->out, sizeof(self->out))) TH_LOG("%s", self->out);
+	EXPECT_TRUE(echoes(self->out, args)) TH_LOG("%s", self->out);
+	EXPECT_NE(NULL, strstr(self->out, "# fi_pingpong client: ")) TH_LOG("%s", self->out);
+	for (i = 0; i < 2; i++) {
+		EXPECT_LT(0, bench_cell(self->out, sizes[i], 1)) TH_LOG("%zu: %s", sizes[i], self->out);
+		EXPECT_LT(0, bench_cell(self->out, sizes[i], 2));
+		EXPECT_LT(0, bench_cell(self->out, sizes[i], 4));
+		if (have_fi_pingpong()) {
+			EXPECT_LT(0, bench_cell(self->out, sizes[i], 5)) TH_LOG("%s", self->out);
+			EXPECT_LT(0, bench_cell(self->out, sizes[i], 6));
+		}
+	}
+	if (have_fi_pingpong())
+		EXPECT_EQ(NULL, strstr(self->out, "not available")) TH_LOG("%s", self->out);
+}
+
+/* Without fi_pingpong the mode says so and still gives its own figures. */
+TEST_F(bench, latency_without_fi_pingpong)
+{
+	char args[256];
+
+	snprintf(args, sizeof(args), "latency --provider %s --sizes 64 --iters 20 --repeats 1",
+		 variant->provider);
+	ASSERT_EQ(0, run_bench("PD_BENCH_FI_PINGPONG=/nonexistent/fi_pingpong", args, self->out,
+			       sizeof(self->out))) TH_LOG("%s", self->out);
+	EXPECT_NE(NULL, strstr(self->out, "# fi_pingpong: not available (")) TH_LOG("%s", self->out);
+	EXPECT_NE(NULL, strstr(self->out, "No such file")) TH_LOG("%s", self->out);
+	EXPECT_LT(0, bench_cell(self->out, 64, 1)) TH_LOG("%s", self->out);
+	EXPECT_EQ(0, bench_cell(self->out, 64, 5));	/* "-" */
+}
+
+TEST_F(bench, msgrate_rows)
+{
+	char args[256];
+
+	snprintf(args, sizeof(args), "msgrate --provider %s --sizes 8 --window 16 --iters 20",
+		 variant->provider);
+	ASSERT_EQ(0, run_bench("", args, self->out, sizeof(self->out))) TH_LOG("%s", self->out);
+	EXPECT_TRUE(echoes(self->out, args)) TH_LOG("%s", self->out);
+	EXPECT_EQ(16, bench_cell(self->out, 8, 1)) TH_LOG("%s", self->out);
+	EXPECT_EQ(20, bench_cell(self->out, 8, 2));
+	EXPECT_LT(0, bench_cell(self->out, 8, 3)) TH_LOG("%s", self->out);
+	EXPECT_NE(NULL, strstr(self->out, "# no libfabric reference for message rate"));
+}
+
+TEST(bench_latency_modes_refuse_bad_arguments)
+{
+	char out[4096];
+
+	EXPECT_EQ(2, run_bench("", "latency --sizes 0", out, sizeof(out)));
+	EXPECT_NE(NULL, strstr(out, "pd-bench: --sizes 0: not a size above 0")) TH_LOG("%s", out);
+	EXPECT_EQ(2, run_bench("", "msgrate --window 0", out, sizeof(out)));
+	EXPECT_NE(NULL, strstr(out, "pd-bench: --window 0: want 1 to 1024")) TH_LOG("%s", out);
+	EXPECT_EQ(2, run_bench("", "msgrate --window 1025", out, sizeof(out)));
+	EXPECT_EQ(2, run_bench("", "latency --iters 0", out, sizeof(out)));
+	EXPECT_NE(NULL, strstr(out, "pd-bench: --iters 0:")) TH_LOG("%s", out);
+	EXPECT_EQ(2, run_bench("", "latency --cpus 0", out, sizeof(out)));
+	EXPECT_NE(NULL, strstr(out, "pd-bench: --cpus 0:")) TH_LOG("%s", out);
+	/* Both ranks fail to open the fabric: exit 1, the library's reason. */
+	EXPECT_EQ(1, run_bench("", "latency --provider no-such-provider --sizes 8 --iters 5 --repeats 1",
+			       out, sizeof(out)));
+	EXPECT_NE(NULL, strstr(out, "pd-bench: fabric: ")) TH_LOG("%s", out);
+	EXPECT_NE(NULL, strstr(out, "no-such-provider")) TH_LOG("%s", out);
+	EXPECT_EQ(1, run_bench("", "msgrate --provider no-such-provider --sizes 8 --iters 5",
+			       out, sizeof(out)));
+	EXPECT_NE(NULL, strstr(out, "no-such-provider")) TH_LOG("%s", out);
 }
 
 TEST_HARNESS_MAIN

@@ -16,6 +16,11 @@
  *       median cost of each step of a dma-buf's life: alloc, export,
  *       registration miss and hit, import and hit by handle, dereg, revoke
  *       with and without an importer, the library's teardown, free.
+ *   pd-bench latency [--provider P] [--sizes 8,64,1K,4K,64K] [--iters N] [--repeats R]
+ *       ping-pong one-way latency through the public API, beside fi_pingpong
+ *       on the same provider (bench_latency.c).
+ *   pd-bench msgrate [--provider P] [--sizes 8,64,1K] [--window W] [--iters N]
+ *       messages per second, a window of sends in flight (bench_latency.c).
  *
  * Two-process modes fork: rank 1 is the child; they meet over the TCP
  * rendezvous on 127.0.0.1 (--port).  Every figure line is prefixed with the
@@ -23,6 +28,7 @@
  */
 #include <getopt.h>
 #include <inttypes.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -35,6 +41,7 @@
 
 #include "bench_report.h"
 #include "bench_lifecycle.h"
+#include "bench_latency.h"
 #include "dmabuf_source.h"
 #include "tool_env.h"
 #include "errors.h"
@@ -47,7 +54,8 @@
 struct opts {
 	const char *mode, *provider, *memory;
 	size_t sizes[MAX_SIZES];
-	int nsizes, entries, repeats;
+	int nsizes, entries, repeats, iters, window, cpus[2];
+	bool sizes_given;
 	uint16_t port;
 };
 
@@ -468,32 +476,92 @@ static int mode_lifecycle(const struct opts *o)
 	return 0;
 }
 
+static int bad(const char *opt, const char *val, const char *want)
+{
+	fprintf(stderr, "pd-bench: %s %s: %s\n", opt, val, want);
+	return -1;
+}
+
+/* A whole decimal number in [lo, hi]. */
+static int number(const char *s, long lo, long hi, int *out)
+{
+	char *end;
+	long v;
+
+	errno = 0;
+	v = strtol(s, &end, 10);
+	if (errno || end == s || *end || v < lo || v > hi)
+		return -1;
+	*out = (int)v;
+	return 0;
+}
+
+/* "A,B": rank 0 and what runs beside it on A, rank 1 and its peer on B;
+ * both must be CPUs this process may run on (a rank that cannot pin
+ * itself would leave the other waiting for the rendezvous). */
+static int parse_cpus(char *arg, int cpus[2])
+{
+	char *comma = strchr(arg, ',');
+	cpu_set_t allowed;
+	int i;
+
+	if (!comma || sched_getaffinity(0, sizeof(allowed), &allowed))
+		return -1;
+	*comma = '\0';
+	if (number(arg, 0, CPU_SETSIZE - 1, &cpus[0]) || number(comma + 1, 0, CPU_SETSIZE - 1, &cpus[1]))
+		return -1;
+	*comma = ',';
+	for (i = 0; i < 2; i++)
+		if (!CPU_ISSET(cpus[i], &allowed))
+			return -1;
+	return 0;
+}
+
 static int parse(int argc, char **argv, struct opts *o)
 {
 	static const struct option lo[] = {
 		{ "provider", 1, 0, 'p' }, { "sizes", 1, 0, 's' }, { "entries", 1, 0, 'e' },
-		{ "memory", 1, 0, 'm' }, { "port", 1, 0, 'P' }, { "repeats", 1, 0, 'r' }, { 0 },
+		{ "memory", 1, 0, 'm' }, { "port", 1, 0, 'P' }, { "repeats", 1, 0, 'r' },
+		{ "iters", 1, 0, 'i' }, { "window", 1, 0, 'w' }, { "cpus", 1, 0, 'c' }, { 0 },
 	};
+	static const size_t lat_sizes[] = { 8, 64, 1024, 4096, 65536 }, rate_sizes[] = { 8, 64, 1024 };
 	char *tok, *save;
 	int c;
 
 	record_cmdline(argc, argv);
 	*o = (struct opts) { .entries = 10000, .memory = "memfd", .repeats = 5,
 			     .port = (uint16_t)(21000 + getpid() % 20000),
-			     .sizes = { 4096, 1 << 20, 64 << 20 }, .nsizes = 3 };
+			     .sizes = { 4096, 1 << 20, 64 << 20 }, .nsizes = 3,
+			     .window = 64, .cpus = { -1, -1 } };
 	while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
 		switch (c) {
 		case 'p': o->provider = optarg; break;
 		case 'e': o->entries = atoi(optarg); break;
 		case 'm': o->memory = optarg; break;
 		case 'P': o->port = (uint16_t)atoi(optarg); break;
-		case 'r': o->repeats = atoi(optarg); break;
+		case 'r':
+			if (number(optarg, 1, MAX_REPEATS, &o->repeats))
+				return bad("--repeats", optarg, "want 1 to 31");
+			break;
+		case 'i':
+			if (number(optarg, 1, LAT_MAX_ITERS, &o->iters))
+				return bad("--iters", optarg, "want 1 to 1000000");
+			break;
+		case 'w':
+			if (number(optarg, 1, LAT_MAX_WINDOW, &o->window))
+				return bad("--window", optarg, "want 1 to 1024 messages in flight");
+			break;
+		case 'c':
+			if (parse_cpus(optarg, o->cpus))
+				return bad("--cpus", optarg, "want A,B: two CPUs this process may run on");
+			break;
 		case 's':
 			o->nsizes = 0;
+			o->sizes_given = true;
 			for (tok = strtok_r(optarg, ",", &save); tok && o->nsizes < MAX_SIZES;
 			     tok = strtok_r(NULL, ",", &save)) {
 				if (pd_parse_size(tok, &o->sizes[o->nsizes]) || !o->sizes[o->nsizes])
-					return -1;
+					return bad("--sizes", tok, "not a size above 0 (a number with K, M or G)");
 				o->nsizes++;
 			}
 			break;
@@ -505,7 +573,28 @@ static int parse(int argc, char **argv, struct opts *o)
 	    o->repeats > MAX_REPEATS)
 		return -1;
 	o->mode = argv[optind];
+	/* Small messages are what these two modes are about. */
+	if (!o->sizes_given && (!strcmp(o->mode, "latency") || !strcmp(o->mode, "msgrate"))) {
+		bool lat = !strcmp(o->mode, "latency");
+
+		o->nsizes = lat ? 5 : 3;
+		memcpy(o->sizes, lat ? lat_sizes : rate_sizes, (size_t)o->nsizes * sizeof(size_t));
+	}
+	/* Enough that fi_pingpong's start-up (in its timed loop) weighs little. */
+	if (!o->iters)
+		o->iters = !strcmp(o->mode, "msgrate") ? 1000 : 10000;
 	return 0;
+}
+
+static int mode_latency(const struct opts *o, bool latency)
+{
+	struct lat_opts l = {
+		.cmdline = cmdline, .provider = o->provider, .sizes = o->sizes,
+		.nsizes = o->nsizes, .iters = o->iters, .repeats = o->repeats,
+		.window = o->window, .cpus = { o->cpus[0], o->cpus[1] }, .port = o->port,
+	};
+
+	return latency ? bench_latency(&l) : bench_msgrate(&l);
 }
 
 int main(int argc, char **argv)
@@ -515,8 +604,9 @@ int main(int argc, char **argv)
 	tool_env_defaults();
 
 	if (parse(argc, argv, &o)) {
-		fprintf(stderr, "usage: pd-bench cache|bw|paths|lifecycle [--provider P] [--entries N>200]\n"
-				"       [--sizes 4K,1M,64M] [--repeats 5] [--memory device:N|memfd] [--port P]\n");
+		fprintf(stderr, "usage: pd-bench cache|bw|paths|lifecycle|latency|msgrate [--provider P]\n"
+				"       [--entries N>200] [--sizes 4K,1M,64M] [--repeats 5] [--memory device:N|memfd]\n"
+				"       [--iters N] [--window W] [--cpus A,B] [--port P]\n");
 		return 2;
 	}
 	if (!strcmp(o.mode, "cache")) {
@@ -529,6 +619,9 @@ int main(int argc, char **argv)
 		return mode_paths(&o);
 	if (!strcmp(o.mode, "lifecycle"))
 		return mode_lifecycle(&o);
-	fprintf(stderr, "pd-bench: unknown mode '%s' (cache, bw, paths, lifecycle)\n", o.mode);
+	if (!strcmp(o.mode, "latency") || !strcmp(o.mode, "msgrate"))
+		return mode_latency(&o, !strcmp(o.mode, "latency"));
+	fprintf(stderr, "pd-bench: unknown mode '%s' (cache, bw, paths, lifecycle, latency, msgrate)\n",
+		o.mode);
 	return 2;
 }
