@@ -61,6 +61,11 @@ struct pd_fabric {
 	struct pd_op *jobs;		/* staging copies to run outside the lock */
 	pthread_cond_t jobs_done;	/* a batch of jobs was settled */
 	struct pd_stage *dead_stages;	/* own staging buffers to free after the lock */
+	/* Own staging buffers kept for the next request beyond the pool, up
+	 * to the pool's size again (bounce_slots x chunk bytes): mmap and
+	 * fi_mr_reg per request cost more than the copy below 1 MiB. */
+	struct pd_stage *spare_stages;
+	size_t spare_bytes;
 	/* Requests with chunks left to post, in the order they were made:
 	 * chunk i of a request never goes before chunk i of an earlier one
 	 * with the same tag and peer. */

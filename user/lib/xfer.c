@@ -307,11 +307,46 @@ static void release_own(struct pd_req *r)
 		r->own_slot = -1;
 	}
 	if (r->own_stage) {
-		/* fi_close and munmap: after the lock */
-		r->own_stage->next = fab->dead_stages;
-		fab->dead_stages = r->own_stage;
+		struct pd_stage *st = r->own_stage;
+
 		r->own_stage = NULL;
+		if (fab->spare_bytes + st->len <= fab->bounce_slots * fab->chunk) {
+			st->next = fab->spare_stages;
+			fab->spare_stages = st;
+			fab->spare_bytes += st->len;
+			return;
+		}
+		/* fi_close and munmap: after the lock */
+		st->next = fab->dead_stages;
+		fab->dead_stages = st;
 	}
+}
+
+/* Own staging sizes are powers of two from 64 KiB to the chunk, so that
+ * spares fit the requests that follow. */
+static size_t stage_len(const struct pd_fabric *fab, size_t len)
+{
+	size_t n = (size_t)64 << 10;
+
+	while (n < len && n < fab->chunk)
+		n <<= 1;
+	return n < fab->chunk ? n : fab->chunk;
+}
+
+/* A spare own staging buffer of at least len bytes, or NULL. */
+static struct pd_stage *take_spare_locked(struct pd_fabric *fab, size_t len)
+{
+	struct pd_stage **pp, *st;
+
+	for (pp = &fab->spare_stages; (st = *pp); pp = &st->next) {
+		if (st->len >= len) {
+			*pp = st->next;
+			st->next = NULL;
+			fab->spare_bytes -= st->len;
+			return st;
+		}
+	}
+	return NULL;
 }
 
 /* The request leaves every list; its references are dropped by
@@ -648,8 +683,14 @@ int pd_xfer_init(struct pd_fabric *fab)
 void pd_xfer_fini(struct pd_fabric *fab)
 {
 	struct pd_peers *ps = fab->peers;
+	struct pd_stage *st;
 	size_t i;
 
+	while ((st = fab->spare_stages)) {
+		fab->spare_stages = st->next;
+		pd_stage_free(st);
+	}
+	fab->spare_bytes = 0;
 	if (!ps)
 		return;
 	for (i = 0; i < ps->n; i++)
@@ -958,12 +999,15 @@ static int start(struct pd_fabric *fab, enum req_kind kind, struct pd_mr *mr,
 	/* Its own staging buffer: a pool slot, else one registered for it
 	 * (outside the lock), so it never waits for another request's. */
 	if (r->path == PD_PATH_BOUNCE) {
+		size_t slen = stage_len(fab, len);
+
 		pthread_mutex_lock(&fab->lock);
 		r->own_slot = pd_bounce_slot_get(fab->bounce);
+		if (r->own_slot < 0)
+			r->own_stage = take_spare_locked(fab, slen);
 		pthread_mutex_unlock(&fab->lock);
-		if (r->own_slot < 0) {
-			ret = pd_stage_alloc(fab->domain, len < fab->chunk ? len : fab->chunk,
-					     pd_next_mr_key(), &r->own_stage);
+		if (r->own_slot < 0 && !r->own_stage) {
+			ret = pd_stage_alloc(fab->domain, slen, pd_next_mr_key(), &r->own_stage);
 			if (ret) {
 				free(r);
 				return ret;

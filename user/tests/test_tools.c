@@ -237,6 +237,26 @@ TEST_F(bench, msgrate_rows)
 	EXPECT_NE(NULL, strstr(self->out, "# no libfabric reference for message rate"));
 }
 
+/* Direct against bounce on a memfd dma-buf: both paths named, a row per
+ * size with both figures, and one checked message per path with 0 wrong
+ * bytes (each path has its own buffers, so a receive that wrote nothing
+ * would count them all). */
+TEST_F(bench, paths_rows_checked)
+{
+	char args[256];
+
+	snprintf(args, sizeof(args), "paths --memory memfd --provider %s --sizes 4K,256K --repeats 3",
+		 variant->provider);
+	ASSERT_EQ(0, run_bench("", args, self->out, sizeof(self->out))) TH_LOG("%s", self->out);
+	EXPECT_TRUE(echoes(self->out, args)) TH_LOG("%s", self->out);
+	EXPECT_NE(NULL, strstr(self->out, "# direct: provider ")) TH_LOG("%s", self->out);
+	EXPECT_NE(NULL, strstr(self->out, "path bounce: ")) TH_LOG("%s", self->out);
+	EXPECT_LT(0, bench_cell(self->out, 4096, 1)) TH_LOG("%s", self->out);
+	EXPECT_LT(0, bench_cell(self->out, 4096, 2));
+	EXPECT_EQ(0, bench_cell(self->out, 262144, 4)) TH_LOG("%s", self->out);
+	EXPECT_EQ(0, bench_cell(self->out, 262144, 5));
+}
+
 TEST(bench_latency_modes_refuse_bad_arguments)
 {
 	char out[4096];

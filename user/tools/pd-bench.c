@@ -410,45 +410,143 @@ static int mode_bw(const struct opts *o)
 	return finish(pid);
 }
 
+/* A second fabric for the same two ranks, its address over p's rendezvous. */
+static void pair_add_fabric(struct pair *p, const struct pair *base, const struct opts *o,
+			    enum pd_path path)
+{
+	char mine[256] = { 0 }, all[2][256];
+	size_t len = sizeof(mine);
+	int ret;
+
+	*p = (struct pair) { .rank = base->rank, .rdv = base->rdv };
+	p->fab = open_fabric(o, path);
+	ret = pd_fabric_addr(p->fab, mine, &len) ?: pd_rdv_allgather(p->rdv, mine, sizeof(mine), all) ?:
+	      pd_fabric_insert(p->fab, all[!p->rank], len, &p->peer);
+	if (ret)
+		die("address exchange", ret);
+}
+
+/*
+ * One checked message of size bytes: rank 0 sends a pattern that differs
+ * per lane, size and repeat; rank 1 receives into its buffer poisoned
+ * first and counts the bytes that differ.  Each lane has its own buffers,
+ * so a receive that writes nothing, or into the other lane's memory,
+ * cannot pass.  Returns the count (on both ranks).
+ */
+static uint64_t check_once(struct pair *p, struct dmabuf_source *src, struct pd_mr *mr,
+			   size_t size, unsigned int seed)
+{
+	unsigned char *want = malloc(size), *got = malloc(size);
+	struct pd_req *req;
+	uint64_t bad = 0, all[2];
+	size_t i;
+	int ret;
+
+	if (!want || !got)
+		die("memory", -ENOMEM);
+	for (i = 0; i < size; i++)
+		want[i] = (unsigned char)(i * 131 + seed * 7 + (i >> 12));
+	memset(got, 0xa5, size);
+	ret = source_write(src, p->rank == 0 ? want : got, size) ?: pd_rdv_barrier(p->rdv);
+	if (!ret)
+		ret = p->rank == 0 ? pd_tsend(p->fab, mr, 0, size, p->peer, 3, &req) :
+				     pd_trecv(p->fab, mr, 0, size, p->peer, 3, &req);
+	if (!ret) {
+		ret = pd_wait(req, 60000, NULL);
+		pd_req_free(req);
+	}
+	if (ret)
+		die("checked transfer", ret);
+	if (p->rank == 1) {
+		if ((ret = source_read(src, got, size)))
+			die("checked transfer: read back", ret);
+		for (i = 0; i < size; i++)
+			bad += got[i] != want[i];
+	}
+	if (pd_rdv_allgather(p->rdv, &bad, sizeof(bad), all))
+		die("check result", -EIO);
+	free(want);
+	free(got);
+	return all[1];
+}
+
+/*
+ * Direct (auto: dmabuf or mapped) against bounce on dma-buf memory: both
+ * fabrics open side by side, each with its own dma-buf, the two taking
+ * turns repeat by repeat (who goes first alternates too), so that load
+ * from elsewhere hits both; then one checked message per lane and size.
+ */
 static int mode_paths(const struct opts *o)
 {
 	static const enum pd_path paths[2] = { PD_PATH_AUTO, PD_PATH_BOUNCE };
-	double bw[2][MAX_SIZES];
-	struct dmabuf_source src;
+	static const char *const names[2] = { "direct", "bounce" };
+	double bw[2][MAX_REPEATS];
+	struct dmabuf_source src[2];
+	struct pair p[2] = { { 0 } };
+	struct pd_mr *mr[2];
+	uint64_t wrong_total = 0;
 	size_t max = 0;
-	struct pair p = { 0 };
-	struct pd_mr *mr;
 	pid_t pid;
-	int i, k, ret;
+	int i, k, l, ret;
 
 	for (i = 0; i < o->nsizes; i++)
 		max = o->sizes[i] > max ? o->sizes[i] : max;
-	pid = fork_pair(&p);
-	ret = source_open(&src, o->memory, max);
-	if (ret)
-		die("memory", ret);
-	for (k = 0; k < 2; k++) {
-		pair_connect(&p, o, paths[k]);
-		ret = source_register(&src, p.fab, &mr);
+	pid = fork_pair(&p[0]);
+	pair_connect(&p[0], o, paths[0]);
+	pair_add_fabric(&p[1], &p[0], o, paths[1]);
+	for (l = 0; l < 2; l++) {
+		ret = source_open(&src[l], o->memory, max);
+		if (ret)
+			die("memory", ret);
+		ret = source_register(&src[l], p[l].fab, &mr[l]);
 		if (ret)
 			die("registration", ret);
-		if (p.rank == 0)
-			printf("# %s\n# provider %s, memory %s, path %s: %s\n", cmdline,
-			       pd_fabric_provider(p.fab), o->memory, pd_path_name(pd_mr_path(mr)),
-			       pd_mr_reason(mr));
-		for (i = 0; i < o->nsizes; i++)
-			bw[k][i] = run_bw(&p, mr, o->sizes[i], false);
-		pd_mr_dereg(mr);
-		pair_close(&p);
 	}
-	if (p.rank == 0) {
-		printf("%10s %14s %14s %8s\n", "size", "direct MB/s", "bounce MB/s", "ratio");
-		for (i = 0; i < o->nsizes; i++)
-			printf("%10zu %14.1f %14.1f %7.2fx\n", o->sizes[i], bw[0][i], bw[1][i],
-			       bw[0][i] / bw[1][i]);
+	if (p[0].rank == 0) {
+		printf("# %s\n", cmdline);
+		for (l = 0; l < 2; l++)
+			printf("# %s: provider %s, memory %s, path %s: %s\n", names[l],
+			       pd_fabric_provider(p[l].fab), o->memory, pd_path_name(pd_mr_path(mr[l])),
+			       pd_mr_reason(mr[l]));
+		printf("# MB/s = 10^6 B/s, median and range of %d runs per path, the paths alternating; #wrong: bytes that differ in one checked message per path\n"
+		       "%10s %14s %14s %8s %7s %7s   %s\n", o->repeats, "size", "direct MB/s", "bounce MB/s",
+		       "ratio", "#wrong", "#wrong", "ranges");
 	}
-	source_close(&src);
-	return finish(pid);
+	for (i = 0; i < o->nsizes; i++) {
+		size_t s = o->sizes[i];
+		double med[2], lo[2], hi[2];
+		uint64_t wrong[2];
+
+		for (k = 0; k < o->repeats; k++)
+			for (l = 0; l < 2; l++) {
+				int lane = (k & 1) ? 1 - l : l;
+
+				bw[lane][k] = run_bw(&p[lane], mr[lane], s, false);
+			}
+		for (l = 0; l < 2; l++) {
+			wrong[l] = check_once(&p[l], &src[l], mr[l], s, (unsigned int)(l * 64 + i));
+			wrong_total += wrong[l];
+			med[l] = median_d(bw[l], (size_t)o->repeats);	/* sorts */
+			lo[l] = bw[l][0];
+			hi[l] = bw[l][o->repeats - 1];
+		}
+		if (p[0].rank == 0)
+			printf("%10zu %14.1f %14.1f %7.2fx %7" PRIu64 " %7" PRIu64
+			       "   direct %.0f..%.0f bounce %.0f..%.0f\n", s, med[0], med[1],
+			       med[0] / med[1], wrong[0], wrong[1], lo[0], hi[0], lo[1], hi[1]);
+		fflush(stdout);
+	}
+	for (l = 0; l < 2; l++) {
+		pd_mr_dereg(mr[l]);
+		pd_rdv_barrier(p[0].rdv);
+		pd_fabric_close(p[l].fab);
+		source_close(&src[l]);
+	}
+	pd_rdv_close(p[0].rdv);
+	if (pid == 0)
+		exit(wrong_total ? 2 : 0);
+	ret = finish(pid);
+	return wrong_total ? 2 : ret;
 }
 
 static int mode_lifecycle(const struct opts *o)
