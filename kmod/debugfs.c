@@ -68,10 +68,11 @@ static int pd_summary_show(struct seq_file *m, void *unused)
 	strscpy(s.state, pd->dead ? "unplugged" : pd->resetting ? "resetting" : "live",
 		sizeof(s.state));
 	s.mem_free = pd_device_mem_free(pd);
-	s.quarantined = pd->quarantined;
-	s.exports_total = pd->nr_exports_total;
-	memcpy(s.revoked, pd->nr_revoked, sizeof(s.revoked));
-	s.revoke_timeouts = pd->nr_revoke_timeouts;
+	s.quarantined = atomic64_read(&pd->quarantined);
+	s.exports_total = atomic64_read(&pd->nr_exports_total);
+	for (i = 0; i < PD_REVOKE_NR_REASONS; i++)
+		s.revoked[i] = atomic64_read(&pd->nr_revoked[i]);
+	s.revoke_timeouts = atomic64_read(&pd->nr_revoke_timeouts);
 	mutex_unlock(&pd->lock);
 	s.reach = atomic_read(&pd->nr_reach);
 

@@ -530,7 +530,7 @@ struct dma_buf *pd_export_create(struct pd_file *pfile, struct pd_alloc *alloc,
 	list_add_tail(&exp->node, &alloc->exports);
 	alloc->nr_exports++;
 	WRITE_ONCE(pd->nr_live_exports, pd->nr_live_exports + 1);
-	WRITE_ONCE(pd->nr_exports_total, pd->nr_exports_total + 1);
+	atomic64_inc(&pd->nr_exports_total);
 	trace_peerdirect_export(pd->index, exp->id, alloc->handle, exp->offset,
 				exp->length, exp->inode, exp->rdonly);
 	mutex_unlock(&pd->lock);

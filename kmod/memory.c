@@ -182,7 +182,7 @@ static void pd_alloc_release(struct kref *ref)
 	gen_pool_free(pd->pool, alloc->offset + pd->page_size, alloc->size);
 	owner->used -= alloc->size;
 	if (alloc->freed)
-		WRITE_ONCE(pd->quarantined, pd->quarantined - alloc->size);
+		atomic64_sub(alloc->size, &pd->quarantined);
 	kref_put(&owner->ref, pd_owner_release);
 	mutex_unlock(&pd->lock);
 
@@ -236,7 +236,7 @@ int pd_alloc_free(struct pd_file *pfile, u64 handle)
 
 	mutex_lock(&pd->lock);
 	alloc->freed = true;
-	WRITE_ONCE(pd->quarantined, pd->quarantined + alloc->size);
+	atomic64_add(alloc->size, &pd->quarantined);
 	trace_peerdirect_free(pd->index, task_tgid_nr(current), handle,
 			      alloc->size, alloc->nr_exports);
 	mutex_unlock(&pd->lock);

@@ -120,23 +120,24 @@ struct pd_device {
 
 	/*
 	 * Everything below.  The counters sysfs shows are written under it
-	 * with WRITE_ONCE and read without it: a world-readable attribute
-	 * must neither walk lists nor wait for the lock.
+	 * and read without it (a world-readable attribute must neither walk
+	 * lists nor wait for the lock): the 32-bit ones with WRITE_ONCE, the
+	 * 64-bit ones as atomic64_t, which a 32-bit kernel reads untorn.
 	 */
 	struct mutex lock;
 	bool dead;			/* unplugged: no new work */
 	unsigned int resetting;		/* resets in progress: exports wait */
-	u64 nr_resets;			/* resets begun (ioctl, FLR, AER) */
+	atomic64_t nr_resets;		/* resets begun (ioctl, FLR, AER) */
 	struct list_head files;
 	struct list_head owners;
 	struct list_head allocs;
-	u64 quarantined;		/* freed but still held by exports */
+	atomic64_t quarantined;		/* bytes freed but still held by exports */
 	u32 nr_allocs;			/* on allocs, quarantined ones too */
 	u32 nr_live_exports;		/* dma-bufs not yet released */
 	u64 next_export_id;
-	u64 nr_exports_total;
-	u64 nr_revoked[PD_REVOKE_NR_REASONS];
-	u64 nr_revoke_timeouts;
+	atomic64_t nr_exports_total;
+	atomic64_t nr_revoked[PD_REVOKE_NR_REASONS];
+	atomic64_t nr_revoke_timeouts;
 
 	wait_queue_head_t reset_wq;	/* exports waiting for a reset to end */
 	/* Importer DMA mappings and vmaps of device memory, all exports. */

@@ -190,7 +190,7 @@ static void pd_revoke_finish(struct pd_device *pd, struct pd_revoke_ctx *ctx,
 
 	if (wait && pending) {
 		mutex_lock(&pd->lock);
-		WRITE_ONCE(pd->nr_revoke_timeouts, pd->nr_revoke_timeouts + pending);
+		atomic64_add(pending, &pd->nr_revoke_timeouts);
 		mutex_unlock(&pd->lock);
 	}
 	res->revoked += ctx->revoked;
@@ -200,8 +200,7 @@ static void pd_revoke_finish(struct pd_device *pd, struct pd_revoke_ctx *ctx,
 /* Under pd_device.lock. */
 static void pd_revoke_count(struct pd_device *pd, struct pd_revoke_ctx *ctx)
 {
-	WRITE_ONCE(pd->nr_revoked[ctx->reason - 1],
-		   pd->nr_revoked[ctx->reason - 1] + ctx->revoked);
+	atomic64_add(ctx->revoked, &pd->nr_revoked[ctx->reason - 1]);
 }
 
 int pd_revoke_alloc(struct pd_alloc *alloc, u32 reason,
@@ -261,7 +260,7 @@ static void pd_revoke_all(struct pd_device *pd, struct pd_revoke_ctx *ctx,
 	mutex_lock(&pd->lock);
 	if (begin_reset) {
 		WRITE_ONCE(pd->resetting, pd->resetting + 1);
-		WRITE_ONCE(pd->nr_resets, pd->nr_resets + 1);
+		atomic64_inc(&pd->nr_resets);
 	}
 	list_for_each_entry(alloc, &pd->allocs, node)
 		list_for_each_entry(exp, &alloc->exports, node)

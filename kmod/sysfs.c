@@ -36,12 +36,12 @@ static void pd_sysfs_counts(struct pd_device *pd, struct pd_sysfs_counts *c)
 	c->nr_allocs = READ_ONCE(pd->nr_allocs);
 	c->nr_exports = READ_ONCE(pd->nr_live_exports);
 	c->mem_free = pd_device_mem_free(pd);
-	c->quarantined = READ_ONCE(pd->quarantined);
-	c->exports_total = READ_ONCE(pd->nr_exports_total);
+	c->quarantined = atomic64_read(&pd->quarantined);
+	c->exports_total = atomic64_read(&pd->nr_exports_total);
 	for (i = 0; i < PD_REVOKE_NR_REASONS; i++)
-		c->revoked[i] = READ_ONCE(pd->nr_revoked[i]);
-	c->revoke_timeouts = READ_ONCE(pd->nr_revoke_timeouts);
-	c->resets = READ_ONCE(pd->nr_resets);
+		c->revoked[i] = atomic64_read(&pd->nr_revoked[i]);
+	c->revoke_timeouts = atomic64_read(&pd->nr_revoke_timeouts);
+	c->resets = atomic64_read(&pd->nr_resets);
 	c->state = READ_ONCE(pd->dead) ? "unplugged" :
 		   READ_ONCE(pd->resetting) ? "resetting" : "live";
 }
