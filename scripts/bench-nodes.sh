@@ -11,7 +11,7 @@
 #   nodes   two VMs at once (-smp 1 each), --ppn ranks in each (default 2:
 #           ranks 0-1 in VM 0, 2-3 in VM 1), joined by virtio-net over
 #           `-netdev stream,addr.type=unix` (QEMU on the host: VM 0 listens
-#           on a unix socket, VM 1 connects); eth0 is 10.9.0.1/24 and
+#           on a unix socket, VM 1 connects; --ppn 1 or 2); eth0 is 10.9.0.1/24 and
 #           10.9.0.2/24, the rendezvous at 10.9.0.1 (a scheduler's launch:
 #           --rank/--nranks per process)
 #   both    (default) single, then nodes
@@ -49,7 +49,9 @@ while [ $# -gt 0 ]; do
 	esac
 done
 case "$mode" in single|nodes|both) ;; *) echo "bench-nodes: --mode single|nodes|both" >&2; exit 2 ;; esac
-[[ "$ppn" =~ ^[1-4]$ ]] || { echo "bench-nodes: --ppn 1 to 4" >&2; exit 2; }
+# Two ranks of three fabrics each fill a 1.5 GiB VM (ofi_rxm's pools) and
+# 256 MiB of simulated HBM at -e 16M (two device lanes of 3 x 16M each).
+[[ "$ppn" =~ ^[12]$ ]] || { echo "bench-nodes: --ppn 1 or 2 (memory: see the script)" >&2; exit 2; }
 
 [ -f kmod/peerdirect.ko ] || make -s modules
 make -s -C user build/pd-coll

@@ -282,9 +282,14 @@ vm_unplug() {
 # libpeerdirect.so.1 for selftests/doctor-in-vm.sh, pd-coll for
 # selftests/coll-in-vm.sh.
 vm_user_part() {
-	local name=$1 moddir=$2 ubuild=$3 script=$4 t0=$SECONDS payload f
+	local name=$1 moddir=$2 ubuild=$3 script=$4 t0=$SECONDS payload f need
 	shift 4
-	for f in pd-xfer pdctl pd-coll libpeerdirect.so.1; do
+	case "$script" in
+	shim-in-vm.sh) need=(pd-xfer) ;;
+	doctor-in-vm.sh) need=(pdctl libpeerdirect.so.1) ;;
+	*) need=(pd-coll) ;;
+	esac
+	for f in "${need[@]}"; do
 		if [ ! -e "$ubuild/$f" ]; then
 			echo "not ok $name: $ubuild/$f was not built"
 			add "$name" 0 1 0 0
@@ -293,8 +298,12 @@ vm_user_part() {
 	done
 	payload=$(mktemp -d)
 	mkdir -p "$payload/bin" "$payload/lib"
-	cp "$ubuild/pd-xfer" "$ubuild/pdctl" "$ubuild/pd-coll" "$payload/bin/"
-	cp -L "$ubuild/libpeerdirect.so.1" "$payload/lib/"
+	for f in "${need[@]}"; do
+		case "$f" in
+		*.so*) cp -L "$ubuild/$f" "$payload/lib/" ;;
+		*) cp "$ubuild/$f" "$payload/bin/" ;;
+		esac
+	done
 	cp "selftests/$script" "$payload/"
 	scripts/vm-run.sh "${TIER_VM[@]}" --timeout 900 --bin setpriv "$@" \
 		--ko "$moddir/kmod/peerdirect.ko" --payload "$payload" \
@@ -308,8 +317,11 @@ vm_user_part() {
 # has it; the guest script skips the mpirun test otherwise.
 vm_coll() {
 	local name=$1 moddir=$2 ubuild=$3 mpi=() d
-	if [ -x "${TIER_ROOT:-}/usr/bin/mpirun" ] && [ -d "${TIER_ROOT:-}/usr/lib/x86_64-linux-gnu/openmpi" ]; then
-		mpi=(--bin mpirun --bin orted)
+	# Open MPI by its own names (mpirun may be MPICH's alternative); a root
+	# without orted (Open MPI 5, MPICH) skips the test in the guest.
+	if [ -e "${TIER_ROOT:-}/usr/bin/orterun" ] && [ -e "${TIER_ROOT:-}/usr/bin/orted" ] &&
+		[ -d "${TIER_ROOT:-}/usr/lib/x86_64-linux-gnu/openmpi" ]; then
+		mpi=(--bin orterun --bin orted)
 		for d in /usr/lib/x86_64-linux-gnu/openmpi /usr/share/openmpi /etc/openmpi \
 			/usr/lib/x86_64-linux-gnu/pmix2 /usr/lib/x86_64-linux-gnu/pmix; do
 			[ ! -e "${TIER_ROOT:-}$d" ] || mpi+=(--tree "$d")

@@ -25,7 +25,7 @@ check() {	# check DESCRIPTION REGEX...
 	fi
 }
 echo "TAP version 13"
-echo "1..4"
+echo "1..5"
 n=1
 if [ "$rc" = 0 ]; then
 	pass=1; echo "ok 1 make demo exits 0 ($((SECONDS - t0)) s, $(grep -oE 'wall=[0-9.]+s' "$log") in the VM)"
@@ -39,5 +39,15 @@ check "two processes move a device buffer, every byte checked, path and reason p
 check "pd-coll's direct vs bounce vs host table, every element right" \
 	'^# out-of-place busbw ratios: +size +direct/bounce +direct/host' \
 	'^# Out of bounds values : 0 OK' ' direct$' ' bounce$' ' host$'
+# Every row (3 sizes x 3 paths), and no rank reported an error.
+rows=$(grep -cE '^ +[0-9]+ +[0-9]+ +float +sum .* (direct|bounce|host)$' "$log")
+errs=$(grep -c '^pd-coll: ' "$log")
+n=$((n + 1))
+if [ "$rows" = 9 ] && [ "$errs" = 0 ]; then
+	pass=$((pass + 1)); echo "ok $n pd-coll's table has all 9 rows and no rank failed"
+else
+	fail=$((fail + 1)); echo "not ok $n pd-coll's table has all 9 rows and no rank failed ($rows rows, $errs errors)"
+	grep '^pd-coll: ' "$log" | head -n 5 | sed 's/^/# /'
+fi
 echo "$pass passed, $fail failed"
 [ "$fail" = 0 ]

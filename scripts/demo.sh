@@ -15,7 +15,7 @@ cc -O2 -Wall -Werror -static -o "$payload/pd-demo" scripts/demo/pd-demo.c
 mkdir -p "$payload/bin"
 cp user/build/pd-xfer user/build/pd-coll "$payload/bin/"
 cat > "$payload/demo.sh" <<'GUEST'
-set -e
+set -eo pipefail
 echo "==> insmod peerdirect.ko sim_devices=1 sim_mem_mb=256 revoke_timeout_ms=500"
 insmod /pd/ko/peerdirect.ko sim_devices=1 sim_mem_mb=256 revoke_timeout_ms=500
 insmod /pd/ko/pd_test_importer.ko

@@ -8,7 +8,9 @@
 #                         ($KVER or $VMLINUZ override) plus its modules for
 #                         veth, rxe, rdma_ucm, vgem; debug: the kernel of
 #                         scripts/debug-kernel.sh (all built in, KASAN etc.)
-#   --kver RELEASE        the stock kernel's release (same as $KVER)
+#   --kver RELEASE        the stock kernel's release (same as $KVER); default:
+#                         the one the first --ko was built for, if installed,
+#                         else the newest
 #   --sysroot DIR         take the stock kernel, its modules, and every
 #                         program and library from the Debian root DIR
 #                         (scripts/stack-root.sh) instead of the host
@@ -50,7 +52,7 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 
 usage() {
-	sed -n '2,43s/^# \{0,1\}//p' "$0" >&2
+	sed -n '2,45s/^# \{0,1\}//p' "$0" >&2
 	exit 2
 }
 
@@ -119,6 +121,13 @@ done
 # ---- kernel -------------------------------------------------------------
 case "$kernel" in
 stock)
+	# Without --kver: the kernel the first --ko was built for, when it is
+	# installed (make modules may take the running kernel's headers, which
+	# need not be the newest /boot/vmlinuz).
+	if [ -z "${KVER:-}" ] && [ -z "${VMLINUZ:-}" ] && [ ${#kos[@]} -gt 0 ]; then
+		KVER=$(modinfo -F vermagic "${kos[0]}" 2>/dev/null | cut -d' ' -f1)
+		[ -n "$KVER" ] && [ -e "$sysroot/boot/vmlinuz-$KVER" ] || KVER=
+	fi
 	if [ -z "${KVER:-}" ]; then
 		if [ -n "${VMLINUZ:-}" ]; then
 			[[ "$VMLINUZ" == */vmlinuz-* ]] || die "set KVER too: cannot tell it from VMLINUZ=$VMLINUZ"

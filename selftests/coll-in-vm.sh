@@ -84,13 +84,13 @@ else
 	skip "2 ranks on the ivshmem BAR's dma-bufs" "no BAR device bound"
 fi
 
-if command -v mpirun > /dev/null; then
+if command -v orterun > /dev/null && orterun --version 2>&1 | grep -q 'Open MPI'; then
 	# Only lo here: Open MPI's tcp transports skip it unless told.
 	OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_plm_rsh_agent=false \
-	run /tmp/cmpi mpirun --oversubscribe -np 4 --mca btl tcp,self --mca btl_tcp_if_include lo \
+	run /tmp/cmpi orterun --oversubscribe -np 4 --mca btl tcp,self --mca btl_tcp_if_include lo \
 		--mca oob_tcp_if_include lo pd-coll --provider tcp --memory device:0 --coll all \
 		-b 4K -e 64K -f 16 -n 1 -w 1 -c 1
-	check "mpirun -np 4, every collective on module dma-bufs: MPI bootstrap, every element right" 0 $? /tmp/cmpi \
+	check "mpirun (Open MPI's orterun) -np 4, every collective on module dma-bufs: MPI bootstrap, every element right" 0 $? /tmp/cmpi \
 		'^# 4 ranks, bootstrap: mpi \(dlopen libmpi\)' '^# verified tables: 7$'
 else
 	skip "mpirun -np 4, every collective on module dma-bufs" "no Open MPI in this tier's userspace"

@@ -63,8 +63,10 @@ struct pd_fabric {
 	struct pd_stage *dead_stages;	/* own staging buffers to free after the lock */
 	/* Own staging buffers kept for the next request beyond the pool, up
 	 * to the pool's size again (bounce_slots x chunk bytes): mmap and
-	 * fi_mr_reg per request cost more than the copy below 1 MiB. */
-	struct pd_stage *spare_stages;
+	 * fi_mr_reg per request cost more than the copy below 1 MiB.  One
+	 * list per size (pages << i, the last one the chunk): exact fits. */
+#define PD_STAGE_SIZES 48	/* page << 0 .. page << 47: any chunk size */
+	struct pd_stage *spare_stages[PD_STAGE_SIZES];
 	size_t spare_bytes;
 	/* Requests with chunks left to post, in the order they were made:
 	 * chunk i of a request never goes before chunk i of an earlier one

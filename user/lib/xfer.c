@@ -32,6 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <rdma/fabric.h>
 #include <rdma/fi_endpoint.h>
@@ -294,6 +295,31 @@ static void put_stage(struct pd_req *r, struct pd_op *op)
 	op->stage = ST_NONE;
 }
 
+/* Own staging sizes: a page shifted left, up to the chunk (which need not
+ * be a power of two), so that spares fit the requests that follow. */
+static size_t stage_len(const struct pd_fabric *fab, size_t len)
+{
+	size_t n = (size_t)sysconf(_SC_PAGESIZE);
+
+	while (n < len && n < fab->chunk)
+		n <<= 1;
+	return n < fab->chunk ? n : fab->chunk;
+}
+
+/* The spare list of a stage_len() size. */
+static unsigned int stage_index(const struct pd_fabric *fab, size_t slen)
+{
+	size_t n = (size_t)sysconf(_SC_PAGESIZE);
+	unsigned int i = 0;
+
+	(void)fab;
+	while (n < slen && i < PD_STAGE_SIZES - 1) {
+		n <<= 1;
+		i++;
+	}
+	return i;
+}
+
 /* The own buffer goes back as soon as the request is finished, not when
  * the caller frees it (a window of completed requests would hold them). */
 static void release_own(struct pd_req *r)
@@ -308,11 +334,12 @@ static void release_own(struct pd_req *r)
 	}
 	if (r->own_stage) {
 		struct pd_stage *st = r->own_stage;
+		unsigned int i = stage_index(fab, st->len);
 
 		r->own_stage = NULL;
 		if (fab->spare_bytes + st->len <= fab->bounce_slots * fab->chunk) {
-			st->next = fab->spare_stages;
-			fab->spare_stages = st;
+			st->next = fab->spare_stages[i];
+			fab->spare_stages[i] = st;
 			fab->spare_bytes += st->len;
 			return;
 		}
@@ -322,31 +349,18 @@ static void release_own(struct pd_req *r)
 	}
 }
 
-/* Own staging sizes are powers of two from 64 KiB to the chunk, so that
- * spares fit the requests that follow. */
-static size_t stage_len(const struct pd_fabric *fab, size_t len)
+/* A spare own staging buffer of stage_len(len) bytes, or NULL. */
+static struct pd_stage *take_spare_locked(struct pd_fabric *fab, size_t slen)
 {
-	size_t n = (size_t)64 << 10;
+	unsigned int i = stage_index(fab, slen);
+	struct pd_stage *st = fab->spare_stages[i];
 
-	while (n < len && n < fab->chunk)
-		n <<= 1;
-	return n < fab->chunk ? n : fab->chunk;
-}
-
-/* A spare own staging buffer of at least len bytes, or NULL. */
-static struct pd_stage *take_spare_locked(struct pd_fabric *fab, size_t len)
-{
-	struct pd_stage **pp, *st;
-
-	for (pp = &fab->spare_stages; (st = *pp); pp = &st->next) {
-		if (st->len >= len) {
-			*pp = st->next;
-			st->next = NULL;
-			fab->spare_bytes -= st->len;
-			return st;
-		}
+	if (st) {
+		fab->spare_stages[i] = st->next;
+		st->next = NULL;
+		fab->spare_bytes -= st->len;
 	}
-	return NULL;
+	return st;
 }
 
 /* The request leaves every list; its references are dropped by
@@ -686,9 +700,11 @@ void pd_xfer_fini(struct pd_fabric *fab)
 	struct pd_stage *st;
 	size_t i;
 
-	while ((st = fab->spare_stages)) {
-		fab->spare_stages = st->next;
-		pd_stage_free(st);
+	for (i = 0; i < PD_STAGE_SIZES; i++) {
+		while ((st = fab->spare_stages[i])) {
+			fab->spare_stages[i] = st->next;
+			pd_stage_free(st);
+		}
 	}
 	fab->spare_bytes = 0;
 	if (!ps)

@@ -158,19 +158,21 @@ static int free_port(void)
 /*
  * 0 when every child exited 0, else the worst exit status.  A rank killed
  * by a signal is named (SIGKILL is what the OOM killer sends).  Once rank 0
- * has failed, a rank still blocked on it gets LINGER_MS to notice before it
- * is killed, so that a failed run ends instead of hanging in waitpid().
+ * has stopped on an error (status 1 or 3; 2, wrong elements, is a finished
+ * run), a rank still blocked on it gets LINGER_MS to notice before it is
+ * killed, so that a failed run ends instead of hanging in waitpid().
  */
 #define LINGER_MS 10000
 int launch_wait_children(int status)
 {
 	int i, st, worst = 0, left_ms = LINGER_MS;
+	bool linger = status == 1 || status >= 3;
 
 	for (i = 0; i < nchildren; i++) {
 		pid_t pid = children[i], got;
 		bool killed = false;
 
-		while ((got = waitpid(pid, &st, status && !killed ? WNOHANG : 0)) == 0) {
+		while ((got = waitpid(pid, &st, linger && !killed ? WNOHANG : 0)) == 0) {
 			if (left_ms <= 0) {
 				fprintf(stderr, "pd-coll: rank %d (pid %d) still running %d s after rank 0 failed: killed\n",
 					i + 1, (int)pid, LINGER_MS / 1000);
