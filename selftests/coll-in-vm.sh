@@ -84,7 +84,7 @@ else
 	skip "2 ranks on the ivshmem BAR's dma-bufs" "no BAR device bound"
 fi
 
-if command -v orterun > /dev/null && orterun --version 2>&1 | grep -q 'Open MPI'; then
+if command -v orterun > /dev/null && orterun --version 2>&1 | grep -qE 'OpenRTE|Open MPI'; then
 	# Only lo here: Open MPI's tcp transports skip it unless told.
 	OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_plm_rsh_agent=false \
 	run /tmp/cmpi orterun --oversubscribe -np 4 --mca btl tcp,self --mca btl_tcp_if_include lo \
