@@ -192,6 +192,61 @@ TEST_F(list, export_and_attachment_records)
 	pd_free(self->fd, h);
 }
 
+/*
+ * An importer holding the reservation lock (mapping, fencing): the walk
+ * does not wait for it; the export is listed BUSY with its attachment
+ * count, no attachment records, and the totals still count them.
+ */
+TEST_F(list, an_export_whose_lock_is_held_is_busy)
+{
+	static struct listing x;
+	struct peerdirect_export_info *e = NULL;
+	__u32 ms = 3000;
+	__u64 id = 0;
+	int64_t h = pd_alloc(self->fd, self->len);
+	int d, imp, i, status;
+	pid_t pid;
+
+	ASSERT_LT(0, h);
+	d = pd_export_id(self->fd, h, 0, self->len, PEERDIRECT_EXPORT_RDWR | PEERDIRECT_EXPORT_CLOEXEC, &id);
+	ASSERT_LE(0, d);
+	imp = pdti_open("peerdirect0");
+	ASSERT_LE(0, imp);
+	ASSERT_EQ(0, pdti_import(imp, d, pd_pinned_flags(&self->q), 0));
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (pid == 0)
+		_exit(ioctl(imp, PDTI_IOCTL_HOLD_RESV, &ms) ? 1 : 0);
+	/* Until the child holds it; each LIST returns at once. */
+	for (i = 0; i < 200; i++) {
+		ASSERT_EQ(0, do_list(self->fd, &x, 1));
+		e = find(&x, id);
+		ASSERT_NE(NULL, e);
+		if (e->flags & PEERDIRECT_EXPORT_INFO_BUSY)
+			break;
+		usleep(10000);
+	}
+	ASSERT_TRUE(e->flags & PEERDIRECT_EXPORT_INFO_BUSY) TH_LOG("never BUSY in 2 s");
+	EXPECT_EQ(1, e->nr_attachments);
+	EXPECT_EQ(0, e->nr_maps);
+	for (i = 0; i < (int)x.l.nr_attachments; i++)
+		EXPECT_NE(id, x.a[i].export_id);
+	EXPECT_LE(1, x.l.total_attachments);
+	EXPECT_LT(x.l.nr_attachments, x.l.total_attachments);
+	ASSERT_EQ(pid, waitpid(pid, &status, 0));
+	EXPECT_EQ(0, WEXITSTATUS(status));
+	/* Released: the full record again. */
+	ASSERT_EQ(0, do_list(self->fd, &x, 1));
+	e = find(&x, id);
+	ASSERT_NE(NULL, e);
+	EXPECT_EQ(0, e->flags & PEERDIRECT_EXPORT_INFO_BUSY);
+	EXPECT_EQ(1, e->nr_maps);
+	EXPECT_EQ(x.l.total_attachments, x.l.nr_attachments);
+	close(imp);
+	close(d);
+	pd_free(self->fd, h);
+}
+
 /* Capacity 0 counts; a short array gets what fits and the total. */
 TEST_F(list, totals_tell_the_caller_to_retry)
 {

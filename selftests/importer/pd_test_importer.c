@@ -89,6 +89,22 @@ static int pdti_fence(struct pdti *t)
 	return 0;
 }
 
+static int pdti_hold_resv(struct pdti *t, u32 __user *uarg)
+{
+	u32 ms;
+
+	if (get_user(ms, uarg))
+		return -EFAULT;
+	if (ms > 10000)
+		return -EINVAL;
+	if (!t->dmabuf)
+		return -ENOENT;
+	dma_resv_lock(t->dmabuf->resv, NULL);
+	msleep_interruptible(ms);
+	dma_resv_unlock(t->dmabuf->resv);
+	return 0;
+}
+
 static struct miscdevice pdti_misc;
 static struct device_dma_parameters pdti_dma_parms;
 
@@ -569,6 +585,9 @@ static long pdti_ioctl(struct file *filp, unsigned int cmd, unsigned long arg)
 		break;
 	case PDTI_IOCTL_FENCE:
 		ret = pdti_fence(t);
+		break;
+	case PDTI_IOCTL_HOLD_RESV:
+		ret = pdti_hold_resv(t, uarg);
 		break;
 	case PDTI_IOCTL_SIGNAL:
 		ret = t->fence ? 0 : -ENOENT;

@@ -143,5 +143,11 @@ struct pdti_pci_reset {
  */
 #define PDTI_IOCTL_FENCE	_IO('T', 10)
 #define PDTI_IOCTL_SIGNAL	_IO('T', 11)
+/*
+ * Hold the imported dma-buf's reservation lock for the given milliseconds
+ * (at most 10000), as an importer mapping or fencing it would: what the
+ * exporter's lock-free readers (LIST's BUSY records) must cope with.
+ */
+#define PDTI_IOCTL_HOLD_RESV	_IOW('T', 12, __u32)
 
 #endif
