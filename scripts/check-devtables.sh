@@ -51,16 +51,32 @@ for t in "${tables[@]}"; do
 import struct, sys
 ko, name = sys.argv[1], sys.argv[2]
 d = open(ko, 'rb').read()
-assert d[:4] == b'\x7fELF' and d[4] == 2 and d[5] == 1, 'not a 64-bit little-endian ELF'
-shoff, = struct.unpack_from('<Q', d, 0x28)
-shentsize, shnum = struct.unpack_from('<HH', d, 0x3a)
-secs = [struct.unpack_from('<IIQQQQIIQQ', d, shoff + i * shentsize) for i in range(shnum)]
+# Any kernel's module: ELF32 or ELF64, either byte order (EI_CLASS, EI_DATA).
+assert d[:4] == b'\x7fELF' and d[4] in (1, 2) and d[5] in (1, 2), 'not an ELF file'
+e = '<' if d[5] == 1 else '>'
+if d[4] == 2:
+    shoff, = struct.unpack_from(e + 'Q', d, 0x28)
+    shentsize, shnum = struct.unpack_from(e + 'HH', d, 0x3a)
+    shfmt, symfmt, symsize, ulong = 'IIQQQQIIQQ', 'IBBHQQ', 24, 8
+else:
+    shoff, = struct.unpack_from(e + 'I', d, 0x20)
+    shentsize, shnum = struct.unpack_from(e + 'HH', d, 0x2e)
+    shfmt, symfmt, symsize, ulong = 'IIIIIIIIII', 'IIIBBH', 16, 4
+secs = [struct.unpack_from(e + shfmt, d, shoff + i * shentsize) for i in range(shnum)]
+# struct pci_device_id: six u32, kernel_ulong_t driver_data, u32
+# override_only (5.15+), padded to the ulong's alignment.
+over_at = 24 + ulong
+idsize = (over_at + 4 + ulong - 1) // ulong * ulong
 for s in secs:
     if s[1] != 2:		# SHT_SYMTAB
         continue
     strtab = secs[s[6]]
-    for off in range(s[4], s[4] + s[5], 24):
-        st_name, info, other, shndx, value, size = struct.unpack_from('<IBBHQQ', d, off)
+    for off in range(s[4], s[4] + s[5], symsize):
+        sym = struct.unpack_from(e + symfmt, d, off)
+        if d[4] == 2:
+            st_name, info, other, shndx, value, size = sym
+        else:
+            st_name, value, size, info, other, shndx = sym
         end = d.index(b'\0', strtab[4] + st_name)
         if d[strtab[4] + st_name:end].decode() != name or not size:
             continue
@@ -68,13 +84,11 @@ for s in secs:
         if sec[1] == 8:		# SHT_NOBITS: all zero, no entry
             sys.exit(0)
         data = d[sec[4] + value:sec[4] + value + size]
-        # struct pci_device_id: six u32, kernel_ulong_t driver_data, u32
-        # override_only (5.15+), padded to 40 bytes.
-        assert size % 40 == 0, 'pci_device_id of %d bytes?' % size
+        assert size % idsize == 0, 'pci_device_id of %d bytes?' % size
         ANY = 0xffffffff
-        for i in range(0, size - 40, 40):	# the last entry terminates
-            v, dev, sv, sd, cls, mask = struct.unpack_from('<6I', data, i)
-            over, = struct.unpack_from('<I', data, i + 32)
+        for i in range(0, size - idsize, idsize):	# the last entry terminates
+            v, dev, sv, sd, cls, mask = struct.unpack_from(e + '6I', data, i)
+            over, = struct.unpack_from(e + 'I', data, i + over_at)
             a = 'vfio_pci:' if over else 'pci:'
             for tag, val in (('v', v), ('d', dev), ('sv', sv), ('sd', sd)):
                 a += tag + ('*' if val == ANY else '%08X' % val)
