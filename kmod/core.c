@@ -18,7 +18,7 @@
 
 static unsigned int quota_mb;
 module_param(quota_mb, uint, 0444);
-MODULE_PARM_DESC(quota_mb, "Per-process device memory quota in MiB (0 = the whole device)");
+MODULE_PARM_DESC(quota_mb, "Per-user (real uid) device memory quota in MiB (0 = the whole device)");
 
 static unsigned int max_exports = 64;
 module_param(max_exports, uint, 0444);
