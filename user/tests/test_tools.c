@@ -241,11 +241,12 @@ TEST_F(bench, msgrate_rows)
  * size with both figures, and one checked message per path with 0 wrong
  * bytes (each path has its own buffers, so a receive that wrote nothing
  * would count them all). */
-TEST_F(bench, paths_rows_checked)
+TEST_F_TIMEOUT(bench, paths_rows_checked, 120)
 {
 	char args[256];
 
-	snprintf(args, sizeof(args), "paths --memory memfd --provider %s --sizes 4K,256K --repeats 3",
+	/* --total 8M: 512 MiB per run by default, too slow under TSan. */
+	snprintf(args, sizeof(args), "paths --memory memfd --provider %s --sizes 4K,256K --repeats 3 --total 8M",
 		 variant->provider);
 	ASSERT_EQ(0, run_bench("", args, self->out, sizeof(self->out))) TH_LOG("%s", self->out);
 	EXPECT_TRUE(echoes(self->out, args)) TH_LOG("%s", self->out);

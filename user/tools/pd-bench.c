@@ -257,9 +257,12 @@ static int window_for(size_t size)
 	return size <= (64 << 10) ? 64 : size <= (4 << 20) ? 16 : 2;
 }
 
+/* Bytes one timed run of bw and paths moves (--total). */
+static size_t run_total = (size_t)512 << 20;
+
 static int rounds_for(size_t size)
 {
-	size_t total = (size_t)512 << 20, per = size * (size_t)window_for(size);
+	size_t total = run_total, per = size * (size_t)window_for(size);
 
 	if (total < 16 * size)
 		total = 16 * size;
@@ -620,7 +623,8 @@ static int parse(int argc, char **argv, struct opts *o)
 	static const struct option lo[] = {
 		{ "provider", 1, 0, 'p' }, { "sizes", 1, 0, 's' }, { "entries", 1, 0, 'e' },
 		{ "memory", 1, 0, 'm' }, { "port", 1, 0, 'P' }, { "repeats", 1, 0, 'r' },
-		{ "iters", 1, 0, 'i' }, { "window", 1, 0, 'w' }, { "cpus", 1, 0, 'c' }, { 0 },
+		{ "iters", 1, 0, 'i' }, { "window", 1, 0, 'w' }, { "cpus", 1, 0, 'c' },
+		{ "total", 1, 0, 't' }, { 0 },
 	};
 	static const size_t lat_sizes[] = { 8, 64, 1024, 4096, 65536 }, rate_sizes[] = { 8, 64, 1024 };
 	char *tok, *save;
@@ -648,6 +652,10 @@ static int parse(int argc, char **argv, struct opts *o)
 		case 'w':
 			if (number(optarg, 1, LAT_MAX_WINDOW, &o->window))
 				return bad("--window", optarg, "want 1 to 1024 messages in flight");
+			break;
+		case 't':
+			if (pd_parse_size(optarg, &run_total) || !run_total)
+				return bad("--total", optarg, "not a size above 0 (a number with K, M or G)");
 			break;
 		case 'c':
 			if (parse_cpus(optarg, o->cpus))
@@ -704,7 +712,7 @@ int main(int argc, char **argv)
 	if (parse(argc, argv, &o)) {
 		fprintf(stderr, "usage: pd-bench cache|bw|paths|lifecycle|latency|msgrate [--provider P]\n"
 				"       [--entries N>200] [--sizes 4K,1M,64M] [--repeats 5] [--memory device:N|memfd]\n"
-				"       [--iters N] [--window W] [--cpus A,B] [--port P]\n");
+				"       [--iters N] [--window W] [--cpus A,B] [--total BYTES] [--port P]\n");
 		return 2;
 	}
 	if (!strcmp(o.mode, "cache")) {
