@@ -99,6 +99,8 @@ size_t pd_bounce_nfree(const struct pd_bounce_pool *p)
 	return p->nfree;
 }
 
+unsigned long pd_stage_maps, pd_stage_unmaps;
+
 int pd_stage_alloc(struct fid_domain *domain, size_t len, uint64_t key,
 		   struct pd_stage **out)
 {
@@ -123,6 +125,7 @@ int pd_stage_alloc(struct fid_domain *domain, size_t len, uint64_t key,
 		return pd_error(ret, "staging buffer: fi_mr_reg of %zu bytes: %s", len, fi_strerror(-ret));
 	}
 	s->desc = fi_mr_desc(s->mr);
+	__atomic_add_fetch(&pd_stage_maps, 1, __ATOMIC_RELAXED);
 	*out = s;
 	return 0;
 }
@@ -133,6 +136,7 @@ void pd_stage_free(struct pd_stage *s)
 		return;
 	fi_close(&s->mr->fid);
 	munmap(s->mem, s->len);
+	__atomic_add_fetch(&pd_stage_unmaps, 1, __ATOMIC_RELAXED);
 	free(s);
 }
 

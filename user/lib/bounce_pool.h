@@ -46,5 +46,8 @@ int pd_dmabuf_copy_to(int fd, void *map_dst, const void *src, size_t len);
  * Returns 0 or a negative errno.  NULL restores the real ioctl. */
 typedef int (*pd_dmabuf_sync_fn)(int fd, uint64_t flags);
 void pd_set_dmabuf_sync(pd_dmabuf_sync_fn fn);
+/* Own staging buffers mapped and unmapped so far, process-wide (tests:
+ * interposing mmap breaks ThreadSanitizer's start-up). */
+extern unsigned long pd_stage_maps, pd_stage_unmaps;
 
 #endif

@@ -5,9 +5,7 @@
  * not hold up other threads' progress.  Memfds stand in for dma-bufs, with
  * a SYNC stand-in; fabrics in one process over tcp loopback.
  */
-#include <dlfcn.h>
 #include <pthread.h>
-#include <sys/mman.h>
 
 #include "kselftest_harness.h"
 #include "loopback.h"
@@ -327,30 +325,63 @@ static long vm_size_kb(void)
 	return kb;
 }
 
-/* Anonymous mappings of one chunk, and unmappings, counted while
- * `counting` is set. */
-static volatile int counting, chunk_maps, chunk_unmaps;
+/*
+ * A bounce fabric whose two pool slots are held by receives nobody sends
+ * to, so that every bounce request after them stages on its own; a memfd
+ * dma-buf of one chunk (dev) and nhost chunks of host memory (hm).
+ */
+struct own_rig {
+	struct pd_fabric *fab;
+	struct pd_mr *dev, *hm;
+	struct pd_req *held[2];
+	uint64_t me;
+	int fd;
+};
 
-void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
+static int own_rig_open(struct own_rig *g, void *host, size_t hostlen)
 {
-	static void *(*real)(void *, size_t, int, int, int, off_t);
+	int ret;
 
-	if (!real)
-		real = (void *(*)(void *, size_t, int, int, int, off_t))dlsym(RTLD_NEXT, "mmap");
-	if (counting && len == CHUNK && (flags & MAP_ANONYMOUS))
-		__atomic_add_fetch(&chunk_maps, 1, __ATOMIC_RELAXED);
-	return real(addr, len, prot, flags, fd, off);
+	*g = (struct own_rig) { .fd = memfd_of(CHUNK, 0) };
+	if (g->fd < 0)
+		return -errno;
+	pd_set_dmabuf_sync(counting_sync);
+	ret = open_fab(&g->fab, 2) ?: introduce(g->fab, g->fab, &g->me) ?:
+	      pd_mr_reg_dmabuf(g->fab, g->fd, 0, CHUNK, 0, &g->dev) ?:
+	      pd_mr_reg_host(g->fab, host, hostlen, 0, &g->hm) ?:
+	      pd_trecv(g->fab, g->dev, 0, CHUNK, g->me, 98, &g->held[0]) ?:
+	      pd_trecv(g->fab, g->dev, 0, CHUNK, g->me, 99, &g->held[1]);
+	return ret;
 }
 
-int munmap(void *addr, size_t len)
+static void own_rig_close(struct own_rig *g)
 {
-	static int (*real)(void *, size_t);
+	pd_req_free(g->held[0]);
+	pd_req_free(g->held[1]);
+	pd_mr_dereg(g->dev);
+	pd_mr_dereg(g->hm);
+	pd_fabric_close(g->fab);
+	pd_set_dmabuf_sync(NULL);
+	close(g->fd);
+}
 
-	if (!real)
-		real = (int (*)(void *, size_t))dlsym(RTLD_NEXT, "munmap");
-	if (counting && len == CHUNK)
-		__atomic_add_fetch(&chunk_unmaps, 1, __ATOMIC_RELAXED);
-	return real(addr, len);
+/* n host receives and n bounce sends of one chunk each, all waited for. */
+static int own_round(struct own_rig *g, int n)
+{
+	struct pd_req *r[4], *s[4];
+	int k, ret = 0;
+
+	for (k = 0; k < n && !ret; k++)
+		ret = pd_trecv(g->fab, g->hm, (uint64_t)k * CHUNK, CHUNK, g->me, 12, &r[k]) ?:
+		      pd_tsend(g->fab, g->dev, 0, CHUNK, g->me, 12, &s[k]);
+	if (ret)
+		return ret;
+	for (k = 0; k < n; k++) {
+		ret = ret ?: pd_wait(s[k], WAIT_MS, NULL) ?: pd_wait(r[k], WAIT_MS, NULL);
+		pd_req_free(s[k]);
+		pd_req_free(r[k]);
+	}
+	return ret;
 }
 
 /*
@@ -364,52 +395,25 @@ int munmap(void *addr, size_t len)
 TEST(own_staging_buffers_are_unmapped)
 {
 	static char host[4][CHUNK];
-	struct pd_fabric *fab;
-	struct pd_mr *dev, *hm;
-	struct pd_req *r[4], *s[4], *held[2];
+	struct own_rig g;
+	unsigned long unmaps = 0;
 	long before = 0;
-	uint64_t me;
-	int i, k, fd = memfd_of(CHUNK, 0);
+	int i;
 
-	ASSERT_LE(0, fd);
-	pd_set_dmabuf_sync(counting_sync);
-	ASSERT_EQ(0, open_fab(&fab, 2));
-	ASSERT_EQ(0, introduce(fab, fab, &me));
-	ASSERT_EQ(0, pd_mr_reg_dmabuf(fab, fd, 0, CHUNK, 0, &dev));
-	ASSERT_EQ(0, pd_mr_reg_host(fab, host, sizeof(host), 0, &hm));
-	/* Two receives nobody sends to hold both pool slots: every bounce
-	 * request after them stages on its own. */
-	ASSERT_EQ(0, pd_trecv(fab, dev, 0, CHUNK, me, 98, &held[0]));
-	ASSERT_EQ(0, pd_trecv(fab, dev, 0, CHUNK, me, 99, &held[1]));
-	chunk_unmaps = 0;
+	ASSERT_EQ(0, own_rig_open(&g, host, sizeof(host))) TH_LOG("%s", pd_last_error());
 	for (i = 0; i < 200; i++) {
 		if (i == 50) {
 			before = vm_size_kb();
-			counting = 1;
+			unmaps = pd_stage_unmaps;
 		}
-		for (k = 0; k < 4; k++)
-			ASSERT_EQ(0, pd_trecv(fab, hm, (uint64_t)k * CHUNK, CHUNK, me, 12, &r[k]));
-		for (k = 0; k < 4; k++)
-			ASSERT_EQ(0, pd_tsend(fab, dev, 0, CHUNK, me, 12, &s[k]));
-		for (k = 0; k < 4; k++) {
-			ASSERT_EQ(0, pd_wait(s[k], WAIT_MS, NULL)) TH_LOG("%s", pd_last_error());
-			ASSERT_EQ(0, pd_wait(r[k], WAIT_MS, NULL));
-			pd_req_free(s[k]);
-			pd_req_free(r[k]);
-		}
+		ASSERT_EQ(0, own_round(&g, 4)) TH_LOG("%s", pd_last_error());
 	}
-	counting = 0;
+	unmaps = pd_stage_unmaps - unmaps;
 	/* The free path ran (two per round), and nothing stayed mapped:
 	 * 150 rounds leaking two pages each would be 1200 kB. */
-	EXPECT_LE(2 * 150, chunk_unmaps) TH_LOG("%d own buffers unmapped in 150 rounds", chunk_unmaps);
+	EXPECT_LE(2 * 150, unmaps) TH_LOG("%lu own buffers unmapped in 150 rounds", unmaps);
 	EXPECT_GT(before + 600, vm_size_kb()) TH_LOG("VmSize %ld kB -> %ld kB", before, vm_size_kb());
-	pd_req_free(held[0]);
-	pd_req_free(held[1]);
-	pd_mr_dereg(dev);
-	pd_mr_dereg(hm);
-	pd_fabric_close(fab);
-	pd_set_dmabuf_sync(NULL);
-	close(fd);
+	own_rig_close(&g);
 }
 
 /*
@@ -421,39 +425,19 @@ TEST(own_staging_buffers_are_unmapped)
 TEST(own_staging_buffers_are_reused)
 {
 	static char host[CHUNK];
-	struct pd_fabric *fab;
-	struct pd_mr *dev, *hm;
-	struct pd_req *r, *s, *held[2];
-	uint64_t me;
-	int i, fd = memfd_of(CHUNK, 0);
+	struct own_rig g;
+	unsigned long maps = 0;
+	int i;
 
-	ASSERT_LE(0, fd);
-	pd_set_dmabuf_sync(counting_sync);
-	ASSERT_EQ(0, open_fab(&fab, 2));
-	ASSERT_EQ(0, introduce(fab, fab, &me));
-	ASSERT_EQ(0, pd_mr_reg_dmabuf(fab, fd, 0, CHUNK, 0, &dev));
-	ASSERT_EQ(0, pd_mr_reg_host(fab, host, sizeof(host), 0, &hm));
-	ASSERT_EQ(0, pd_trecv(fab, dev, 0, CHUNK, me, 98, &held[0]));
-	ASSERT_EQ(0, pd_trecv(fab, dev, 0, CHUNK, me, 99, &held[1]));
+	ASSERT_EQ(0, own_rig_open(&g, host, sizeof(host))) TH_LOG("%s", pd_last_error());
 	for (i = 0; i < 200; i++) {
 		if (i == 10)
-			counting = 1;
-		ASSERT_EQ(0, pd_trecv(fab, hm, 0, CHUNK, me, 12, &r));
-		ASSERT_EQ(0, pd_tsend(fab, dev, 0, CHUNK, me, 12, &s));
-		ASSERT_EQ(0, pd_wait(s, WAIT_MS, NULL)) TH_LOG("%s", pd_last_error());
-		ASSERT_EQ(0, pd_wait(r, WAIT_MS, NULL));
-		pd_req_free(s);
-		pd_req_free(r);
+			maps = pd_stage_maps;
+		ASSERT_EQ(0, own_round(&g, 1)) TH_LOG("%s", pd_last_error());
 	}
-	counting = 0;
-	EXPECT_EQ(0, chunk_maps) TH_LOG("%d staging buffers mapped for 190 requests", chunk_maps);
-	pd_req_free(held[0]);
-	pd_req_free(held[1]);
-	pd_mr_dereg(dev);
-	pd_mr_dereg(hm);
-	pd_fabric_close(fab);
-	pd_set_dmabuf_sync(NULL);
-	close(fd);
+	maps = pd_stage_maps - maps;
+	EXPECT_EQ(0, maps) TH_LOG("%lu staging buffers mapped for 190 requests", maps);
+	own_rig_close(&g);
 }
 
 TEST_HARNESS_MAIN

@@ -21,14 +21,29 @@ static void tool_path(char *out, size_t len, const char *tool)
 		strcpy(slash + 1, tool);
 }
 
+/* cmd's exit status (99 if it did not exit), its output in out. */
+static int capture(const char *cmd, char *out, size_t outlen)
+{
+	size_t n;
+	FILE *f;
+	int status;
+
+	fflush(NULL);
+	f = popen(cmd, "r");
+	if (!f)
+		return -1;
+	n = fread(out, 1, outlen - 1, f);
+	out[n] = '\0';
+	status = pclose(f);
+	return WIFEXITED(status) ? WEXITSTATUS(status) : 99;
+}
+
 /* Runs both ranks; returns rank 0's exit status, rank 1's in *other, and
  * rank 0's output in out. */
 static int run_xfer(const char *args, int *other, char *out, size_t outlen)
 {
 	char exe[PATH_MAX], cmd[PATH_MAX + 512];
 	int port = 24000 + getpid() % 20000, status;
-	size_t n;
-	FILE *f;
 
 	tool_path(exe, sizeof(exe), "pd-xfer");
 	snprintf(cmd, sizeof(cmd), "%s --rank 1 --rendezvous 127.0.0.1:%d %s >/dev/null 2>&1",
@@ -39,15 +54,10 @@ static int run_xfer(const char *args, int *other, char *out, size_t outlen)
 		_exit(WIFEXITED(status) ? WEXITSTATUS(status) : 99);
 	}
 	snprintf(cmd, sizeof(cmd), "%s --rank 0 --rendezvous 127.0.0.1:%d %s 2>&1", exe, port, args);
-	f = popen(cmd, "r");
-	if (!f)
-		return -1;
-	n = fread(out, 1, outlen - 1, f);
-	out[n] = '\0';
-	status = pclose(f);
+	status = capture(cmd, out, outlen);
 	wait(other);
 	*other = WIFEXITED(*other) ? WEXITSTATUS(*other) : 99;
-	return WIFEXITED(status) ? WEXITSTATUS(status) : 99;
+	return status;
 }
 
 FIXTURE(xfer) {
@@ -111,20 +121,10 @@ TEST(xfer_refuses_bad_arguments)
 static int run_bench(const char *env, const char *args, char *out, size_t outlen)
 {
 	char exe[PATH_MAX], cmd[PATH_MAX + 512];
-	size_t n;
-	FILE *f;
-	int status;
 
 	tool_path(exe, sizeof(exe), "pd-bench");
 	snprintf(cmd, sizeof(cmd), "%s %s %s 2>&1", env, exe, args);
-	fflush(NULL);
-	f = popen(cmd, "r");
-	if (!f)
-		return -1;
-	n = fread(out, 1, outlen - 1, f);
-	out[n] = '\0';
-	status = pclose(f);
-	return WIFEXITED(status) ? WEXITSTATUS(status) : 99;
+	return capture(cmd, out, outlen);
 }
 
 /* The figure in column col (0: the size) of the row for size, or -1 if
