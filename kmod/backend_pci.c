@@ -96,7 +96,6 @@ MODULE_PARM_DESC(require_revocable,
 struct pd_bar {
 	struct pci_dev *pdev;
 	phys_addr_t phys;
-	u64 len;
 	void __iomem *va;
 	struct pd_device *pd;
 	struct p2pdma_provider *provider;	/* P2PDMA routing (7.x), else NULL */
@@ -198,7 +197,7 @@ static struct sg_table *pd_bar_map_ranges(struct pd_bar *bar,
 	if (!max_seg)
 		return ERR_PTR(-EINVAL);
 	nr = DIV_ROUND_UP_ULL(length, max_seg);
-	vec = kvmalloc_array(nr, sizeof(*vec), GFP_KERNEL);
+	vec = kvmalloc_array(nr, sizeof(*vec), GFP_KERNEL_ACCOUNT);
 	if (!vec)
 		return ERR_PTR(-ENOMEM);
 	for (i = 0; i < nr; i++) {
@@ -252,10 +251,10 @@ static struct sg_table *pd_bar_map_ranges(struct pd_bar *bar,
 	if (!max_seg)
 		return ERR_PTR(-EINVAL);
 	nents = DIV_ROUND_UP_ULL(length, max_seg);
-	bt = kzalloc(sizeof(*bt), GFP_KERNEL);
+	bt = kzalloc(sizeof(*bt), GFP_KERNEL_ACCOUNT);
 	if (!bt)
 		return ERR_PTR(-ENOMEM);
-	ret = sg_alloc_table(&bt->sgt, nents, GFP_KERNEL);
+	ret = sg_alloc_table(&bt->sgt, nents, GFP_KERNEL_ACCOUNT);
 	if (ret)
 		goto err_free;
 	/* The importer is the BAR's own function: never leaves the device. */
@@ -526,7 +525,6 @@ static int pd_bar_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 	bar->pdev = pci_dev_get(pdev);
 	bar->enabled = true;
 	bar->phys = pci_resource_start(pdev, PD_BAR_INDEX);
-	bar->len = len;
 	init_rwsem(&bar->hw_lock);
 	init_waitqueue_head(&bar->hw_wq);
 	bar->va = ioremap_wc(bar->phys, len);

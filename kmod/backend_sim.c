@@ -54,12 +54,12 @@ static struct sg_table *pd_sim_map(struct pd_device *pd,
 
 	if (!max_seg)
 		return ERR_PTR(-EINVAL);
-	sgt = kzalloc(sizeof(*sgt), GFP_KERNEL);
+	sgt = kzalloc(sizeof(*sgt), GFP_KERNEL_ACCOUNT);
 	if (!sgt)
 		return ERR_PTR(-ENOMEM);
 	ret = sg_alloc_table_from_pages_segment(sgt, pd_sim_pages(pd, offset),
 						length >> PAGE_SHIFT, 0, length,
-						max_seg, GFP_KERNEL);
+						max_seg, GFP_KERNEL_ACCOUNT);
 	if (ret)
 		goto err_free;
 	ret = dma_map_sgtable(attach->dev, sgt, dir, 0);

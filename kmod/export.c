@@ -312,7 +312,7 @@ static int pd_vmap_scratch(struct pd_export *exp, struct iosys_map *map)
 	page = alloc_page(GFP_KERNEL_ACCOUNT | __GFP_ZERO);
 	if (!page)
 		return -ENOMEM;
-	pages = kvmalloc_array(n, sizeof(*pages), GFP_KERNEL);
+	pages = kvmalloc_array(n, sizeof(*pages), GFP_KERNEL_ACCOUNT);
 	if (!pages) {
 		__free_page(page);
 		return -ENOMEM;

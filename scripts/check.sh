@@ -96,6 +96,11 @@ stage_static() {
 	else
 		f=$((f + 1)); echo "not ok sparse"; grep -E 'warning|error' "$out/sparse.log" | head -n 20
 	fi
+	if scripts/check-gfp.sh . > "$out/check-gfp.log" 2>&1; then
+		p=$((p + 1)); echo "ok kernel allocations on a caller's behalf are memcg-charged"
+	else
+		f=$((f + 1)); echo "not ok kernel allocations on a caller's behalf are memcg-charged"; grep "^not ok" "$out/check-gfp.log"
+	fi
 	add static $p $f 0 $((SECONDS - t0))
 }
 

@@ -2,8 +2,9 @@
 /*
  * Error paths under allocation failure: every slab allocation inside one
  * step (open, alloc with its owner and handle, export with its event ring,
- * import with its mapping record, revoke, debugfs snapshots, free) is
- * failed in turn
+ * import with its mapping record, a second file's subscription to the
+ * dma-buf with its ring, LIST's snapshot with attachments, revoke, debugfs
+ * snapshots, free) is failed in turn
  * with fail-nth, and the step must fail with a specific errno or succeed,
  * and leave the pool whole.  A reset with several pinned exports stays
  * within one revoke_timeout_ms whichever allocation fails.  kmemleak and
@@ -18,9 +19,13 @@
  * allocates), because every kernel's dma_buf_vmap() WARNs on any exporter
  * failure, an injected one too.
  */
-enum step { S_OPEN, S_ALLOC, S_EXPORT, S_IMPORT, S_REVOKE, S_DEBUGFS, S_FREE, S_NR };
+enum step {
+	S_OPEN, S_ALLOC, S_EXPORT, S_IMPORT, S_SUBSCRIBE, S_LIST, S_REVOKE, S_DEBUGFS,
+	S_FREE, S_NR
+};
 static const char * const step_name[S_NR] = {
-	"open", "alloc", "export", "import", "revoke", "debugfs", "free",
+	"open", "alloc", "export", "import", "subscribe", "list", "revoke", "debugfs",
+	"free",
 };
 
 /* Every debugfs file of the device, whole; 0 or the positive errno. */
@@ -88,7 +93,7 @@ static int clean_errno(int e)
 }
 
 struct state {
-	int fd, d, imp;
+	int fd, d, imp, sub;
 	const struct pdti_device *pci;	/* the importer's device, or NULL */
 	uint32_t pinned;		/* pd_pinned_flags() */
 	int64_t h;
@@ -116,6 +121,29 @@ static int run_step(struct state *st, enum step s)
 			return -st->imp;
 		ret = pdti_import(st->imp, st->d, st->pinned | PDTI_NO_VERIFY, 0);
 		return -ret;
+	case S_SUBSCRIBE: {
+		struct peerdirect_subscribe sb = { .argsz = sizeof(sb), .fd = st->d, .cookie = 7 };
+
+		st->sub = pd_open(PD_DEV0);
+		if (st->sub < 0)
+			return errno;
+		return ioctl(st->sub, PEERDIRECT_IOCTL_SUBSCRIBE, &sb) ? errno : 0;
+	}
+	case S_LIST: {
+		struct peerdirect_export_info ei[4];
+		struct peerdirect_attach_info ai[4];
+		struct peerdirect_list l = {
+			.argsz = sizeof(l), .flags = PEERDIRECT_LIST_ATTACHMENTS,
+			.export_size = sizeof(ei[0]), .attach_size = sizeof(ai[0]),
+			.exports = (uintptr_t)ei, .attachments = (uintptr_t)ai,
+			.nr_exports = 4, .nr_attachments = 4,
+		};
+
+		if (ioctl(st->fd, PEERDIRECT_IOCTL_LIST, &l))
+			return errno;
+		/* What succeeded is whole: our export and the importer's. */
+		return l.nr_exports == 1 && l.nr_attachments == 1 ? 0 : EPROTO;
+	}
 	case S_REVOKE:
 		return -pd_revoke(st->fd, PEERDIRECT_REVOKE_ALLOC, st->h, 0, NULL);
 	case S_DEBUGFS:
@@ -129,6 +157,8 @@ static int run_step(struct state *st, enum step s)
 
 static void teardown_state(struct state *st)
 {
+	if (st->sub >= 0)
+		close(st->sub);
 	if (st->imp >= 0)
 		close(st->imp);
 	if (st->d >= 0)
@@ -176,7 +206,7 @@ TEST_F(faults, every_allocation_failure_is_clean)
 		return;
 	for (s = 0; s < S_NR; s++) {
 		for (nth = 1; nth < 200; nth++) {
-			struct state st = { .fd = -1, .d = -1, .imp = -1, .h = -1,
+			struct state st = { .fd = -1, .d = -1, .imp = -1, .sub = -1, .h = -1,
 					    .page = self->q.page_size,
 					    .pci = self->has_pci ? &self->pci : NULL,
 					    .pinned = pd_pinned_flags(&self->q) };

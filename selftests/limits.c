@@ -400,6 +400,103 @@ TEST_F(lim, kernel_memory_is_charged_to_the_callers_memcg)
 	cg_leave();
 }
 
+/*
+ * Under a memory.max a little above what the cgroup already uses, a
+ * process that opens the device and exports from each open file again and
+ * again is stopped by the limit -- ENOMEM from the ioctl, or the memcg OOM
+ * killer -- long before the device or its quota would stop it, and what it
+ * held is all given back when it goes.  Uncharged event rings (57 KiB a
+ * file at the default depth) would let it pin hundreds of them.
+ */
+TEST_F(lim, memcg_limit_stops_opens_and_exports)
+{
+	const long long headroom = 2 << 20;
+	long long ring = (long long)self->q.max_events * sizeof(struct peerdirect_event);
+	int max_iter = (int)(self->q.mem_free / self->q.page_size / 2);
+	volatile int *done;
+	int status, ret, h, fd;
+	pid_t pid;
+
+	if (self->q.quota && self->q.quota / self->q.page_size / 2 < (uint64_t)max_iter)
+		max_iter = (int)(self->q.quota / self->q.page_size / 2);
+	if (max_iter > 2000)
+		max_iter = 2000;
+	if ((long long)max_iter * ring < 4 * headroom)
+		SKIP(return, "%d exports of a %lld-byte ring would not reach the limit", max_iter, ring);
+	done = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	ASSERT_NE(MAP_FAILED, done);
+	done[0] = 0;	/* exports made */
+	done[1] = 0;	/* errno that stopped the child, 0 if killed */
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (pid == 0) {
+		struct rlimit rl = { 8192, 8192 };
+		long long cur = 0;
+		char max[32];
+		FILE *f;
+		int i;
+
+		if (cg_enter() || setrlimit(RLIMIT_NOFILE, &rl))
+			_exit(3);
+		f = fopen(CG "/memory.current", "r");
+		if (!f || fscanf(f, "%lld", &cur) != 1)
+			_exit(4);
+		fclose(f);
+		snprintf(max, sizeof(max), "%lld", cur + headroom);
+		if (cg_write(CG "/memory.max", max))
+			_exit(5);
+		for (i = 0; i < max_iter; i++) {
+			int d = pd_open(PD_DEV0);
+			int64_t a;
+			int e;
+
+			if (d < 0)
+				d = -errno;
+			a = d < 0 ? d : pd_alloc(d, self->q.page_size);
+			e = a < 0 ? (int)a : pd_export(d, (uint64_t)a, 0, self->q.page_size);
+
+			if (e < 0) {
+				done[1] = d < 0 ? -d : a < 0 ? (int)-a : -e;
+				_exit(0);
+			}
+			done[0]++;
+		}
+		_exit(6);
+	}
+	ASSERT_EQ(pid, waitpid(pid, &status, 0));
+	TH_LOG("%d exports before the limit stopped the child (%s); ring %lld B, headroom %lld B",
+	       done[0], WIFSIGNALED(status) ? strsignal(WTERMSIG(status)) : strerror(done[1]),
+	       ring, headroom);
+	if (WIFEXITED(status) && WEXITSTATUS(status) >= 3 && WEXITSTATUS(status) <= 5) {
+		cg_leave();
+		SKIP(return, "no memory cgroup to limit (step %d)", WEXITSTATUS(status));
+	}
+	/* Stopped by the limit: ENOMEM, or killed by the memcg OOM killer. */
+	if (WIFSIGNALED(status)) {
+		EXPECT_EQ(SIGKILL, WTERMSIG(status));
+	} else {
+		EXPECT_EQ(ENOMEM, done[1]) TH_LOG("exit status %d", WEXITSTATUS(status));
+	}
+	EXPECT_GT(max_iter, done[0]);
+	EXPECT_GE(2 * headroom / ring + 8, done[0]);
+	cg_leave();
+
+	/* All of it came back, and the device still works. */
+	ASSERT_EQ(0, pd_query(self->fd, &self->q));
+	EXPECT_EQ(self->q.mem_size, self->q.mem_free);
+	EXPECT_EQ(0, self->q.quota_used);
+	fd = pd_open(PD_DEV0);
+	ASSERT_LE(0, fd);
+	h = (int)pd_alloc(fd, self->q.page_size);
+	ASSERT_LT(0, h);
+	ret = pd_export(fd, (uint64_t)h, 0, self->q.page_size);
+	EXPECT_LE(0, ret);
+	if (ret >= 0)
+		close(ret);
+	close(fd);
+	munmap((void *)done, 4096);
+}
+
 /* ---- read-only exports and importers ---------------------------------- */
 
 /* The mapping column of the device's debugfs attachments for @id, or NULL. */
