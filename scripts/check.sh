@@ -214,7 +214,8 @@ vm_result() {
 vm_selftests() {
 	local name=$1 moddir=$2 backend=$3 t0=$SECONDS payload
 	local extra=()
-	[ "$backend" = bar ] && extra=(--ivshmem 32M --ivshmem 32M)
+	# Behind bridges: a real sysfs reset (secondary bus reset) of the BAR.
+	[ "$backend" = bar ] && extra=(--ivshmem 32M --ivshmem 32M --ivshmem-bridged)
 	payload=$(mktemp -d)
 	mkdir -p "$payload/selftests"
 	cp build/selftests/* "$payload/selftests/"

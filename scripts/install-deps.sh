@@ -16,6 +16,9 @@ pkgs=(
 	rdma-core ibverbs-utils ibverbs-providers libibverbs-dev librdmacm-dev
 	libfabric-dev libfabric-bin perftest
 	valgrind libdrm-dev
+	# the uapi, event, subscribe and list selftests again as i386 binaries
+	# (-m32 -static): the kernel's compat ioctl path as real 32-bit code hits it
+	gcc-multilib
 	# pd-coll: mpirun launches and the Open MPI comparison; its plots
 	openmpi-bin libopenmpi-dev gnuplot-nox
 	# the newer-stack tiers: a Debian unstable root (scripts/stack-root.sh)

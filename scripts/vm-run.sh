@@ -18,6 +18,9 @@
 #   --payload DIR         copied to /pd/ (binaries, libraries, scripts)
 #   --ivshmem SIZE        add an ivshmem-plain device (ivshmem0, ivshmem1...)
 #                         whose BAR2 is backed by a host file; repeatable
+#   --ivshmem-bridged     each ivshmem device behind a PCI bridge of its own:
+#                         the bridge's secondary bus reset gives it a reset
+#                         method, so /sys/bus/pci/devices/X/reset exists
 #   --ivshmem-dir DIR     put the backing files there (hbm0, hbm1...) and keep
 #                         them; else a temp dir, kept only if $VM_IVSHMEM_KEEP
 #                         is set.  "IVSHMEMn=PATH" lines go to stderr.
@@ -67,6 +70,7 @@ kos=()
 payload=
 ivshmem=()
 ivshmem_dir=
+ivshmem_bridged=0
 qmp=
 timeout=600
 mem=
@@ -90,6 +94,7 @@ while [ $# -gt 0 ]; do
 	--payload) payload=${2:?}; shift 2 ;;
 	--ivshmem) ivshmem+=("${2:?}"); shift 2 ;;
 	--ivshmem-dir) ivshmem_dir=${2:?}; shift 2 ;;
+	--ivshmem-bridged) ivshmem_bridged=1; shift ;;
 	--qmp) qmp=${2:?}; shift 2 ;;
 	--timeout) timeout=${2:?}; shift 2 ;;
 	--mem) mem=${2:?}; shift 2 ;;
@@ -437,8 +442,13 @@ if [ ${#ivshmem[@]} -gt 0 ]; then
 		mkdir -p "$hbmdir"
 	fi
 	for i in "${!ivshmem[@]}"; do
-		qemu+=(-object "memory-backend-file,id=hbm$i,share=on,mem-path=$hbmdir/hbm$i,size=${ivshmem[$i]}"
-			-device "ivshmem-plain,memdev=hbm$i,id=ivshmem$i")
+		qemu+=(-object "memory-backend-file,id=hbm$i,share=on,mem-path=$hbmdir/hbm$i,size=${ivshmem[$i]}")
+		if [ "$ivshmem_bridged" = 1 ]; then
+			qemu+=(-device "pci-bridge,id=br$i,chassis_nr=$((i + 1)),shpc=off"
+				-device "ivshmem-plain,memdev=hbm$i,id=ivshmem$i,bus=br$i,addr=0x1")
+		else
+			qemu+=(-device "ivshmem-plain,memdev=hbm$i,id=ivshmem$i")
+		fi
 		echo "IVSHMEM$i=$hbmdir/hbm$i" >&2
 	done
 fi

@@ -599,6 +599,50 @@ TEST_F(rv, vmap_after_revoke_does_not_reach_memory)
 	close(d);
 }
 
+/*
+ * A kernel vmap of device memory made before the revoke and still held is
+ * an importer still reaching the memory: the revoke reports it pending,
+ * and the memory, once freed, stays out of the pool (no later allocation
+ * can get the pages the mapping shows) until the vmap goes.
+ */
+TEST_F(rv, vmap_held_across_revoke_keeps_memory_quarantined)
+{
+	int d = pd_export(self->fd, self->h, 0, self->len), imp, i;
+	struct peerdirect_revoke r;
+	struct peerdirect_query q;
+	unsigned char *p;
+
+	ASSERT_LE(0, d);
+	p = mmap(NULL, self->len, PROT_READ | PROT_WRITE, MAP_SHARED, d, 0);
+	ASSERT_NE(MAP_FAILED, p);
+	pd_fill(p, self->len, 93);
+	munmap(p, self->len);
+	imp = open(PD_IMPORTER, O_RDWR | O_CLOEXEC);
+	ASSERT_LE(0, imp);
+	if (ioctl(imp, PDTI_IOCTL_VMAP_HOLD, &d) && errno == ENOTTY)
+		SKIP(close(imp); close(d); return, "test importer without VMAP_HOLD");
+	ASSERT_EQ(0, pd_param_write("revoke_timeout_ms", "200"));
+	ASSERT_EQ(0, pd_revoke(self->fd, PEERDIRECT_REVOKE_ALLOC, self->h, 0, &r));
+	EXPECT_EQ(1, r.revoked);
+	EXPECT_EQ(1, r.pending);
+	ASSERT_EQ(0, pd_free(self->fd, self->h));
+	ASSERT_EQ(0, pd_query(self->fd, &q));
+	EXPECT_EQ(self->q.mem_free, q.mem_free)
+		TH_LOG("freed while vmapped: %llu bytes came back to the pool",
+		       (unsigned long long)(q.mem_free - self->q.mem_free));
+	close(d);
+	EXPECT_EQ(0, ioctl(imp, PDTI_IOCTL_VMAP_DROP));
+	for (i = 0; i < 50; i++) {
+		ASSERT_EQ(0, pd_query(self->fd, &q));
+		if (q.mem_free == self->q.mem_free + self->len)
+			break;
+		usleep(20 * 1000);
+	}
+	EXPECT_EQ(self->q.mem_free + self->len, q.mem_free)
+		TH_LOG("the vmap went, the memory did not come back");
+	close(imp);
+}
+
 static int poll_ready(int fd, short events)
 {
 	struct pollfd p = { .fd = fd, .events = events };
@@ -668,12 +712,39 @@ struct pci_resetter {
 	long long start, end;
 };
 
+/* Not a PDTI_RESET_*: the PCI core's own reset, through sysfs. */
+#define RESET_SYSFS	100
+
+static void pci_sysfs_path(const struct pdti_device *d, const char *file, char *buf, size_t len)
+{
+	snprintf(buf, len, "/sys/bus/pci/devices/%04x:%02x:%02x.%x/%s", d->domain, d->bus,
+		 d->devfn >> 3, d->devfn & 7, file);
+}
+
+/* echo 1 > /sys/bus/pci/devices/X/reset: 0 or -errno. */
+static int pci_sysfs_reset(const struct pdti_device *d)
+{
+	char path[128];
+	int f, ret;
+
+	pci_sysfs_path(d, "reset", path, sizeof(path));
+	f = open(path, O_WRONLY | O_CLOEXEC);
+	if (f < 0)
+		return -errno;
+	ret = write(f, "1", 1) == 1 ? 0 : -errno;
+	close(f);
+	return ret;
+}
+
 static void *pci_reset_thread(void *arg)
 {
 	struct pci_resetter *pr = arg;
 
 	pr->start = pd_now_ms();
-	pr->ret = pd_pci_reset(&pr->dev, pr->kind, pr->hold_ms ?: 500);
+	if (pr->kind == RESET_SYSFS)
+		pr->ret = pci_sysfs_reset(&pr->dev);
+	else
+		pr->ret = pd_pci_reset(&pr->dev, pr->kind, pr->hold_ms ?: 500);
 	pr->end = pd_now_ms();
 	return NULL;
 }
@@ -699,6 +770,14 @@ static void pci_reset_with_live_mappings(struct __test_metadata *_metadata,
 	if (self->q.backend != PEERDIRECT_BACKEND_PCI_BAR ||
 	    pd_pci_function("peerdirect0", &pr.dev))
 		SKIP(return, "not a PCI device");
+	if (kind == RESET_SYSFS) {
+		char path[128];
+
+		pci_sysfs_path(&pr.dev, "reset", path, sizeof(path));
+		if (access(path, W_OK))
+			SKIP(return, "%s: no reset method (scripts/vm-run.sh --ivshmem-bridged gives one)",
+			     path);
+	}
 	before = pd_debugfs_value("peerdirect0", "revoked_reset");
 	resets = sysfs_value(NULL, "resets");
 	enabled = sysfs_value(&pr.dev, "enable");
@@ -763,6 +842,12 @@ static void pci_reset_with_live_mappings(struct __test_metadata *_metadata,
 TEST_F(rv, pci_function_reset_with_live_mappings)
 {
 	pci_reset_with_live_mappings(_metadata, self, PDTI_RESET_FUNCTION);
+}
+
+/* The same through the PCI core: a secondary bus reset from sysfs. */
+TEST_F(rv, pci_sysfs_reset_with_live_mappings)
+{
+	pci_reset_with_live_mappings(_metadata, self, RESET_SYSFS);
 }
 
 TEST_F(rv, pci_aer_recovery_with_live_mappings)

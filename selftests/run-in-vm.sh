@@ -59,6 +59,26 @@ for t in "${tests[@]}"; do
 	echo "# selftest: $t exit=$rc"
 	[ "$rc" = 0 ] || [ "$rc" = 4 ] || bad+=("$t:$rc")
 done
+# The same tests as i386 binaries: the compat ioctl path with a 32-bit
+# process's layout and pointers.  Missing binaries (no gcc-multilib on the
+# build machine) or a kernel without ia32 emulation count as skipped.
+for t in uapi events subscribe list; do
+	echo "# selftest: $t-m32"
+	if [ ! -x "/pd/selftests/$t-m32" ]; then
+		echo "# SKIP $t-m32 was not built (no gcc -m32 on the build machine)"
+		echo "# Totals: pass:0 fail:0 xfail:0 xpass:0 skip:1 error:0"
+		continue
+	fi
+	timeout 300 "/pd/selftests/$t-m32"
+	rc=$?
+	echo "# selftest: $t-m32 exit=$rc"
+	if [ "$rc" = 126 ]; then
+		echo "# SKIP $t-m32: the kernel runs no i386 binaries (ia32 emulation off)"
+		echo "# Totals: pass:0 fail:0 xfail:0 xpass:0 skip:1 error:0"
+	elif [ "$rc" != 0 ] && [ "$rc" != 4 ]; then
+		bad+=("$t-m32:$rc")
+	fi
+done
 echo "# selftest: fuzz"
 timeout $((fuzz_ms / 1000 + 120)) /pd/selftests/fuzz -t "$fuzz_ms" -n 1000000 -j 4
 rc=$?

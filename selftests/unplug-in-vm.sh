@@ -18,45 +18,56 @@ echo "# peerdirect0 on $a0, peerdirect1 on $a1"
 /pd/selftests/unplug /dev/peerdirect0 "$a0"
 
 echo "TAP version 13"
-echo "1..5"
+echo "1..9"
 pass=0
 fail=0
 res() { if [ "$1" = 0 ]; then pass=$((pass + 1)); echo "ok $2"; else fail=$((fail + 1)); echo "not ok $2"; fi; }
-# sysfs remove while a pinned importer that cannot be revoked maps the BAR:
-# the removal waits for it, the BAR stays requested (nothing can be
-# hot-added over it), and once it lets go the removal completes and a
-# rescan binds a fresh device.
-hold=$(mktemp -d)
-/pd/selftests/unplug hold /dev/peerdirect1 "$hold" &
-holder=$!
-for _ in $(seq 1 100); do [ -e "$hold/ready" ] && break; sleep 0.1; done
-exec 7<>/dev/peerdirect1
-(echo 1 > "/sys/bus/pci/devices/$a1/remove") &
-remover=$!
-sleep 2
-kill -0 "$remover" 2>/dev/null && [ -e "/sys/bus/pci/devices/$a1" ]
-res $? "1 sysfs remove waits while a pinned importer maps the BAR"
-(echo 1 > /sys/bus/pci/rescan) &
-rescanner=$!
-sleep 1
-range=$(awk 'NR == 3 { print substr($1, 3) }' "/sys/bus/pci/devices/$a1/resource" 2>/dev/null)
-grep -q "${range#"${range%%[!0]*}"}.*peerdirect" /proc/iomem
-res $? "2 the BAR stays requested while held (nothing is hot-added over it)"
-touch "$hold/release"
-wait "$holder"
-# The remover's write returns once remove() has finished.  The device's
-# sysfs directory is no witness: the rescan started above was waiting for
-# the same lock and may already have added the function back.
-for _ in $(seq 1 100); do kill -0 "$remover" 2>/dev/null || break; sleep 0.1; done
-! kill -0 "$remover" 2>/dev/null && wait "$remover"
-res $? "3 the removal completes once the importer lets go"
-exec 7<&-
-wait "$rescanner"
-echo 1 > /sys/bus/pci/rescan
-sleep 1
-n=$(ls /dev/peerdirect* 2>/dev/null | wc -l)
-[ "$n" -ge 1 ]
-res $? "4 rescan rebinds the device ($(ls /dev/peerdirect* 2>/dev/null | tr '\n' ' '))"
+dev_of() {	# /dev/peerdirectN bound to the PCI address $1, or nothing
+	local m
+	for m in /sys/class/misc/peerdirect*; do
+		[ "$(basename "$(readlink -f "$m/device")")" = "$1" ] && echo "/dev/$(basename "$m")"
+	done
+}
+# removal_waits N MODE WHO: sysfs remove of $a1 while `unplug MODE` holds
+# its device: the removal waits for the holder, the BAR stays requested
+# (nothing can be hot-added over it), and once it lets go the removal
+# completes and a rescan binds a fresh device.  Four results, from N.
+removal_waits() {
+	local n=$1 mode=$2 who=$3 hold holder remover rescanner range dev
+	dev=$(dev_of "$a1")
+	hold=$(mktemp -d)
+	/pd/selftests/unplug "$mode" "$dev" "$hold" &
+	holder=$!
+	for _ in $(seq 1 100); do [ -e "$hold/ready" ] && break; sleep 0.1; done
+	exec 7<>"$dev"
+	(echo 1 > "/sys/bus/pci/devices/$a1/remove") &
+	remover=$!
+	sleep 2
+	kill -0 "$remover" 2>/dev/null && [ -e "/sys/bus/pci/devices/$a1" ]
+	res $? "$n sysfs remove waits while $who"
+	(echo 1 > /sys/bus/pci/rescan) &
+	rescanner=$!
+	sleep 1
+	range=$(awk 'NR == 3 { print substr($1, 3) }' "/sys/bus/pci/devices/$a1/resource" 2>/dev/null)
+	grep -q "${range#"${range%%[!0]*}"}.*peerdirect" /proc/iomem
+	res $? "$((n + 1)) the BAR stays requested while $who (nothing is hot-added over it)"
+	touch "$hold/release"
+	wait "$holder"
+	# The remover's write returns once remove() has finished.  The device's
+	# sysfs directory is no witness: the rescan started above was waiting
+	# for the same lock and may already have added the function back.
+	for _ in $(seq 1 100); do kill -0 "$remover" 2>/dev/null || break; sleep 0.1; done
+	! kill -0 "$remover" 2>/dev/null && wait "$remover"
+	res $? "$((n + 2)) the removal completes once the holder lets go ($mode)"
+	exec 7<&-
+	wait "$rescanner"
+	echo 1 > /sys/bus/pci/rescan
+	sleep 1
+	[ -n "$(dev_of "$a1")" ]
+	res $? "$((n + 3)) rescan rebinds the device ($(ls /dev/peerdirect* 2>/dev/null | tr '\n' ' '))"
+}
+removal_waits 1 hold "a pinned importer maps the BAR"
+removal_waits 5 hold-vmap "a kernel vmap of the BAR is held"
 rmmod pd_test_importer && rmmod peerdirect
-res $? "5 modules unload after device loss"
+res $? "9 modules unload after device loss"
 echo "# Totals: pass:$pass fail:$fail xfail:0 xpass:0 skip:0 error:0"

@@ -11,8 +11,10 @@
  *   unplug hold DEVICE DIR    a pinned importer that cannot be revoked on
  *                             DEVICE: creates DIR/ready, lets go once
  *                             DIR/release exists (unplug-in-vm.sh)
+ *   unplug hold-vmap DEVICE DIR   the same with a kernel vmap of the export
  */
 #include <poll.h>
+#include <stdbool.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include "kselftest.h"
@@ -50,8 +52,11 @@ static long long alloc_offset(const char *dev, int64_t h)
 	return off;
 }
 
-/* A legacy pinned importer on @devpath until @dir/release appears. */
-static int hold(const char *devpath, const char *dir)
+/*
+ * A legacy pinned importer on @devpath (or, with @vmap, a kernel vmap of
+ * the export) until @dir/release appears.
+ */
+static int hold(const char *devpath, const char *dir, bool vmap)
 {
 	struct peerdirect_query q;
 	char path[256];
@@ -67,7 +72,8 @@ static int hold(const char *devpath, const char *dir)
 	h = pd_alloc(fd, q.page_size);
 	d = h < 0 ? -1 : pd_export(fd, h, 0, q.page_size);
 	imp = pdti_open(strrchr(devpath, '/') + 1);
-	if (d < 0 || imp < 0 || pdti_import(imp, d, PDTI_PINNED, 0)) {
+	if (d < 0 || imp < 0 ||
+	    (vmap ? ioctl(imp, PDTI_IOCTL_VMAP_HOLD, &d) : pdti_import(imp, d, PDTI_PINNED, 0))) {
 		fprintf(stderr, "hold: %s\n", strerror(errno));
 		return 1;
 	}
@@ -76,7 +82,7 @@ static int hold(const char *devpath, const char *dir)
 	snprintf(path, sizeof(path), "%s/release", dir);
 	for (i = 0; i < 1200 && access(path, F_OK); i++)
 		usleep(50 * 1000);
-	ioctl(imp, PDTI_IOCTL_RELEASE);
+	ioctl(imp, vmap ? PDTI_IOCTL_VMAP_DROP : PDTI_IOCTL_RELEASE);
 	close(imp);
 	close(d);
 	close(fd);
@@ -107,7 +113,9 @@ int main(int argc, char **argv)
 	pid_t pid;
 
 	if (argc == 4 && !strcmp(argv[1], "hold"))
-		return hold(argv[2], argv[3]);
+		return hold(argv[2], argv[3], false);
+	if (argc == 4 && !strcmp(argv[1], "hold-vmap"))
+		return hold(argv[2], argv[3], true);
 
 	ksft_print_header();
 	ksft_set_plan(10);

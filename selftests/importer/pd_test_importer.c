@@ -38,6 +38,8 @@ struct pdti {
 	struct sg_table *sgt;
 	struct pdti_status st;
 	struct dma_fence *fence;	/* PDTI_IOCTL_FENCE, until signaled */
+	struct dma_buf *vmapped;	/* PDTI_IOCTL_VMAP_HOLD, with its map */
+	struct iosys_map vmap;
 };
 
 static DEFINE_SPINLOCK(pdti_fence_lock);
@@ -433,6 +435,38 @@ out_put:
 	return ret;
 }
 
+static int pdti_vmap_hold(struct pdti *t, const __s32 __user *uarg)
+{
+	struct dma_buf *dmabuf;
+	__s32 fd;
+	int ret;
+
+	if (get_user(fd, uarg))
+		return -EFAULT;
+	if (t->vmapped)
+		return -EBUSY;
+	dmabuf = dma_buf_get(fd);
+	if (IS_ERR(dmabuf))
+		return PTR_ERR(dmabuf);
+	ret = pdti_vmap(dmabuf, &t->vmap);
+	if (ret) {
+		dma_buf_put(dmabuf);
+		return ret;
+	}
+	t->vmapped = dmabuf;
+	return 0;
+}
+
+static int pdti_vmap_drop(struct pdti *t)
+{
+	if (!t->vmapped)
+		return -ENOENT;
+	pdti_vunmap(t->vmapped, &t->vmap);
+	dma_buf_put(t->vmapped);
+	t->vmapped = NULL;
+	return 0;
+}
+
 static int pdti_pci_reset(struct pdti_pci_reset __user *uarg)
 {
 	const struct pci_error_handlers *err = NULL;
@@ -580,6 +614,12 @@ static long pdti_ioctl(struct file *filp, unsigned int cmd, unsigned long arg)
 	case PDTI_IOCTL_VMAP_READ:
 		ret = pdti_vmap_read(uarg);
 		break;
+	case PDTI_IOCTL_VMAP_HOLD:
+		ret = pdti_vmap_hold(t, uarg);
+		break;
+	case PDTI_IOCTL_VMAP_DROP:
+		ret = pdti_vmap_drop(t);
+		break;
 	case PDTI_IOCTL_PCI_RESET:
 		ret = pdti_pci_reset(uarg);
 		break;
@@ -621,6 +661,7 @@ static int pdti_release(struct inode *inode, struct file *filp)
 	struct pdti *t = filp->private_data;
 
 	pdti_release_import(t);
+	pdti_vmap_drop(t);
 	pci_dev_put(t->pci);
 	mutex_destroy(&t->lock);
 	kfree(t);

@@ -149,5 +149,13 @@ struct pdti_pci_reset {
  * exporter's lock-free readers (LIST's BUSY records) must cope with.
  */
 #define PDTI_IOCTL_HOLD_RESV	_IOW('T', 12, __u32)
+/*
+ * A kernel CPU mapping kept, as a display or copy-engine driver keeps one:
+ * VMAP_HOLD vmaps the dma-buf fd it is given and holds the mapping (and a
+ * reference to the dma-buf) until VMAP_DROP or close.  One per importer
+ * file; EBUSY for a second.
+ */
+#define PDTI_IOCTL_VMAP_HOLD	_IOW('T', 13, __s32)
+#define PDTI_IOCTL_VMAP_DROP	_IO('T', 14)
 
 #endif
