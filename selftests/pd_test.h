@@ -279,33 +279,43 @@ static inline int pdti_vmap_read(int dbuf, uint64_t off, void *buf, uint64_t len
 	return ret;
 }
 
+/* Not a PDTI_RESET_*: the PCI core's own reset, through sysfs. */
+#define PD_RESET_SYSFS	100
+
+static inline void pd_pci_path(const struct pdti_device *d, const char *file,
+			       char *buf, size_t len)
+{
+	snprintf(buf, len, "/sys/bus/pci/devices/%04x:%02x:%02x.%x/%s", d->domain,
+		 d->bus, d->devfn >> 3, d->devfn & 7, file);
+}
+
 /*
- * Resets the PCI function @d (a BAR device's): through sysfs where the
- * function has a reset method, else the test importer runs the driver's
- * reset handlers as the PCI core would (PDTI_IOCTL_PCI_RESET), holding the
- * reset for @hold_ms.  0 or -errno.
+ * Resets the PCI function @d (a BAR device's).  PD_RESET_SYSFS: echo 1 >
+ * /sys/bus/pci/devices/X/reset, the PCI core's reset (-ENOENT where the
+ * function has no reset method).  A PDTI_RESET_* kind: the test importer
+ * runs the driver's reset handlers as the PCI core would
+ * (PDTI_IOCTL_PCI_RESET), holding the reset for @hold_ms, so tests can
+ * act while it lasts.  0 or -errno.
  */
 static inline int pd_pci_reset(const struct pdti_device *d, uint32_t kind,
 			       uint32_t hold_ms)
 {
 	struct pdti_pci_reset r = { .dev = *d, .kind = kind, .hold_ms = hold_ms };
+	const char *file = kind == PD_RESET_SYSFS ? NULL : PD_IMPORTER;
 	char path[96];
 	int t, ret;
 
-	snprintf(path, sizeof(path), "/sys/bus/pci/devices/%04x:%02x:%02x.%x/reset",
-		 d->domain, d->bus, d->devfn >> 3, d->devfn & 7);
-	if (kind == PDTI_RESET_FUNCTION && !access(path, W_OK)) {
-		t = open(path, O_WRONLY | O_CLOEXEC);
-		if (t < 0)
-			return -errno;
-		ret = write(t, "1", 1) == 1 ? 0 : -errno;
-		close(t);
-		return ret;
+	if (!file) {
+		pd_pci_path(d, "reset", path, sizeof(path));
+		file = path;
 	}
-	t = open(PD_IMPORTER, O_RDWR | O_CLOEXEC);
+	t = open(file, (file == path ? O_WRONLY : O_RDWR) | O_CLOEXEC);
 	if (t < 0)
 		return -errno;
-	ret = ioctl(t, PDTI_IOCTL_PCI_RESET, &r) ? -errno : 0;
+	if (file == path)
+		ret = write(t, "1", 1) == 1 ? 0 : -errno;
+	else
+		ret = ioctl(t, PDTI_IOCTL_PCI_RESET, &r) ? -errno : 0;
 	close(t);
 	return ret;
 }

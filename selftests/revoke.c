@@ -712,39 +712,12 @@ struct pci_resetter {
 	long long start, end;
 };
 
-/* Not a PDTI_RESET_*: the PCI core's own reset, through sysfs. */
-#define RESET_SYSFS	100
-
-static void pci_sysfs_path(const struct pdti_device *d, const char *file, char *buf, size_t len)
-{
-	snprintf(buf, len, "/sys/bus/pci/devices/%04x:%02x:%02x.%x/%s", d->domain, d->bus,
-		 d->devfn >> 3, d->devfn & 7, file);
-}
-
-/* echo 1 > /sys/bus/pci/devices/X/reset: 0 or -errno. */
-static int pci_sysfs_reset(const struct pdti_device *d)
-{
-	char path[128];
-	int f, ret;
-
-	pci_sysfs_path(d, "reset", path, sizeof(path));
-	f = open(path, O_WRONLY | O_CLOEXEC);
-	if (f < 0)
-		return -errno;
-	ret = write(f, "1", 1) == 1 ? 0 : -errno;
-	close(f);
-	return ret;
-}
-
 static void *pci_reset_thread(void *arg)
 {
 	struct pci_resetter *pr = arg;
 
 	pr->start = pd_now_ms();
-	if (pr->kind == RESET_SYSFS)
-		pr->ret = pci_sysfs_reset(&pr->dev);
-	else
-		pr->ret = pd_pci_reset(&pr->dev, pr->kind, pr->hold_ms ?: 500);
+	pr->ret = pd_pci_reset(&pr->dev, pr->kind, pr->hold_ms ?: 500);
 	pr->end = pd_now_ms();
 	return NULL;
 }
@@ -770,10 +743,10 @@ static void pci_reset_with_live_mappings(struct __test_metadata *_metadata,
 	if (self->q.backend != PEERDIRECT_BACKEND_PCI_BAR ||
 	    pd_pci_function("peerdirect0", &pr.dev))
 		SKIP(return, "not a PCI device");
-	if (kind == RESET_SYSFS) {
+	if (kind == PD_RESET_SYSFS) {
 		char path[128];
 
-		pci_sysfs_path(&pr.dev, "reset", path, sizeof(path));
+		pd_pci_path(&pr.dev, "reset", path, sizeof(path));
 		if (access(path, W_OK))
 			SKIP(return, "%s: no reset method (scripts/vm-run.sh --ivshmem-bridged gives one)",
 			     path);
@@ -847,7 +820,7 @@ TEST_F(rv, pci_function_reset_with_live_mappings)
 /* The same through the PCI core: a secondary bus reset from sysfs. */
 TEST_F(rv, pci_sysfs_reset_with_live_mappings)
 {
-	pci_reset_with_live_mappings(_metadata, self, RESET_SYSFS);
+	pci_reset_with_live_mappings(_metadata, self, PD_RESET_SYSFS);
 }
 
 TEST_F(rv, pci_aer_recovery_with_live_mappings)
