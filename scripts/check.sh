@@ -259,6 +259,19 @@ vm_unplug() {
 		scripts/vm-qmp.sh --wait-event DEVICE_DELETED --timeout 60 "$work/qmp.sock" \
 			'{"execute":"device_del","arguments":{"id":"ivshmem0"}}' > "$out/$name.qmp" 2>&1 ||
 			echo "# device_del: $(cat "$out/$name.qmp")"
+		# The guest holds ivshmem1's BAR while its removal waits, then
+		# asks for a hot-add (selftests/unplug-in-vm.sh).
+		for i in $(seq 1 600); do
+			grep -aq PD_HOTADD_READY "$out/$name.log" && break
+			kill -0 "$vm" 2>/dev/null || break
+			sleep 0.5
+		done
+		if grep -aq PD_HOTADD_READY "$out/$name.log"; then
+			{
+				scripts/vm-qmp.sh "$work/qmp.sock" '{"execute":"object-add","arguments":{"qom-type":"memory-backend-file","id":"hbm9","mem-path":"'"$work/hbm/hbm9"'","size":33554432,"share":true}}' &&
+				scripts/vm-qmp.sh "$work/qmp.sock" '{"execute":"device_add","arguments":{"driver":"ivshmem-plain","memdev":"hbm9","id":"ivshmem9"}}'
+			} >> "$out/$name.qmp" 2>&1 || echo "# hot-add: $(tail -n 2 "$out/$name.qmp")"
+		fi
 	fi
 	wait "$vm"
 	rc=$?
