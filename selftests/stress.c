@@ -28,6 +28,7 @@ struct race {
 	int stop;
 	/* counters, for the log */
 	unsigned long reads, faults, refused, revokes, resets, imports, exports, frees;
+	unsigned long checked;		/* RESET vs EXPORT: exports seen revoked */
 	unsigned long bad;		/* pattern mismatches and unexpected errnos */
 	char what[160];			/* the first bad thing seen */
 	pthread_mutex_t lock;
@@ -128,9 +129,9 @@ static void race_check(struct __test_metadata *_metadata, struct race *r)
 {
 	struct peerdirect_query q;
 
-	TH_LOG("reads %lu faults %lu refused %lu revokes %lu resets %lu imports %lu exports %lu frees %lu",
+	TH_LOG("reads %lu faults %lu refused %lu revokes %lu resets %lu imports %lu exports %lu frees %lu checked %lu",
 	       r->reads, r->faults, r->refused, r->revokes, r->resets, r->imports,
-	       r->exports, r->frees);
+	       r->exports, r->frees, r->checked);
 	EXPECT_EQ(0, r->bad) TH_LOG("%lu bad, first: %s", r->bad, r->what);
 	if (r->h > 0)
 		pd_free(r->fd, r->h);
@@ -462,7 +463,8 @@ static void *resetter(void *arg)
 		int ret = pd_reset(r->fd, NULL);
 
 		expect_errno(r, "reset: %ld", -ret, 0, 0);
-		__atomic_add_fetch(&r->resets, 1, __ATOMIC_RELAXED);
+		/* release: a keeper that sees the count sees the reset done */
+		__atomic_add_fetch(&r->resets, 1, __ATOMIC_RELEASE);
 	}
 	return NULL;
 }
@@ -544,38 +546,63 @@ TEST_F_TIMEOUT(stress, debugfs_reads_vs_release, STRESS_TIMEOUT)
 }
 
 /*
- * RESET against EXPORT: exports made and kept while resets run, then one
- * more reset once the exporters stopped: every export alive then must be
- * revoked by it.
+ * RESET against EXPORT.  EXPORT waits while a reset runs, so an export
+ * that has returned is revoked by every reset that completes after that:
+ * each keeper notes how many resets had completed when its export
+ * returned, and once one more has, the export must be revoked (SYNC
+ * ENODEV).  An export made while a reset walks the device and left out of
+ * it fails that.  The final reset, after the exporters stopped, must
+ * revoke every export alive.
  */
+struct kept {
+	int fd;
+	unsigned long resets;	/* completed when the export returned */
+};
+
+static void check_kept(struct race *r, struct kept *k)
+{
+	if (k->fd < 0 || __atomic_load_n(&r->resets, __ATOMIC_ACQUIRE) <= k->resets)
+		return;
+	if (pd_sync(k->fd, DMA_BUF_SYNC_START | DMA_BUF_SYNC_READ) != -ENODEV)
+		race_bad(r, "export %ld (made before reset %ld ended) survived it", k->fd,
+			 (long)k->resets + 1);
+	else
+		__atomic_add_fetch(&r->checked, 1, __ATOMIC_RELAXED);
+	close(k->fd);
+	k->fd = -1;
+}
+
 static void *keeper(void *arg)
 {
 	struct race *r = arg;
-	int held[4] = { -1, -1, -1, -1 };
+	struct kept held[4] = { { -1 }, { -1 }, { -1 }, { -1 } };
 	unsigned int i = 0;
 
 	while (running(r)) {
-		int *slot = &held[i++ % 4], d;
+		struct kept *slot = &held[i++ % 4];
+		int d;
 
-		if (*slot >= 0)
-			close(*slot);
+		check_kept(r, slot);
+		if (slot->fd >= 0)
+			close(slot->fd);
 		d = pd_export(r->fd, r->h, 0, r->q.page_size);
+		slot->resets = __atomic_load_n(&r->resets, __ATOMIC_ACQUIRE);
 		if (d < 0)
 			expect_errno(r, "export: %ld", -d, ENOSPC, 0);
 		else
 			__atomic_add_fetch(&r->exports, 1, __ATOMIC_RELAXED);
-		*slot = d;
+		slot->fd = d;
 	}
 	/* the last reset comes after every export here: it revokes them all */
 	__atomic_add_fetch(&r->keepers_done, 1, __ATOMIC_ACQ_REL);
 	while (!__atomic_load_n(&r->stop, __ATOMIC_ACQUIRE))
 		usleep(1000);
 	for (i = 0; i < 4; i++) {
-		if (held[i] < 0)
+		if (held[i].fd < 0)
 			continue;
-		if (pd_sync(held[i], DMA_BUF_SYNC_START | DMA_BUF_SYNC_READ) != -ENODEV)
-			race_bad(r, "export %ld survived the final reset", held[i], 0);
-		close(held[i]);
+		if (pd_sync(held[i].fd, DMA_BUF_SYNC_START | DMA_BUF_SYNC_READ) != -ENODEV)
+			race_bad(r, "export %ld survived the final reset", held[i].fd, 0);
+		close(held[i].fd);
 	}
 	return NULL;
 }
@@ -598,6 +625,7 @@ TEST_F_TIMEOUT(stress, reset_vs_export, STRESS_TIMEOUT)
 
 	run(&self->r, fn, 3);
 	EXPECT_LT(0, self->r.resets);
+	EXPECT_LT(0, self->r.checked) TH_LOG("no export outlived a reset to be checked");
 	race_check(_metadata, &self->r);
 }
 
