@@ -14,7 +14,7 @@ M32_SELFTESTS := uapi events subscribe list
 HAVE_M32 := $(shell echo 'int main(void) { return 0; }' | \
 	$(CC) -m32 -static -x c -o /dev/null - 2>/dev/null && echo y)
 ifeq ($(HAVE_M32),y)
-SELFTEST_BINS += $(patsubst %,$(BUILD)/selftests/%-m32,$(M32_SELFTESTS))
+SELFTEST_BINS += $(patsubst %,$(BUILD)/selftests/%-m32,$(M32_SELFTESTS)) $(BUILD)/selftests/m32-probe
 endif
 KSFT := $(BUILD)/kselftest/kselftest_harness.h
 KSRC = $(filter-out %.mod.c,$(wildcard kmod/*.[ch] selftests/importer/*.[ch] uapi/linux/*.h))
@@ -53,6 +53,11 @@ $(BUILD)/selftests/%: selftests/%.c selftests/pd_test.h uapi/linux/peerdirect.h 
 		selftests/importer/pd_test_importer.h $(KSFT)
 	@mkdir -p $(dir $@)
 	$(CC) -O2 -g -Wall -Werror -static -pthread -I$(BUILD)/kselftest -o $@ $<
+
+# Exits 0 where the kernel runs i386 binaries (run-in-vm.sh asks first).
+$(BUILD)/selftests/m32-probe:
+	@mkdir -p $(dir $@)
+	echo 'int main(void) { return 0; }' | $(CC) -m32 -static -x c -o $@ -
 
 # 6.1's harness casts pointers to intmax_t in its comparisons: on i386 that
 # warns about the harness, not about the tests.

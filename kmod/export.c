@@ -296,12 +296,15 @@ static int pd_dmabuf_mmap(struct dma_buf *dmabuf, struct vm_area_struct *vma)
 }
 
 /*
- * A revoked export gives a kernel importer no way back to device memory:
- * its vmap is of one scratch page, repeated (a failure is no option, 6.1's
- * dma_buf_vmap() WARNs on any).  A vmap of device memory taken before the
- * revoke counts as an importer still holding it (pd_export_busy()), which
- * a revoke reports pending and a PCI removal waits for.  The core keeps one
- * vmap per dma-buf, so there is at most one of either kind.
+ * A vmap made after the revoke is of one scratch page, repeated (a failure
+ * is no option, 6.1's dma_buf_vmap() WARNs on any).  A vmap of device
+ * memory taken before the revoke counts as an importer still holding it
+ * (pd_export_busy()): a revoke reports it pending, a PCI removal waits for
+ * it, and the memory stays quarantined until its vunmap.  The core keeps
+ * one vmap per dma-buf and hands it to later callers, so while that one is
+ * held a later vmap shares it, device memory included; there is at most
+ * one of either kind.  The page array is freed before returning: charging
+ * it would only add a way to fail.
  */
 static int pd_vmap_scratch(struct pd_export *exp, struct iosys_map *map)
 {
@@ -312,7 +315,7 @@ static int pd_vmap_scratch(struct pd_export *exp, struct iosys_map *map)
 	page = alloc_page(GFP_KERNEL_ACCOUNT | __GFP_ZERO);
 	if (!page)
 		return -ENOMEM;
-	pages = kvmalloc_array(n, sizeof(*pages), GFP_KERNEL_ACCOUNT);
+	pages = kvmalloc_array(n, sizeof(*pages), GFP_KERNEL);
 	if (!pages) {
 		__free_page(page);
 		return -ENOMEM;

@@ -29,6 +29,7 @@ struct race {
 	/* counters, for the log */
 	unsigned long reads, faults, refused, revokes, resets, imports, exports, frees;
 	unsigned long checked;		/* RESET vs EXPORT: exports seen revoked */
+	unsigned long resets_started;	/* before each RESET; resets: after */
 	unsigned long bad;		/* pattern mismatches and unexpected errnos */
 	char what[160];			/* the first bad thing seen */
 	pthread_mutex_t lock;
@@ -460,10 +461,11 @@ static void *resetter(void *arg)
 	struct race *r = arg;
 
 	while (running(r)) {
-		int ret = pd_reset(r->fd, NULL);
+		int ret;
 
+		__atomic_add_fetch(&r->resets_started, 1, __ATOMIC_ACQ_REL);
+		ret = pd_reset(r->fd, NULL);
 		expect_errno(r, "reset: %ld", -ret, 0, 0);
-		/* release: a keeper that sees the count sees the reset done */
 		__atomic_add_fetch(&r->resets, 1, __ATOMIC_RELEASE);
 	}
 	return NULL;
@@ -547,25 +549,27 @@ TEST_F_TIMEOUT(stress, debugfs_reads_vs_release, STRESS_TIMEOUT)
 
 /*
  * RESET against EXPORT.  EXPORT waits while a reset runs, so an export
- * that has returned is revoked by every reset that completes after that:
- * each keeper notes how many resets had completed when its export
- * returned, and once one more has, the export must be revoked (SYNC
- * ENODEV).  An export made while a reset walks the device and left out of
- * it fails that.  The final reset, after the exporters stopped, must
- * revoke every export alive.
+ * that has returned is revoked by every reset that starts after that.
+ * Each keeper notes how many resets had started when its export returned
+ * (read after it returned: an export released by the end of reset N may
+ * still read N as started, never less); one resetter runs them one at a
+ * time, so once N + 1 have completed, reset N + 1 started after the
+ * export and must have revoked it (SYNC ENODEV).  An export made while a
+ * reset walks the device and left out of it fails that.  The final reset,
+ * after the exporters stopped, must revoke every export alive.
  */
 struct kept {
 	int fd;
-	unsigned long resets;	/* completed when the export returned */
+	unsigned long started;	/* resets started when the export returned */
 };
 
 static void check_kept(struct race *r, struct kept *k)
 {
-	if (k->fd < 0 || __atomic_load_n(&r->resets, __ATOMIC_ACQUIRE) <= k->resets)
+	if (k->fd < 0 || __atomic_load_n(&r->resets, __ATOMIC_ACQUIRE) < k->started + 1)
 		return;
 	if (pd_sync(k->fd, DMA_BUF_SYNC_START | DMA_BUF_SYNC_READ) != -ENODEV)
-		race_bad(r, "export %ld (made before reset %ld ended) survived it", k->fd,
-			 (long)k->resets + 1);
+		race_bad(r, "export %ld survived reset %ld, which started after it was made",
+			 k->fd, (long)k->started + 1);
 	else
 		__atomic_add_fetch(&r->checked, 1, __ATOMIC_RELAXED);
 	close(k->fd);
@@ -586,7 +590,7 @@ static void *keeper(void *arg)
 		if (slot->fd >= 0)
 			close(slot->fd);
 		d = pd_export(r->fd, r->h, 0, r->q.page_size);
-		slot->resets = __atomic_load_n(&r->resets, __ATOMIC_ACQUIRE);
+		slot->started = __atomic_load_n(&r->resets_started, __ATOMIC_ACQUIRE);
 		if (d < 0)
 			expect_errno(r, "export: %ld", -d, ENOSPC, 0);
 		else

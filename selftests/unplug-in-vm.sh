@@ -18,22 +18,27 @@ echo "# peerdirect0 on $a0, peerdirect1 on $a1"
 /pd/selftests/unplug /dev/peerdirect0 "$a0"
 
 echo "TAP version 13"
-echo "1..11"
+echo "1..12"
 pass=0
 fail=0
-res() { if [ "$1" = 0 ]; then pass=$((pass + 1)); echo "ok $2"; else fail=$((fail + 1)); echo "not ok $2"; fi; }
+n=0
+res() {	# res STATUS DESCRIPTION: the next result, numbered in order
+	n=$((n + 1))
+	if [ "$1" = 0 ]; then pass=$((pass + 1)); echo "ok $n $2"; else fail=$((fail + 1)); echo "not ok $n $2"; fi
+}
 dev_of() {	# /dev/peerdirectN bound to the PCI address $1, or nothing
 	local m
 	for m in /sys/class/misc/peerdirect*; do
 		[ "$(basename "$(readlink -f "$m/device")")" = "$1" ] && echo "/dev/$(basename "$m")"
 	done
 }
-# removal_waits N MODE WHO: sysfs remove of $a1 while `unplug MODE` holds
+# removal_waits MODE WHO: sysfs remove of $a1 while `unplug MODE` holds
 # its device: the removal waits for the holder, the BAR stays requested
 # (nothing can be hot-added over it), and once it lets go the removal
-# completes and a rescan binds a fresh device.  Four results, from N.
+# completes and a rescan binds a fresh device.  Four results (six with a
+# hot-add, for MODE hold).
 removal_waits() {
-	local n=$1 mode=$2 who=$3 hold holder remover rescanner range dev
+	local mode=$1 who=$2 hold holder remover rescanner range dev
 	dev=$(dev_of "$a1")
 	hold=$(mktemp -d)
 	/pd/selftests/unplug "$mode" "$dev" "$hold" &
@@ -44,13 +49,13 @@ removal_waits() {
 	remover=$!
 	sleep 2
 	kill -0 "$remover" 2>/dev/null && [ -e "/sys/bus/pci/devices/$a1" ]
-	res $? "$n sysfs remove waits while $who"
+	res $? "sysfs remove waits while $who"
 	(echo 1 > /sys/bus/pci/rescan) &
 	rescanner=$!
 	sleep 1
 	range=$(awk 'NR == 3 { print substr($1, 3) }' "/sys/bus/pci/devices/$a1/resource" 2>/dev/null)
 	grep -q "${range#"${range%%[!0]*}"}.*peerdirect" /proc/iomem
-	res $? "$((n + 1)) the BAR stays requested while $who (nothing is hot-added over it)"
+	res $? "the BAR stays requested while $who"
 	[ "$mode" = hold ] && hot_add_while_held
 	touch "$hold/release"
 	wait "$holder"
@@ -59,13 +64,13 @@ removal_waits() {
 	# for the same lock and may already have added the function back.
 	for _ in $(seq 1 100); do kill -0 "$remover" 2>/dev/null || break; sleep 0.1; done
 	! kill -0 "$remover" 2>/dev/null && wait "$remover"
-	res $? "$((n + 2)) the removal completes once the holder lets go ($mode)"
+	res $? "the removal completes once the holder lets go ($mode)"
 	exec 7<&-
 	wait "$rescanner"
 	echo 1 > /sys/bus/pci/rescan
 	sleep 1
 	[ -n "$(dev_of "$a1")" ]
-	res $? "$((n + 3)) rescan rebinds the device ($(ls /dev/peerdirect* 2>/dev/null | tr '\n' ' '))"
+	res $? "rescan rebinds the device ($(ls /dev/peerdirect* 2>/dev/null | tr '\n' ' '))"
 	[ "$mode" = hold ] && hot_added_after_release
 }
 ivshmem_devices() {
@@ -78,14 +83,26 @@ ivshmem_devices() {
 # through QEMU's monitor (scripts/check.sh watches for the marker).  The PCI
 # core serializes hotplug behind the removal we block, so nothing new may
 # appear while the BAR is held; once released, the new device comes.
+# The hot-plug notification is ACPI GPE 1 on QEMU's pc machine (PIIX4):
+# its count going up says the event reached the guest while the BAR is
+# held; nothing new may have appeared by then.
+gpe_count() { awk '{ print $1 }' /sys/firmware/acpi/interrupts/gpe01 2>/dev/null || echo 0; }
 hot_add_while_held() {
-	local new
+	local new gpe0 gpe=0
 	known=$(ivshmem_devices | tr '\n' ' ')
+	gpe0=$(gpe_count)
 	echo "PD_HOTADD_READY"
-	sleep 8
+	for _ in $(seq 1 120); do
+		gpe=$(gpe_count)
+		[ "$gpe" -gt "$gpe0" ] && break
+		sleep 0.5
+	done
+	sleep 3
 	new=$(ivshmem_devices | grep -vxF -f <(echo "$known" | tr ' ' '\n' | grep .) || true)
+	[ "$gpe" -gt "$gpe0" ]
+	res $? "the hot-add notification reached the guest while the BAR is held (GPE 1: $gpe0 -> $gpe)"
 	[ -z "$new" ]
-	res $? "10 a device hot-added while the BAR is held waits for the removal (${new:-none appeared})"
+	res $? "a device hot-added while the BAR is held waits for the removal (${new:-none appeared})"
 }
 hot_added_after_release() {
 	local new=
@@ -95,10 +112,10 @@ hot_added_after_release() {
 		sleep 0.5
 	done
 	[ -n "$new" ] && [ -n "$(dev_of "$new")" ]
-	res $? "11 the hot-added device appears and binds once the holder let go (${new:-none})"
+	res $? "the hot-added device appears and binds once the holder let go (${new:-none})"
 }
-removal_waits 1 hold "a pinned importer maps the BAR"
-removal_waits 5 hold-vmap "a kernel vmap of the BAR is held"
+removal_waits hold "a pinned importer maps the BAR"
+removal_waits hold-vmap "a kernel vmap of the BAR is held"
 rmmod pd_test_importer && rmmod peerdirect
-res $? "9 modules unload after device loss (the hot-added one too)"
+res $? "modules unload after device loss (the hot-added one too)"
 echo "# Totals: pass:$pass fail:$fail xfail:0 xpass:0 skip:0 error:0"

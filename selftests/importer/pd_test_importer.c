@@ -673,6 +673,8 @@ static const struct file_operations pdti_fops = {
 	.open = pdti_open,
 	.release = pdti_release,
 	.unlocked_ioctl = pdti_ioctl,
+	/* every argument is fixed-width, pointers as __u64: the -m32 tests */
+	.compat_ioctl = compat_ptr_ioctl,
 	.llseek = noop_llseek,
 };
 

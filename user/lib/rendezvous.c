@@ -290,10 +290,49 @@ static int connect_root(struct pd_rdv *r, const char *host, uint16_t port, int64
 	return 0;
 }
 
+static uint64_t fnv1a(uint64_t h, const char *s)
+{
+	for (; *s; s++)
+		h = (h ^ (unsigned char)*s) * 0x100000001b3ULL;
+	return h;
+}
+
+/*
+ * The job this rank belongs to, so that rank 0 turns away a rank of
+ * another job.  PEERDIRECT_RDV_JOB when set (a number); else what the
+ * launcher gives every rank of one job alike: Slurm's job and step, Open
+ * MPI's job id, PMIx's namespace; else 0 (ranks started by hand, which
+ * share no channel to agree on anything else).  Launcher values are hashed
+ * with their name, so two launchers never yield the same id by accident.
+ */
+static uint64_t rdv_job(void)
+{
+	static const char *const vars[][2] = {
+		{ "SLURM_JOB_ID", "SLURM_STEP_ID" },
+		{ "OMPI_MCA_ess_base_jobid", NULL },
+		{ "PMIX_NAMESPACE", NULL },
+	};
+	const char *env = getenv("PEERDIRECT_RDV_JOB");
+	uint64_t h;
+	size_t i;
+
+	if (env)
+		return strtoull(env, NULL, 0);
+	for (i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
+		env = getenv(vars[i][0]);
+		if (!env || !*env)
+			continue;
+		h = fnv1a(fnv1a(0xcbf29ce484222325ULL, vars[i][0]), env);
+		if (vars[i][1] && (env = getenv(vars[i][1])))
+			h = fnv1a(fnv1a(h, "."), env);
+		return h ? h : 1;
+	}
+	return 0;
+}
+
 int pd_rdv_open(const char *host, uint16_t port, int rank, int size,
 		int timeout_ms, struct pd_rdv **out)
 {
-	const char *env = getenv("PEERDIRECT_RDV_JOB");
 	int64_t deadline = now_ms() + timeout_ms;
 	struct pd_rdv *r;
 	int i, ret;
@@ -307,9 +346,7 @@ int pd_rdv_open(const char *host, uint16_t port, int rank, int size,
 	r->rank = rank;
 	r->size = size;
 	r->timeout_ms = timeout_ms;
-	/* Tools share no other channel to agree on a job: the launcher sets
-	 * the same value for every rank of one job. */
-	r->job = env ? strtoull(env, NULL, 0) : 0;
+	r->job = rdv_job();
 	for (i = 0; i < size; i++)
 		r->fds[i] = -1;
 	ret = rank == 0 ? accept_peers(r, port, deadline) : connect_root(r, host, port, deadline);

@@ -131,9 +131,41 @@ TEST(rank_counts_must_agree)
 		pd_rdv_close(r1.rdv);
 }
 
-/* A rank of an earlier job that is still retrying is turned away, and the
- * job's own rank still gets in. */
-TEST(a_rank_of_another_job_is_turned_away)
+/*
+ * A rank of an earlier job that is still retrying is turned away, and the
+ * job's own rank still gets in: with the job named by hand, and by default
+ * from what each launcher exports alike to the ranks of one job.
+ */
+FIXTURE(job) { int unused; };
+FIXTURE_VARIANT(job) {
+	const char *var, *ours, *stale;
+	const char *var2, *val2;	/* set for both ranks */
+};
+FIXTURE_VARIANT_ADD(job, by_hand) { .var = "PEERDIRECT_RDV_JOB", .ours = "7", .stale = "6" };
+FIXTURE_VARIANT_ADD(job, slurm_job) { .var = "SLURM_JOB_ID", .ours = "4242", .stale = "4241" };
+FIXTURE_VARIANT_ADD(job, slurm_step) {
+	.var = "SLURM_STEP_ID", .ours = "1", .stale = "0", .var2 = "SLURM_JOB_ID", .val2 = "4242",
+};
+FIXTURE_VARIANT_ADD(job, open_mpi) {
+	.var = "OMPI_MCA_ess_base_jobid", .ours = "2818572289", .stale = "2818572290",
+};
+FIXTURE_VARIANT_ADD(job, pmix) {
+	.var = "PMIX_NAMESPACE", .ours = "prterun-node-1234@1", .stale = "prterun-node-1234@2",
+};
+FIXTURE_SETUP(job)
+{
+	static const char *const all[] = { "PEERDIRECT_RDV_JOB", "SLURM_JOB_ID", "SLURM_STEP_ID",
+					   "OMPI_MCA_ess_base_jobid", "PMIX_NAMESPACE" };
+	size_t i;
+
+	for (i = 0; i < sizeof(all) / sizeof(all[0]); i++)
+		unsetenv(all[i]);
+	if (variant->var2)
+		setenv(variant->var2, variant->val2, 1);
+}
+FIXTURE_TEARDOWN(job) { }
+
+TEST_F(job, a_rank_of_another_job_is_turned_away)
 {
 	struct rank_arg r0 = { .host = "127.0.0.1", .rank = 0, .size = 2, .timeout_ms = 3000 };
 	struct rank_arg r1 = r0;
@@ -143,19 +175,19 @@ TEST(a_rank_of_another_job_is_turned_away)
 
 	r0.port = r1.port = free_port();
 	r1.rank = 1;
-	setenv("PEERDIRECT_RDV_JOB", "7", 1);
+	setenv(variant->var, variant->ours, 1);
 	ASSERT_EQ(0, pthread_create(&t, NULL, rank_main, &r0));
 	usleep(100000);		/* rank 0 has read the job */
-	setenv("PEERDIRECT_RDV_JOB", "6", 1);
+	setenv(variant->var, variant->stale, 1);
 	ret = pd_rdv_open("127.0.0.1", r0.port, 1, 2, 2000, &stale);
 	EXPECT_EQ(-EPROTO, ret);
 	EXPECT_NE(NULL, strstr(pd_last_error(), "another job")) TH_LOG("%s", pd_last_error());
 	if (!ret)
 		pd_rdv_close(stale);
-	setenv("PEERDIRECT_RDV_JOB", "7", 1);
+	setenv(variant->var, variant->ours, 1);
 	rank_main(&r1);
 	pthread_join(t, NULL);
-	unsetenv("PEERDIRECT_RDV_JOB");
+	unsetenv(variant->var);
 	EXPECT_EQ(0, r0.ret) TH_LOG("%s", r0.err);
 	EXPECT_EQ(0, r1.ret) TH_LOG("%s", r1.err);
 	if (!r0.ret)

@@ -220,6 +220,15 @@ int launch(int argc, char **argv, const char *rdv_spec, int rank_opt, int nranks
 
 		if (np < 2 || np > MAX_RANKS || port < 0)
 			return -EINVAL;
+		/* A job of our own, which the ranks we fork inherit: a rank
+		 * left over from an earlier run on this port is turned away. */
+		if (!getenv("PEERDIRECT_RDV_JOB")) {
+			char job[32];
+
+			snprintf(job, sizeof(job), "%llu",
+				 ((unsigned long long)getpid() << 32) ^ coll_now_ns());
+			setenv("PEERDIRECT_RDV_JOB", job, 1);
+		}
 		fflush(NULL);
 		b->rank = 0;
 		b->size = np;
