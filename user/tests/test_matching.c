@@ -5,10 +5,48 @@
  * same-tag messages in flight, and multi-chunk receives from any peer.
  * Fabrics live in one process and talk over tcp loopback.
  */
+#include <dlfcn.h>
+
 #include "kselftest_harness.h"
 #include "loopback.h"
+#include "fabric.h"
 
 #define CHUNK 4096
+
+/*
+ * libfabric's fi_getinfo, seen from the library (the test links the
+ * static library, so its calls bind here): the first hints are kept, and
+ * with strip_sas the provider is made to offer no FI_ORDER_SAS.  Each test
+ * runs in a process of its own, so the state starts clean.
+ */
+static bool strip_sas;
+static bool hints_seen;
+static uint64_t hint_tx_order, hint_rx_order;
+
+int fi_getinfo(uint32_t version, const char *node, const char *service, uint64_t flags,
+	       const struct fi_info *hints, struct fi_info **info)
+{
+	static int (*real)(uint32_t, const char *, const char *, uint64_t,
+			   const struct fi_info *, struct fi_info **);
+	struct fi_info *i;
+	int ret;
+
+	if (!real)
+		*(void **)&real = dlsym(RTLD_NEXT, "fi_getinfo");
+	if (!real)
+		return -FI_ENOSYS;
+	if (hints && !hints_seen) {
+		hints_seen = true;
+		hint_tx_order = hints->tx_attr ? hints->tx_attr->msg_order : 0;
+		hint_rx_order = hints->rx_attr ? hints->rx_attr->msg_order : 0;
+	}
+	ret = real(version, node, service, flags, hints, info);
+	for (i = !ret && strip_sas ? *info : NULL; i; i = i->next) {
+		i->tx_attr->msg_order &= ~(uint64_t)FI_ORDER_SAS;
+		i->rx_attr->msg_order &= ~(uint64_t)FI_ORDER_SAS;
+	}
+	return ret;
+}
 
 static int open_chunked(size_t chunk, struct pd_fabric **fab)
 {
@@ -155,6 +193,64 @@ TEST(same_tag_messages_never_swap_chunks)
 	pd_fabric_close(fab);
 	pd_set_dmabuf_sync(NULL);
 	close(fd);
+}
+
+/* Chunks of two same-tag messages must not pass each other on the wire:
+ * the library asks the provider for send-after-send order. */
+TEST(fabric_asks_for_send_after_send_order)
+{
+	struct pd_fabric *fab;
+
+	ASSERT_EQ(0, open_chunked(CHUNK, &fab));
+	ASSERT_TRUE(hints_seen);
+	EXPECT_TRUE(hint_tx_order & FI_ORDER_SAS);
+	EXPECT_TRUE(hint_rx_order & FI_ORDER_SAS);
+	EXPECT_TRUE(fab->sas) TH_LOG("tcp;ofi_rxm keeps sends in order: the fabric should know");
+	pd_fabric_close(fab);
+}
+
+/* A provider without FI_ORDER_SAS: the fabric knows it, and sends same-tag
+ * messages to one peer one at a time; they still complete, whole and in
+ * order.  (tcp orders them anyway, so this catches the fallback stalling or
+ * losing a message, not a missing fallback.) */
+TEST(without_sas_same_tag_messages_still_never_swap)
+{
+	static char x[3 * CHUNK], y[3 * CHUNK], a[3 * CHUNK], b[3 * CHUNK];
+	const size_t len = 3 * CHUNK;
+	struct pd_mr *mx, *my, *ma, *mb;
+	struct pd_req *r1, *r2, *s1, *s2;
+	struct pd_fabric *fab;
+	uint64_t me;
+
+	strip_sas = true;
+	ASSERT_EQ(0, open_chunked(CHUNK, &fab));
+	ASSERT_FALSE(fab->sas);
+	ASSERT_EQ(0, introduce(fab, fab, &me));
+	ASSERT_EQ(0, pd_mr_reg_host(fab, x, len, 0, &mx));
+	ASSERT_EQ(0, pd_mr_reg_host(fab, y, len, 0, &my));
+	ASSERT_EQ(0, pd_mr_reg_host(fab, a, len, 0, &ma));
+	ASSERT_EQ(0, pd_mr_reg_host(fab, b, len, 0, &mb));
+	fill(a, len, 41);
+	fill(b, len, 42);
+	ASSERT_EQ(0, pd_trecv(fab, mx, 0, len, me, 5, &r1));
+	ASSERT_EQ(0, pd_trecv(fab, my, 0, len, me, 5, &r2));
+	ASSERT_EQ(0, pd_tsend(fab, ma, 0, len, me, 5, &s1));
+	ASSERT_EQ(0, pd_tsend(fab, mb, 0, len, me, 5, &s2));
+	EXPECT_EQ(0, pd_wait(s1, WAIT_MS, NULL)) TH_LOG("%s", pd_last_error());
+	EXPECT_EQ(0, pd_wait(s2, WAIT_MS, NULL)) TH_LOG("%s", pd_last_error());
+	EXPECT_EQ(0, pd_wait(r1, WAIT_MS, NULL)) TH_LOG("%s", pd_last_error());
+	EXPECT_EQ(0, pd_wait(r2, WAIT_MS, NULL)) TH_LOG("%s", pd_last_error());
+	EXPECT_EQ(-1, check(x, len, 41)) TH_LOG("first receive got chunks of the second message");
+	EXPECT_EQ(-1, check(y, len, 42)) TH_LOG("second receive got chunks of the first message");
+	pd_req_free(s1);
+	pd_req_free(s2);
+	pd_req_free(r1);
+	pd_req_free(r2);
+	pd_mr_dereg(mx);
+	pd_mr_dereg(my);
+	pd_mr_dereg(ma);
+	pd_mr_dereg(mb);
+	pd_fabric_close(fab);
 }
 
 /* A small message from `from` (tag) that `to` receives: on one connection

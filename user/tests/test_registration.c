@@ -8,6 +8,7 @@
 
 #include "kselftest_harness.h"
 #include "loopback.h"
+#include "fabric.h"
 
 #define LEN (256 << 10)
 
@@ -124,6 +125,37 @@ TEST_F(reg, range_must_lie_inside_the_dmabuf)
 	pd_mr_dereg(mr);
 	/* the file position the size probe moves is put back */
 	EXPECT_EQ(0, lseek(self->fd, 0, SEEK_CUR));
+}
+
+/*
+ * Stale pages: a provider that pins host pages at registration (verbs, efa,
+ * psm3, cxi...) would keep a freed buffer's old pages in an idle cache
+ * entry, so the library keeps no idle host entries for it; providers that
+ * resolve addresses at transfer time (the CPU movers, shm) keep them.  The
+ * classification, and the fabric applying it (tcp here: an entry stays
+ * after its last dereg; verbs over rxe is only reachable in the VM).
+ */
+TEST_F(reg, idle_host_entries_only_where_the_provider_pins_nothing)
+{
+	static const char *const pinning[] = { "verbs;ofi_rxm", "verbs", "efa", "psm3", "cxi",
+					       "opx", "ucx" };
+	static const char *const not_pinning[] = { "tcp;ofi_rxm", "tcp", "sockets", "udp;ofi_rxd",
+						   "shm" };
+	static char page[4096] __attribute__((aligned(4096)));
+	const char *prov = pd_fabric_provider(self->fab) ?: "?";
+	struct pd_cache_stats st = { 0 };
+	struct pd_mr *mr;
+	size_t i;
+
+	for (i = 0; i < sizeof(pinning) / sizeof(pinning[0]); i++)
+		EXPECT_TRUE(pd_provider_pins_host_pages(pinning[i])) TH_LOG("pinning[%zu]", i);
+	for (i = 0; i < sizeof(not_pinning) / sizeof(not_pinning[0]); i++)
+		EXPECT_FALSE(pd_provider_pins_host_pages(not_pinning[i])) TH_LOG("not_pinning[%zu]", i);
+	ASSERT_FALSE(pd_provider_pins_host_pages(prov));
+	ASSERT_EQ(0, pd_mr_reg_host(self->fab, page, sizeof(page), 0, &mr));
+	pd_mr_dereg(mr);
+	ASSERT_EQ(0, pd_fabric_cache_stats(self->fab, &st));
+	EXPECT_EQ(1, st.entries) TH_LOG("%s keeps idle host entries", prov);
 }
 
 TEST_HARNESS_MAIN
