@@ -310,7 +310,7 @@ vm_user_part() {
 	local name=$1 moddir=$2 ubuild=$3 script=$4 t0=$SECONDS payload f need
 	shift 4
 	case "$script" in
-	shim-in-vm.sh) need=(pd-xfer) ;;
+	shim-in-vm.sh) need=(pd-xfer pd-bench tests/test_device) ;;
 	doctor-in-vm.sh) need=(pdctl libpeerdirect.so.1) ;;
 	*) need=(pd-coll) ;;
 	esac
@@ -409,7 +409,8 @@ run_tier() {
 		# This checkout's library, never one an earlier run left in the root.
 		if [[ " $parts " == *" shim "* || " $parts " == *" doctor "* || " $parts " == *" coll "* ]] &&
 			[ -z "${stack_built:-}" ]; then
-			rm -f "$ubuild/pd-xfer" "$ubuild/pdctl" "$ubuild/pd-coll" "$ubuild/libpeerdirect.so.1"
+			rm -f "$ubuild/pd-xfer" "$ubuild/pd-bench" "$ubuild/pdctl" "$ubuild/pd-coll" \
+				"$ubuild/libpeerdirect.so.1" "$ubuild/tests/test_device"
 			scripts/user-stack.sh "$TIER_ROOT" gcc > "$out/$TIER_LABEL-shim-build.log" 2>&1
 			stack_built=1
 		fi
@@ -417,7 +418,7 @@ run_tier() {
 		mod=$top/build/tiers/$TIER_LABEL
 		ubuild=$top/user/build
 		[[ " $parts " != *" shim "* && " $parts " != *" doctor "* && " $parts " != *" coll "* ]] ||
-			make -s -C user all > "$out/shim-build.log" 2>&1
+			make -s -C user all build/tests/test_device > "$out/shim-build.log" 2>&1
 	fi
 	tier_modules "$mod" || return
 	for part in $parts; do

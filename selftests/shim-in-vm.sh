@@ -45,7 +45,7 @@ pair() {
 	return $((r0 > r1 ? r0 : r1))
 }
 
-tap_plan 13
+tap_plan 15
 netns_tcp > /dev/null
 
 pair ns1 ns2 10.0.0.1 /tmp/tcp-mapped --provider tcp --path mapped --size 4M --iters 4
@@ -143,5 +143,23 @@ else
 	skip "verbs over rxe" "no rxe layout on this kernel"
 	skip "verbs forced mapped" "no rxe layout on this kernel"
 fi
+
+# The library's own tests on the module's dma-bufs (on the host they
+# skip): the range checked by lseek, a read-only export, revocation by the
+# device's events and, for a holder of only the fd, by SUBSCRIBE.  Its
+# totals line is renamed so that it counts once, as this check.
+timeout 180 /pd/bin/test_device > /tmp/test-device.log 2>&1
+rc=$?
+sed -i 's/# Totals:/# totals:/' /tmp/test-device.log
+check "test_device: the library on module dma-bufs (4 tests)" 0 $rc /tmp/test-device.log \
+	'# totals: pass:4 fail:0 xfail:0 xpass:0 skip:0 error:0'
+sed 's/^/#| /' /tmp/test-device.log
+
+# Lifecycle costs on module dma-bufs (issue 9): every step has a figure.
+timeout 300 /pd/bin/pd-bench lifecycle --memory device:0 --provider tcp --sizes 4K,1M,16M \
+	--repeats 3 > /tmp/lifecycle.log 2>&1
+check "pd-bench lifecycle on device:0: every step measured at 4K, 1M, 16M" 0 $? /tmp/lifecycle.log \
+	'^ +4096( +[0-9.]+){11} *$' '^ +1048576( +[0-9.]+){11} *$' '^ +16777216( +[0-9.]+){11} *$'
+sed 's/^/# /' /tmp/lifecycle.log
 
 tap_done
