@@ -273,12 +273,18 @@ static struct export_rec *find_export(struct pd_device *dev, uint64_t export_id)
 	return NULL;
 }
 
-static struct export_rec *find_subscribed(struct pd_device *dev, uint64_t st_ino)
+/* st_dev ANY_DEV: an event, which names the inode only (every dma-buf
+ * lives on the one dma-buf filesystem, so the inode is enough there). */
+#define ANY_DEV UINT64_MAX
+
+static struct export_rec *find_subscribed(struct pd_device *dev, uint64_t st_dev,
+					  uint64_t st_ino)
 {
 	size_t i;
 
 	for (i = 0; i < dev->nexports; i++) {
-		if (dev->exports[i].subscribed && dev->exports[i].st_ino == st_ino)
+		if (dev->exports[i].subscribed && dev->exports[i].st_ino == st_ino &&
+		    (st_dev == ANY_DEV || dev->exports[i].st_dev == st_dev))
 			return &dev->exports[i];
 	}
 	return NULL;
@@ -383,7 +389,7 @@ int pd_device_subscribe_dmabuf(struct pd_device *dev, int fd, uint64_t st_dev,
 	int ret = 1;
 
 	pthread_mutex_lock(&dev->recs_lock);
-	rec = find_subscribed(dev, st_ino);
+	rec = find_subscribed(dev, st_dev, st_ino);
 	if (rec) {
 		rec->uses++;
 		goto out;
@@ -532,7 +538,7 @@ static void handle_event_locked(struct pd_device *dev, const struct pd_event *ev
 		return;
 	}
 	pthread_mutex_lock(&dev->recs_lock);
-	rec = flags & PEERDIRECT_EVENT_SUBSCRIBED ? find_subscribed(dev, ev->inode) :
+	rec = flags & PEERDIRECT_EVENT_SUBSCRIBED ? find_subscribed(dev, ANY_DEV, ev->inode) :
 						    find_export(dev, ev->export_id);
 	if (rec) {
 		rec->revoked = true;
