@@ -152,7 +152,7 @@ TEST(tag_width_follows_the_provider)
  * passing the first's: its chunk 1 would then meet the first receive's
  * chunk-1 receive.  Each receive must get exactly one message.
  */
-TEST(same_tag_messages_never_swap_chunks)
+static void two_same_tag_messages(struct __test_metadata *_metadata, bool no_sas)
 {
 	const size_t len = 3 * CHUNK;
 	static char x[3 * CHUNK], y[3 * CHUNK], src2[3 * CHUNK];
@@ -164,7 +164,9 @@ TEST(same_tag_messages_never_swap_chunks)
 
 	ASSERT_LE(0, fd);
 	pd_set_dmabuf_sync(counting_sync);
+	strip_sas = no_sas;
 	ASSERT_EQ(0, open_chunked(CHUNK, &fab));
+	ASSERT_EQ(!no_sas, fab->sas);
 	ASSERT_EQ(0, introduce(fab, fab, &me));
 	ASSERT_EQ(0, pd_fabric_set_path(fab, PD_PATH_BOUNCE));
 	ASSERT_EQ(0, pd_mr_reg_dmabuf(fab, fd, 0, len, 0, &dev));
@@ -195,6 +197,11 @@ TEST(same_tag_messages_never_swap_chunks)
 	close(fd);
 }
 
+TEST(same_tag_messages_never_swap_chunks)
+{
+	two_same_tag_messages(_metadata, false);
+}
+
 /* Chunks of two same-tag messages must not pass each other on the wire:
  * the library asks the provider for send-after-send order. */
 TEST(fabric_asks_for_send_after_send_order)
@@ -215,42 +222,7 @@ TEST(fabric_asks_for_send_after_send_order)
  * losing a message, not a missing fallback.) */
 TEST(without_sas_same_tag_messages_still_never_swap)
 {
-	static char x[3 * CHUNK], y[3 * CHUNK], a[3 * CHUNK], b[3 * CHUNK];
-	const size_t len = 3 * CHUNK;
-	struct pd_mr *mx, *my, *ma, *mb;
-	struct pd_req *r1, *r2, *s1, *s2;
-	struct pd_fabric *fab;
-	uint64_t me;
-
-	strip_sas = true;
-	ASSERT_EQ(0, open_chunked(CHUNK, &fab));
-	ASSERT_FALSE(fab->sas);
-	ASSERT_EQ(0, introduce(fab, fab, &me));
-	ASSERT_EQ(0, pd_mr_reg_host(fab, x, len, 0, &mx));
-	ASSERT_EQ(0, pd_mr_reg_host(fab, y, len, 0, &my));
-	ASSERT_EQ(0, pd_mr_reg_host(fab, a, len, 0, &ma));
-	ASSERT_EQ(0, pd_mr_reg_host(fab, b, len, 0, &mb));
-	fill(a, len, 41);
-	fill(b, len, 42);
-	ASSERT_EQ(0, pd_trecv(fab, mx, 0, len, me, 5, &r1));
-	ASSERT_EQ(0, pd_trecv(fab, my, 0, len, me, 5, &r2));
-	ASSERT_EQ(0, pd_tsend(fab, ma, 0, len, me, 5, &s1));
-	ASSERT_EQ(0, pd_tsend(fab, mb, 0, len, me, 5, &s2));
-	EXPECT_EQ(0, pd_wait(s1, WAIT_MS, NULL)) TH_LOG("%s", pd_last_error());
-	EXPECT_EQ(0, pd_wait(s2, WAIT_MS, NULL)) TH_LOG("%s", pd_last_error());
-	EXPECT_EQ(0, pd_wait(r1, WAIT_MS, NULL)) TH_LOG("%s", pd_last_error());
-	EXPECT_EQ(0, pd_wait(r2, WAIT_MS, NULL)) TH_LOG("%s", pd_last_error());
-	EXPECT_EQ(-1, check(x, len, 41)) TH_LOG("first receive got chunks of the second message");
-	EXPECT_EQ(-1, check(y, len, 42)) TH_LOG("second receive got chunks of the first message");
-	pd_req_free(s1);
-	pd_req_free(s2);
-	pd_req_free(r1);
-	pd_req_free(r2);
-	pd_mr_dereg(mx);
-	pd_mr_dereg(my);
-	pd_mr_dereg(ma);
-	pd_mr_dereg(mb);
-	pd_fabric_close(fab);
+	two_same_tag_messages(_metadata, true);
 }
 
 /* A small message from `from` (tag) that `to` receives: on one connection

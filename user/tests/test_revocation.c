@@ -325,6 +325,26 @@ TEST_F(rev, revoked_before_registration_is_refused)
 	pd_mr_dereg(m);
 }
 
+/* export 100 (the fixture's) and 200 (@other) registered on f1, then @len
+ * bytes of records from the device, read by the fabric.  0 or -errno. */
+static int register_two_and_send(FIXTURE_DATA(rev) *self, int other, const void *buf,
+				 size_t len, struct pd_mr **m, struct pd_mr **m2)
+{
+	int ret;
+
+	if (other < 0)
+		return -EBADF;
+	ret = pd_device_track_export(self->dev[0], other, 200) ?:
+	      pd_fabric_attach_device(self->f1, self->dev[0]) ?:
+	      pd_mr_reg_dmabuf(self->f1, self->memfd[0], 0, 4096, 0, m) ?:
+	      pd_mr_reg_dmabuf(self->f1, other, 0, 4096, 0, m2);
+	if (!ret && send(self->sock[0][1], buf, len, 0) != (ssize_t)len)
+		ret = -errno;
+	if (!ret)
+		pd_fabric_poll_events(self->f1);
+	return ret;
+}
+
 /*
  * One read() may carry several records.  A REVOKE framed (its length fits
  * the read) but too short to name what it revoked may have hidden any
@@ -352,13 +372,7 @@ TEST_F(rev, a_short_record_loses_none_that_follow)
 	memcpy(buf, &first, sizeof(first));
 	memcpy(buf + sizeof(first), &bad, sizeof(bad));
 	memcpy(buf + sizeof(first) + sizeof(bad), &after, sizeof(after));
-	ASSERT_LE(0, other);
-	ASSERT_EQ(0, pd_device_track_export(self->dev[0], other, 200));
-	ASSERT_EQ(0, pd_fabric_attach_device(self->f1, self->dev[0]));
-	ASSERT_EQ(0, pd_mr_reg_dmabuf(self->f1, self->memfd[0], 0, 4096, 0, &m));
-	ASSERT_EQ(0, pd_mr_reg_dmabuf(self->f1, other, 0, 4096, 0, &m2));
-	ASSERT_EQ(sizeof(buf), send(self->sock[0][1], buf, sizeof(buf), 0));
-	pd_fabric_poll_events(self->f1);
+	ASSERT_EQ(0, register_two_and_send(self, other, buf, sizeof(buf), &m, &m2));
 	EXPECT_EQ(-ENODEV, usable(self->f1, self->me1, m));
 	EXPECT_EQ(-ENODEV, usable(self->f1, self->me1, m2));
 	memset(ev, 0, sizeof(ev));
@@ -396,13 +410,7 @@ TEST_F(rev, an_unknown_record_type_is_skipped)
 
 	memcpy(buf, &unknown, sizeof(unknown));
 	memcpy(buf + sizeof(unknown), &after, sizeof(after));
-	ASSERT_LE(0, other);
-	ASSERT_EQ(0, pd_device_track_export(self->dev[0], other, 200));
-	ASSERT_EQ(0, pd_fabric_attach_device(self->f1, self->dev[0]));
-	ASSERT_EQ(0, pd_mr_reg_dmabuf(self->f1, self->memfd[0], 0, 4096, 0, &m));
-	ASSERT_EQ(0, pd_mr_reg_dmabuf(self->f1, other, 0, 4096, 0, &m2));
-	ASSERT_EQ(sizeof(buf), send(self->sock[0][1], buf, sizeof(buf), 0));
-	pd_fabric_poll_events(self->f1);
+	ASSERT_EQ(0, register_two_and_send(self, other, buf, sizeof(buf), &m, &m2));
 	EXPECT_EQ(0, usable(self->f1, self->me1, m)) TH_LOG("an unknown record was taken for an overflow");
 	EXPECT_EQ(-ENODEV, usable(self->f1, self->me1, m2));
 	memset(ev, 0, sizeof(ev));
