@@ -424,7 +424,7 @@ static void kmsg(const char *msg)
  */
 TEST_F(lim, memcg_limit_stops_opens_and_exports)
 {
-	const long long headroom = 512 << 10;
+	const long long headroom = 256 << 10;
 	int max_iter = (int)(self->q.mem_free / self->q.page_size / 2);
 	volatile int *done;
 	long long ooms = -1;
