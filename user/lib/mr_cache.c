@@ -219,9 +219,10 @@ static struct pd_mr_cache_entry *lookup_locked(struct pd_mr_cache *c,
 		h = dmabuf_hash(k);
 		l = c->buckets[h & (c->nbuckets - 1)];
 		/* A dma-buf entry's only link is its first bytes: fetch the
-		 * key's line together with the link's, not after it. */
+		 * key's line together with the link's, not after it (for a
+		 * host entry's later link it is a harmless stray prefetch). */
 		if (l)
-			__builtin_prefetch((const char *)l + ENTRY_ALIGN);
+			__builtin_prefetch((const void *)((uintptr_t)l + ENTRY_ALIGN));
 		for (; l; l = l->next) {
 			if (l->hkey == h && usable_locked(l->e) && dmabuf_match(&l->e->key, k))
 				return l->e;

@@ -299,18 +299,19 @@ static uint64_t fnv1a(uint64_t h, const char *s)
 
 /*
  * The job this rank belongs to, so that rank 0 turns away a rank of
- * another job.  PEERDIRECT_RDV_JOB when set (a number); else what the
- * launcher gives every rank of one job alike: Slurm's job and step, Open
- * MPI's job id, PMIx's namespace; else 0 (ranks started by hand, which
- * share no channel to agree on anything else).  Launcher values are hashed
- * with their name, so two launchers never yield the same id by accident.
+ * another job.  PEERDIRECT_RDV_JOB when set (a number).  Else what the
+ * launcher gives every rank of one job alike, most specific first: PMIx's
+ * namespace (mpirun of Open MPI 4/5, srun --mpi=pmix), Open MPI's job id,
+ * then Slurm's job id alone -- not the step: under one mpirun in a batch
+ * job, ranks forked on mpirun's node see the batch step and ranks under
+ * the remote daemons another, and ranks started by separate srun calls
+ * are one job to their user.  Else 0 (ranks started by hand share no other
+ * channel).  Launcher values are hashed with their name.
  */
 static uint64_t rdv_job(void)
 {
-	static const char *const vars[][2] = {
-		{ "SLURM_JOB_ID", "SLURM_STEP_ID" },
-		{ "OMPI_MCA_ess_base_jobid", NULL },
-		{ "PMIX_NAMESPACE", NULL },
+	static const char *const vars[] = {
+		"PMIX_NAMESPACE", "OMPI_MCA_ess_base_jobid", "SLURM_JOB_ID",
 	};
 	const char *env = getenv("PEERDIRECT_RDV_JOB");
 	uint64_t h;
@@ -319,12 +320,10 @@ static uint64_t rdv_job(void)
 	if (env)
 		return strtoull(env, NULL, 0);
 	for (i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
-		env = getenv(vars[i][0]);
+		env = getenv(vars[i]);
 		if (!env || !*env)
 			continue;
-		h = fnv1a(fnv1a(0xcbf29ce484222325ULL, vars[i][0]), env);
-		if (vars[i][1] && (env = getenv(vars[i][1])))
-			h = fnv1a(fnv1a(h, "."), env);
+		h = fnv1a(fnv1a(0xcbf29ce484222325ULL, vars[i]), env);
 		return h ? h : 1;
 	}
 	return 0;

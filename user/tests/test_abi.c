@@ -45,7 +45,7 @@ static const char *const exported[] = {
 	"pd_device_revoke@@LIBPEERDIRECT_1", "pd_fabric_addr@@LIBPEERDIRECT_1",
 	"pd_fabric_attach_device@@LIBPEERDIRECT_1", "pd_fabric_attr_init@@LIBPEERDIRECT_1",
 	"pd_fabric_cache_stats@@LIBPEERDIRECT_1", "pd_fabric_chunk_size@@LIBPEERDIRECT_1",
-	"pd_fabric_close@@LIBPEERDIRECT_1",
+	"pd_fabric_close@@LIBPEERDIRECT_1", "pd_fabric_detach_device@@LIBPEERDIRECT_1",
 	"pd_fabric_insert@@LIBPEERDIRECT_1", "pd_fabric_open@@LIBPEERDIRECT_1",
 	"pd_fabric_poll_events@@LIBPEERDIRECT_1", "pd_fabric_provider@@LIBPEERDIRECT_1",
 	"pd_fabric_set_cache_limits@@LIBPEERDIRECT_1", "pd_fabric_set_path@@LIBPEERDIRECT_1",
@@ -66,7 +66,7 @@ static const char *const exported[] = {
 	"pd_fabric_attr_init_sz@@LIBPEERDIRECT_1.1",
 	"pd_fabric_cache_stats_sz@@LIBPEERDIRECT_1.1", "pd_mr_rkey_sz@@LIBPEERDIRECT_1.1",
 	"pd_dmabuf_import@@LIBPEERDIRECT_1.1", "pd_dmabuf_release@@LIBPEERDIRECT_1.1",
-	"pd_mr_reg_imported@@LIBPEERDIRECT_1.1", "pd_fabric_detach_device@@LIBPEERDIRECT_1.1",
+	"pd_mr_reg_imported@@LIBPEERDIRECT_1.1",
 };
 
 #define N(a) (sizeof(a) / sizeof((a)[0]))

@@ -136,15 +136,39 @@ TEST(rank_counts_must_agree)
  * job's own rank still gets in: with the job named by hand, and by default
  * from what each launcher exports alike to the ranks of one job.
  */
+/* Waits until something listens on @port (a bind there fails); 0 or -1. */
+static int wait_bound(uint16_t port, int ms)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(port),
+				 .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	int s, ret;
+
+	for (; ms > 0; ms -= 10) {
+		s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		if (s < 0)
+			return -1;
+		ret = bind(s, (struct sockaddr *)&a, sizeof(a));
+		close(s);
+		if (ret && errno == EADDRINUSE)
+			return 0;
+		usleep(10 * 1000);
+	}
+	return -1;
+}
+
 FIXTURE(job) { int unused; };
 FIXTURE_VARIANT(job) {
 	const char *var, *ours, *stale;
 	const char *var2, *val2;	/* set for both ranks */
+	const char *step0, *step1;	/* SLURM_STEP_ID of rank 0, of rank 1 */
 };
 FIXTURE_VARIANT_ADD(job, by_hand) { .var = "PEERDIRECT_RDV_JOB", .ours = "7", .stale = "6" };
 FIXTURE_VARIANT_ADD(job, slurm_job) { .var = "SLURM_JOB_ID", .ours = "4242", .stale = "4241" };
-FIXTURE_VARIANT_ADD(job, slurm_step) {
-	.var = "SLURM_STEP_ID", .ours = "1", .stale = "0", .var2 = "SLURM_JOB_ID", .val2 = "4242",
+/* One mpirun in a batch job: its ranks see different Slurm steps, and the
+ * namespace decides. */
+FIXTURE_VARIANT_ADD(job, pmix_over_slurm_steps) {
+	.var = "PMIX_NAMESPACE", .ours = "prterun-node-1234@1", .stale = "prterun-node-1234@2",
+	.var2 = "SLURM_JOB_ID", .val2 = "4242", .step0 = "0", .step1 = "1",
 };
 FIXTURE_VARIANT_ADD(job, open_mpi) {
 	.var = "OMPI_MCA_ess_base_jobid", .ours = "2818572289", .stale = "2818572290",
@@ -176,8 +200,14 @@ TEST_F(job, a_rank_of_another_job_is_turned_away)
 	r0.port = r1.port = free_port();
 	r1.rank = 1;
 	setenv(variant->var, variant->ours, 1);
+	if (variant->step0)
+		setenv("SLURM_STEP_ID", variant->step0, 1);
 	ASSERT_EQ(0, pthread_create(&t, NULL, rank_main, &r0));
-	usleep(100000);		/* rank 0 has read the job */
+	/* Rank 0 reads the job before it binds: once the port is taken, the
+	 * environment may change. */
+	ASSERT_EQ(0, wait_bound(r0.port, 5000));
+	if (variant->step1)
+		setenv("SLURM_STEP_ID", variant->step1, 1);
 	setenv(variant->var, variant->stale, 1);
 	ret = pd_rdv_open("127.0.0.1", r0.port, 1, 2, 2000, &stale);
 	EXPECT_EQ(-EPROTO, ret);

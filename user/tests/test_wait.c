@@ -90,21 +90,21 @@ FIXTURE_TEARDOWN(wait) { }
 /*
  * 200 round trips, two hand-offs each, on one CPU.  A spinning waiter pays
  * a tick per hand-off (measured before the fix: 1.6 s on tcp and shm); a
- * waiter that yields pays a context switch.  The bound leaves room for a
- * loaded machine and sanitizers: 1 ms per round trip.
- */
-/*
- * The same round trips between two processes on the same CPU that poll a
- * pipe and yield between polls, as pd_wait does once its spin is over:
- * what such hand-offs cost on this machine now, other load included (a
- * kernel build beside the test makes each yield wait for its time slice).
- * -1 on error.
+ * waiter that yields pays a context switch.
+ *
+ * The reference: the same round trips between two processes on the same
+ * CPU that poll a pipe and yield between polls, as pd_wait does once its
+ * spin is over: what such hand-offs cost on this machine now, other load
+ * included (a kernel build beside the test makes each yield wait for its
+ * time slice).  pipe_ping_pong_ms returns -1 on error.
  */
 static int yield_read(int fd, char *c)
 {
+	int64_t deadline = mono_ms() + 30000;
 	ssize_t n;
 
-	while ((n = read(fd, c, 1)) < 0 && errno == EAGAIN)
+	/* 0 at EOF: the other side is gone (its ends are closed). */
+	while ((n = read(fd, c, 1)) < 0 && errno == EAGAIN && mono_ms() < deadline)
 		sched_yield();
 	return n == 1 ? 0 : -1;
 }
@@ -125,12 +125,19 @@ static int64_t pipe_ping_pong_ms(void)
 	}
 	pid = fork();
 	if (pid == 0) {
+		close(ab[1]);
+		close(ba[0]);
 		if (pin_to_cpu0())
 			_exit(1);
 		for (i = 0; i < ROUNDS; i++)
 			if (yield_read(ab[0], &c) || write(ba[1], &c, 1) != 1)
 				_exit(1);
 		_exit(0);
+	}
+	if (pid > 0) {
+		close(ab[0]);
+		close(ba[1]);
+		ab[0] = ba[1] = -1;
 	}
 	if (pid > 0 && !pin_to_cpu0()) {
 		t0 = mono_ms();
@@ -140,10 +147,12 @@ static int64_t pipe_ping_pong_ms(void)
 		if (i == ROUNDS)
 			ms = mono_ms() - t0;
 	}
-	close(ab[0]);
+	if (ab[0] >= 0)
+		close(ab[0]);
 	close(ab[1]);
 	close(ba[0]);
-	close(ba[1]);
+	if (ba[1] >= 0)
+		close(ba[1]);
 	if (pid > 0 && (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) ||
 			WEXITSTATUS(status)))
 		ms = -1;
@@ -168,6 +177,11 @@ TEST_F_TIMEOUT(wait, shared_core_ping_pong, 60)
 	ref1 = pipe_ping_pong_ms();
 	ASSERT_LE(0, ref1);
 	ref = ref0 > ref1 ? ref0 : ref1;
+	/* Yielding hand-offs over 1 ms each: something else owns CPU 0, and
+	 * a spinner would pass the bound too. */
+	if (ref > ROUNDS)
+		SKIP(return, "too loaded to judge: %d yielding hand-offs took %lld ms",
+		     ROUNDS, (long long)ref);
 	TH_LOG("%d round trips of %zu bytes over %s on one CPU: %lld ms (yielding pipe hand-offs: %lld ms)",
 	       ROUNDS, a.len, variant->prov, (long long)a.ms, (long long)ref);
 	EXPECT_LT(a.ms, ROUNDS * 1 + 4 * ref);
