@@ -32,8 +32,11 @@ int fi_getinfo(uint32_t version, const char *node, const char *service, uint64_t
 	struct fi_info *i;
 	int ret;
 
-	if (!real)
-		*(void **)&real = dlsym(RTLD_NEXT, "fi_getinfo");
+	if (!real) {
+		void *sym = dlsym(RTLD_NEXT, "fi_getinfo");
+
+		memcpy(&real, &sym, sizeof(real));
+	}
 	if (!real)
 		return -FI_ENOSYS;
 	if (hints && !hints_seen) {
