@@ -388,7 +388,11 @@ TEST_F(lim, kernel_memory_is_charged_to_the_callers_memcg)
 	TH_LOG("charged per open beyond /dev/null: %lld B; per first export: %lld B (ring %lld B)",
 	       per_open, per_export, ring);
 	EXPECT_LE(64, per_open);
-	EXPECT_GT(ring, per_open);
+	/* KASAN pads every slab object with redzones: an open then costs more
+	 * than a small ring (2056 B against 1152 B at max_events=16), and the
+	 * comparison says nothing about when the ring is allocated. */
+	if (!pd_kernel_has_symbol("__kasan_kmalloc"))
+		EXPECT_GT(ring, per_open);
 	EXPECT_LE(ring, per_export);
 
 	for (i = 0; i < n; i++) {

@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -349,6 +350,20 @@ static inline long long pd_debugfs_value(const char *dev, const char *key)
 			v = atoll(line + klen + 1);
 	fclose(f);
 	return v;
+}
+
+/* Whether the running kernel has @sym (a function) in /proc/kallsyms. */
+static inline bool pd_kernel_has_symbol(const char *sym)
+{
+	char line[256], name[128];
+	bool found = false;
+	FILE *f = fopen("/proc/kallsyms", "r");
+
+	while (f && !found && fgets(line, sizeof(line), f))
+		found = sscanf(line, "%*s %*s %127s", name) == 1 && !strcmp(name, sym);
+	if (f)
+		fclose(f);
+	return found;
 }
 
 /* The vgem DRM device (a third-party dma-buf importer), or -1. */

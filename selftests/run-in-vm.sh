@@ -72,7 +72,7 @@ for t in uapi events subscribe list; do
 	# bash runs the probe itself (exit 126 on ENOEXEC); timeout's execvp
 	# would hand a binary it cannot exec to /bin/sh instead.
 	if ! /pd/selftests/m32-probe > /dev/null 2>&1; then
-		echo "# SKIP $t-m32: the kernel runs no i386 binaries (ia32 emulation off)"
+		echo "# SKIP $t-m32: the kernel runs no i386 binaries (ia32 emulation off) or gives them no 32-bit time_t futex"
 		echo "# Totals: pass:0 fail:0 xfail:0 xpass:0 skip:1 error:0"
 		continue
 	fi
