@@ -426,7 +426,7 @@ run_tier() {
 		build) ;;
 		sim|bar) vm_selftests "$TIER_LABEL-$part" "$mod" "$part" ;;
 		unplug) vm_unplug "$TIER_LABEL-unplug" "$mod" ;;
-		shim) vm_user_part "$TIER_LABEL-shim" "$mod" "$ubuild" shim-in-vm.sh ;;
+		shim) vm_user_part "$TIER_LABEL-shim" "$mod" "$ubuild" shim-in-vm.sh --smp 2 ;;
 		doctor) vm_user_part "$TIER_LABEL-doctor" "$mod" "$ubuild" doctor-in-vm.sh ;;
 		coll) vm_coll "$TIER_LABEL-coll" "$mod" "$ubuild" ;;
 		*) echo "not ok unknown part $part"; add "$part" 0 1 0 0 ;;

@@ -10,18 +10,19 @@
 #   skip DESCRIPTION REASON
 #   tap_done                 the totals line; fails if the plan was not run
 
-n=0
-pass=0
-fail=0
-skipped=0
-planned=0
+# The library's own state is tap_*: a sourcing script may use any other name.
+tap_n=0
+tap_pass=0
+tap_fail=0
+tap_skipped=0
+tap_planned=0
 # shellcheck disable=SC2034  # read by the sourcing script
 last=
 
 tap_plan() {
-	planned=$1
+	tap_planned=$1
 	echo "TAP version 13"
-	echo "1..$planned"
+	echo "1..$tap_planned"
 }
 
 check() {
@@ -35,13 +36,13 @@ check() {
 			grep -qE -- "$re" "$log" || { ok=0; echo "# missing /$re/"; }
 		fi
 	done
-	n=$((n + 1))
+	tap_n=$((tap_n + 1))
 	if [ $ok = 1 ]; then
-		pass=$((pass + 1)); echo "ok $n $desc"
+		tap_pass=$((tap_pass + 1)); echo "ok $tap_n $desc"
 		# shellcheck disable=SC2034
 		last=ok
 	else
-		fail=$((fail + 1)); echo "not ok $n $desc (rc $got, want $want)"
+		tap_fail=$((tap_fail + 1)); echo "not ok $tap_n $desc (rc $got, want $want)"
 		sed 's/^/# /' "$log" | tail -n 40
 		# shellcheck disable=SC2034
 		last=fail
@@ -49,14 +50,14 @@ check() {
 }
 
 skip() {
-	n=$((n + 1)); skipped=$((skipped + 1)); echo "ok $n $1 # SKIP $2"
+	tap_n=$((tap_n + 1)); tap_skipped=$((tap_skipped + 1)); echo "ok $tap_n $1 # SKIP $2"
 }
 
 tap_done() {
-	if [ "$n" != "$planned" ]; then
-		fail=$((fail + 1))
-		echo "not ok $((n + 1)) ran $n results, planned $planned"
+	if [ "$tap_n" != "$tap_planned" ]; then
+		tap_fail=$((tap_fail + 1))
+		echo "not ok $((tap_n + 1)) ran $tap_n results, planned $tap_planned"
 	fi
-	echo "# Totals: pass:$pass fail:$fail xfail:0 xpass:0 skip:$skipped error:0"
-	[ "$fail" = 0 ]
+	echo "# Totals: pass:$tap_pass fail:$tap_fail xfail:0 xpass:0 skip:$tap_skipped error:0"
+	[ "$tap_fail" = 0 ]
 }

@@ -27,6 +27,7 @@ drop_stale_shm() {
 for t in "$@"; do
 	echo "# ---- $t"
 	drop_stale_shm
+	t0=$SECONDS
 	if [ -n "$VALGRIND" ]; then
 		out=$(PEERDIRECT_TEST_QUICK=1 valgrind -q --error-exitcode=99 --leak-check=full \
 			--errors-for-leak-kinds=definite --show-leak-kinds=definite \
@@ -36,6 +37,7 @@ for t in "$@"; do
 	fi
 	rc=$?
 	echo "$out"
+	echo "# ---- $t: exit $rc after $((SECONDS - t0)) s"
 	totals=$(echo "$out" | grep -E '^# Totals: pass:[0-9]+ fail:[0-9]+' | tail -1)
 	if [ -z "$totals" ]; then
 		echo "# $t: no totals line (exit $rc): counted as one failure"

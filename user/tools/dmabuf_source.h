@@ -170,6 +170,26 @@ static inline int source_register(struct dmabuf_source *s, struct pd_fabric *fab
 	return pd_mr_reg_dmabuf(fab, s->fd, 0, s->len, 0, mr);
 }
 
+/*
+ * New anonymous pages at the host buffer's address, as free() and a later
+ * malloc() give an application: what a registration cache that kept the
+ * old pages pinned gets wrong.
+ */
+static inline int source_remap_host(struct dmabuf_source *s)
+{
+	void *p;
+
+	if (s->kind != SRC_HOST)
+		return -EINVAL;
+	p = mmap(s->map, s->len, PROT_READ | PROT_WRITE,
+		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+	if (p == MAP_FAILED) {
+		fprintf(stderr, "remap of the host buffer: %s\n", strerror(errno));
+		return -errno;
+	}
+	return 0;
+}
+
 static inline void source_close(struct dmabuf_source *s)
 {
 	if (s->map)

@@ -18,7 +18,7 @@
 #include "errors.h"
 
 struct opts {
-	int rank, iters, timeout_ms, revoke_after;
+	int rank, iters, timeout_ms, revoke_after, remap;
 	size_t size;
 	char *host;	/* argv's "HOST:PORT", split in place */
 	const char *provider, *memory, *path;
@@ -63,7 +63,10 @@ static void usage(void)
 		"  --provider NAME    libfabric provider (default auto)\n"
 		"  --path PATH        auto|dmabuf|mapped|bounce (default auto)\n"
 		"  --timeout MS       bound on every wait (default 10000)\n"
-		"  --revoke-after N   revoke this rank's export after N iterations\n");
+		"  --revoke-after N   revoke this rank's export after N iterations\n"
+		"  --remap            host memory: before every iteration but the first,\n"
+		"                     deregister, put new pages at the same address and\n"
+		"                     register again (a stale registration shows as MISMATCH)\n");
 }
 
 static int parse(int argc, char **argv, struct opts *o)
@@ -72,7 +75,7 @@ static int parse(int argc, char **argv, struct opts *o)
 		{ "rank", 1, 0, 'r' }, { "rendezvous", 1, 0, 'R' }, { "size", 1, 0, 's' },
 		{ "iters", 1, 0, 'i' }, { "memory", 1, 0, 'm' }, { "provider", 1, 0, 'p' },
 		{ "path", 1, 0, 'P' }, { "timeout", 1, 0, 't' }, { "revoke-after", 1, 0, 'v' },
-		{ "help", 0, 0, 'h' }, { 0 },
+		{ "remap", 0, 0, 'M' }, { "help", 0, 0, 'h' }, { 0 },
 	};
 	char *colon;
 	int c;
@@ -95,12 +98,17 @@ static int parse(int argc, char **argv, struct opts *o)
 		case 'P': o->path = optarg; break;
 		case 't': o->timeout_ms = atoi(optarg); break;
 		case 'v': o->revoke_after = atoi(optarg); break;
+		case 'M': o->remap = 1; break;
 		default: usage(); return -1;
 		}
 	}
 	if ((o->rank != 0 && o->rank != 1) || !o->host || o->iters < 1 || o->timeout_ms < 1 ||
 	    !(colon = strrchr(o->host, ':'))) {
 		usage();
+		return -1;
+	}
+	if (o->remap && strcmp(o->memory, "host")) {
+		fprintf(stderr, "--remap needs --memory host (it replaces anonymous pages)\n");
 		return -1;
 	}
 	*colon = '\0';
@@ -193,7 +201,12 @@ int main(int argc, char **argv)
 			printf("rank %d iter %d: revoked export %" PRIu64 ": %s\n", o.rank, i,
 			       src.exp.export_id, ret ? pd_last_error() : "ok");
 		}
-		if (o.rank == 0) {
+		if (o.remap && i) {
+			pd_mr_dereg(mr);
+			mr = NULL;
+			mine.status = source_remap_host(&src) ?: source_register(&src, fab, &mr);
+		}
+		if (o.rank == 0 && !mine.status) {
 			pattern_fill(host, o.size, i);
 			mine.status = source_write(&src, host, o.size);
 		}
@@ -213,8 +226,9 @@ int main(int argc, char **argv)
 		}
 		if (both[0].status || both[1].status) {
 			errors++;
-			printf("rank %d iter %d: ERROR %s%s (peer: %s)\n", o.rank, i,
-			       mine.status ? pd_strerror(mine.status) : "", msg,
+			printf("rank %d iter %d: ERROR %s%s%s (peer: %s)\n", o.rank, i,
+			       mine.status ? pd_strerror(mine.status) : "",
+			       mine.status ? ": " : "", mine.status ? msg : "",
 			       both[!o.rank].status ? pd_strerror(both[!o.rank].status) : "ok");
 		} else if (both[0].checksum != both[1].checksum) {
 			mismatches++;
