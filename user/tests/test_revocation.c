@@ -125,6 +125,31 @@ static int send_event(int sock, uint32_t reason, uint64_t export_id, uint64_t in
 	return send(sock, &ev, sizeof(ev), 0) == sizeof(ev) ? 0 : -errno;
 }
 
+/*
+ * Another thread's poll, landing while pd_mr_reg_dmabuf resolves the fd:
+ * once armed (fab set), the first fstat of inode ino queues the revocation
+ * of export_id on the device and has fab dispatch it.
+ */
+static struct {
+	struct pd_fabric *fab;
+	int sock, fired;
+	uint64_t export_id;
+	ino_t ino;
+} mid_fstat;
+
+int fstat(int fd, struct stat *st)
+{
+	int ret = (int)syscall(SYS_fstat, fd, st);
+
+	if (!ret && mid_fstat.fab && !mid_fstat.fired && st->st_ino == mid_fstat.ino) {
+		mid_fstat.fired = 1;
+		if (send_event(mid_fstat.sock, PEERDIRECT_REASON_REVOKE, mid_fstat.export_id,
+			       mid_fstat.ino) || pd_fabric_poll_events(mid_fstat.fab) < 0)
+			mid_fstat.fired = -1;
+	}
+	return ret;
+}
+
 /* A one-page send to the fabric itself: 0, or the post's error. */
 static int usable(struct pd_fabric *fab, uint64_t me, struct pd_mr *mr)
 {
@@ -320,6 +345,41 @@ TEST_F(rev, revoked_before_registration_is_refused)
 	EXPECT_EQ(-ENODEV, pd_mr_reg_dmabuf(self->f1, self->memfd[0], 0, 4096, 0, &m));
 	EXPECT_NE(NULL, strstr(pd_last_error(), "export 100")) TH_LOG("%s", pd_last_error());
 	/* the other device's export is fine */
+	ASSERT_EQ(0, pd_fabric_attach_device(self->f1, self->dev[1]));
+	ASSERT_EQ(0, pd_mr_reg_dmabuf(self->f1, self->memfd[1], 0, 4096, 0, &m));
+	pd_mr_dereg(m);
+}
+
+/*
+ * A revocation dispatched while f1's registration resolves the fd (by f2,
+ * as another thread would, inside f1's fstat) must fail the registration,
+ * not leave one of a revoked export marked valid.  Two guards answer here:
+ * the device's record of the export (read after fstat) and the cache's
+ * generation (read before it); moving the generation read after the
+ * lookup alone still passes, because the record catches it first.  The
+ * generation's own window, between the lookup and the insert, has no call
+ * to hook from outside; test_mr_cache drives it through get_since.
+ */
+TEST_F(rev, a_revocation_while_the_fd_is_resolved_fails_the_registration)
+{
+	struct pd_mr *m = NULL;
+	int ret;
+
+	ASSERT_EQ(0, pd_fabric_attach_device(self->f1, self->dev[0]));
+	ASSERT_EQ(0, pd_fabric_attach_device(self->f2, self->dev[0]));
+	mid_fstat.sock = self->sock[0][1];
+	mid_fstat.export_id = 100;
+	mid_fstat.ino = self->st[0].st_ino;
+	mid_fstat.fired = 0;
+	mid_fstat.fab = self->f2;
+	ret = pd_mr_reg_dmabuf(self->f1, self->memfd[0], 0, 4096, 0, &m);
+	mid_fstat.fab = NULL;
+	ASSERT_EQ(1, mid_fstat.fired) TH_LOG("the revocation was not injected inside fstat");
+	EXPECT_EQ(-ENODEV, ret) TH_LOG("registered a revoked export: %s", pd_last_error());
+	EXPECT_NE(NULL, strstr(pd_last_error(), "export 100")) TH_LOG("%s", pd_last_error());
+	if (!ret)
+		pd_mr_dereg(m);
+	/* the other device's export is untouched */
 	ASSERT_EQ(0, pd_fabric_attach_device(self->f1, self->dev[1]));
 	ASSERT_EQ(0, pd_mr_reg_dmabuf(self->f1, self->memfd[1], 0, 4096, 0, &m));
 	pd_mr_dereg(m);
