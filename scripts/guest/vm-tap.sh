@@ -10,7 +10,8 @@
 #   skip DESCRIPTION REASON
 #   tap_done                 the totals line; fails if the plan was not run
 
-# The library's own state is tap_*: a sourcing script may use any other name.
+# The library's counters are tap_*, so that a sourcing script's own
+# variables cannot miscount; its interface is the functions above and $last.
 tap_n=0
 tap_pass=0
 tap_fail=0

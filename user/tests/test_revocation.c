@@ -6,6 +6,7 @@
  * end as the kernel would.  Memfds stand in for the dma-bufs the device
  * exported (tracked as its exports, as pd_device_export does).
  */
+#include <dlfcn.h>
 #include <linux/peerdirect.h>
 #include <stdarg.h>
 #include <sys/ioctl.h>
@@ -134,14 +135,22 @@ static struct {
 	struct pd_fabric *fab;
 	int sock, fired;
 	uint64_t export_id;
+	dev_t dev;
 	ino_t ino;
 } mid_fstat;
 
+/* The library is linked in statically (libpeerdirect.a), so its fstat
+ * calls come here; libfabric's pass through. */
 int fstat(int fd, struct stat *st)
 {
-	int ret = (int)syscall(SYS_fstat, fd, st);
+	static int (*real)(int, struct stat *);
+	int ret;
 
-	if (!ret && mid_fstat.fab && !mid_fstat.fired && st->st_ino == mid_fstat.ino) {
+	if (!real)
+		real = (int (*)(int, struct stat *))dlsym(RTLD_NEXT, "fstat");
+	ret = real ? real(fd, st) : (int)syscall(SYS_fstat, fd, st);
+	if (!ret && mid_fstat.fab && !mid_fstat.fired && st->st_dev == mid_fstat.dev &&
+	    st->st_ino == mid_fstat.ino) {
 		mid_fstat.fired = 1;
 		if (send_event(mid_fstat.sock, PEERDIRECT_REASON_REVOKE, mid_fstat.export_id,
 			       mid_fstat.ino) || pd_fabric_poll_events(mid_fstat.fab) < 0)
@@ -369,6 +378,7 @@ TEST_F(rev, a_revocation_while_the_fd_is_resolved_fails_the_registration)
 	ASSERT_EQ(0, pd_fabric_attach_device(self->f2, self->dev[0]));
 	mid_fstat.sock = self->sock[0][1];
 	mid_fstat.export_id = 100;
+	mid_fstat.dev = self->st[0].st_dev;
 	mid_fstat.ino = self->st[0].st_ino;
 	mid_fstat.fired = 0;
 	mid_fstat.fab = self->f2;
@@ -379,6 +389,9 @@ TEST_F(rev, a_revocation_while_the_fd_is_resolved_fails_the_registration)
 	EXPECT_NE(NULL, strstr(pd_last_error(), "export 100")) TH_LOG("%s", pd_last_error());
 	if (!ret)
 		pd_mr_dereg(m);
+	/* nothing of the refused registration stays behind, and it stays refused */
+	EXPECT_EQ(0, cache_stats(self->f1).entries);
+	EXPECT_EQ(-ENODEV, pd_mr_reg_dmabuf(self->f1, self->memfd[0], 0, 4096, 0, &m));
 	/* the other device's export is untouched */
 	ASSERT_EQ(0, pd_fabric_attach_device(self->f1, self->dev[1]));
 	ASSERT_EQ(0, pd_mr_reg_dmabuf(self->f1, self->memfd[1], 0, 4096, 0, &m));

@@ -183,11 +183,7 @@ static inline int source_remap_host(struct dmabuf_source *s)
 		return -EINVAL;
 	p = mmap(s->map, s->len, PROT_READ | PROT_WRITE,
 		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
-	if (p == MAP_FAILED) {
-		fprintf(stderr, "remap of the host buffer: %s\n", strerror(errno));
-		return -errno;
-	}
-	return 0;
+	return p == MAP_FAILED ? -errno : 0;
 }
 
 static inline void source_close(struct dmabuf_source *s)

@@ -204,7 +204,12 @@ int main(int argc, char **argv)
 		if (o.remap && i) {
 			pd_mr_dereg(mr);
 			mr = NULL;
-			mine.status = source_remap_host(&src) ?: source_register(&src, fab, &mr);
+			mine.status = source_remap_host(&src);
+			if (mine.status)
+				snprintf(msg, sizeof(msg), "remap of the host buffer: %s",
+					 strerror(-mine.status));
+			else
+				mine.status = source_register(&src, fab, &mr);
 		}
 		if (o.rank == 0 && !mine.status) {
 			pattern_fill(host, o.size, i);
@@ -214,7 +219,7 @@ int main(int argc, char **argv)
 			mine.status = one_transfer(&o, fab, mr, peer, i);
 		if (!mine.status)
 			mine.status = source_read(&src, host, o.size);
-		if (mine.status)
+		if (mine.status && !msg[0])
 			snprintf(msg, sizeof(msg), "%s", pd_last_error());
 		else
 			mine.checksum = fnv1a(host, o.size);
@@ -226,7 +231,8 @@ int main(int argc, char **argv)
 		}
 		if (both[0].status || both[1].status) {
 			errors++;
-			printf("rank %d iter %d: ERROR %s%s%s (peer: %s)\n", o.rank, i,
+			printf("rank %d iter %d: ERROR%s%s%s%s (peer: %s)\n", o.rank, i,
+			       mine.status ? " " : "",
 			       mine.status ? pd_strerror(mine.status) : "",
 			       mine.status ? ": " : "", mine.status ? msg : "",
 			       both[!o.rank].status ? pd_strerror(both[!o.rank].status) : "ok");
