@@ -151,11 +151,15 @@ if rxe_policy > /tmp/rxe.log 2>&1; then
 	# that comes back at the same address holds new pages: a
 	# registration the cache kept idle would still point at the old ones
 	# (the receiver's bytes land there, the sender's old bytes go out).
-	# 1M on every tier: only rxm's rendezvous (above its 128 KiB SAR
+	# 1.5M on every tier: only rxm's rendezvous (above its 128 KiB SAR
 	# limit) reads the user's MR; smaller messages copy through rxm's own
-	# buffers by address and could not show a stale registration.
+	# buffers by address and could not show a stale registration.  Not
+	# 1M: 6.1's rxe_mr_copy() reads one map pointer past the MR's map
+	# array when a copy ends at the end of an MR of whole 256-page maps
+	# (KASAN: slab-out-of-bounds on the debug kernel; gone with 6.3's
+	# xarray rewrite of rxe's MR pages).
 	pair - - 127.0.0.1 /tmp/verbs-remap --provider 'verbs;ofi_rxm' --memory host --remap \
-		--size 1M --iters 3
+		--size 1536K --iters 3
 	check "verbs over rxe: new host pages at a reused address carry the new bytes (no idle pinned entry)" \
 		0 $? /tmp/verbs-remap 'rank 0 summary: ok 3 error 0 mismatch 0; cache lookups 3 hits 0 misses 3' \
 		'rank 1 summary: ok 3 error 0 mismatch 0; cache lookups 3 hits 0 misses 3'
