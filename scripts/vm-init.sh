@@ -31,6 +31,11 @@ exec </dev/null >/dev/console 2>&1
 PD_TIMEOUT=600
 # shellcheck source=/dev/null
 . /etc/pd-vm.conf
+# The debug kernel (KASAN, lockdep, kmemleak), for guest scripts that size
+# their work by it: one test, here, for all of them.
+PD_DEBUG_KERNEL=
+[ -e /sys/kernel/debug/kmemleak ] && PD_DEBUG_KERNEL=1
+export PD_DEBUG_KERNEL
 
 hostname pdvm
 ip link set lo up

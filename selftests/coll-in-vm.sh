@@ -54,8 +54,8 @@ tap_plan 8
 # coverage from the other tiers.  Launchers are userspace only, and 8 ranks
 # add load to the device but no path that 4 do not take: skipped there, said
 # so, and run on the other tiers.
-top=256K top8=64K top_large=1M debug=
-[ -e /sys/kernel/debug/kmemleak ] && top=4K top8=4K top_large=64K debug=1
+top=256K small=64K top_large=1M
+[ -n "${PD_DEBUG_KERNEL:-}" ] && top=4K small=4K top_large=64K
 debug_skip="runs on the other tiers (debug kernel: its time goes to the module's paths)"
 sweep=(-b 4K -e "$top" -f 64 -n 2 -w 1 -c 1)
 run /tmp/c2 pd-coll --np 2 --provider tcp --memory device:0 --coll all -d all "${sweep[@]}"
@@ -77,11 +77,11 @@ check "4 ranks, every collective on module dma-bufs: every element right" 0 "$rc
 # Eight ranks of three fabrics each do not fit in 2 GiB with ofi_rxm's
 # default pools (about 100 MiB of 16 KiB buffers per fabric, measured) and
 # 4M bounce slots: smaller rxm buffers and pieces of 256K.
-if [ -n "$debug" ]; then
+if [ -n "${PD_DEBUG_KERNEL:-}" ]; then
 	skip "8 ranks, allreduce, allgather and alltoall on module dma-bufs" "$debug_skip"
 else
 	FI_OFI_RXM_BUFFER_SIZE=4096 run /tmp/c8 pd-coll --np 8 --chunk 256K --provider tcp --memory device:0 \
-		--coll allreduce,allgather,alltoall -b 4K -e "$top8" -f 16 -n 1 -w 1 -c 1
+		--coll allreduce,allgather,alltoall -b 4K -e "$small" -f 16 -n 1 -w 1 -c 1
 	rc=$?
 	rows_clean /tmp/c8 || rc=wrong
 	check "8 ranks, allreduce, allgather and alltoall on module dma-bufs: every element right" 0 "$rc" /tmp/c8 \
@@ -99,14 +99,14 @@ else
 	skip "2 ranks on the ivshmem BAR's dma-bufs" "no BAR device bound"
 fi
 
-if [ -n "$debug" ]; then
+if [ -n "${PD_DEBUG_KERNEL:-}" ]; then
 	skip "mpirun -np 4, every collective on module dma-bufs" "$debug_skip"
 elif command -v orterun > /dev/null && orterun --version 2>&1 | grep -qE 'OpenRTE|Open MPI'; then
 	# Only lo here: Open MPI's tcp transports skip it unless told.
 	OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_plm_rsh_agent=false \
 	run /tmp/cmpi orterun --oversubscribe -np 4 --mca btl tcp,self --mca btl_tcp_if_include lo \
 		--mca oob_tcp_if_include lo pd-coll --provider tcp --memory device:0 --coll all \
-		-b 4K -e "$top8" -f 16 -n 1 -w 1 -c 1
+		-b 4K -e "$small" -f 16 -n 1 -w 1 -c 1
 	check "mpirun (Open MPI's orterun) -np 4, every collective on module dma-bufs: MPI bootstrap, every element right" 0 $? /tmp/cmpi \
 		'^# 4 ranks, bootstrap: mpi \(dlopen libmpi\)' '^# verified tables: 7$'
 else
@@ -115,7 +115,7 @@ fi
 
 # A scheduler's launch: each rank started on its own, rank and size from
 # Slurm's variables, the addresses over the TCP rendezvous.
-if [ -n "$debug" ]; then
+if [ -n "${PD_DEBUG_KERNEL:-}" ]; then
 	skip "Slurm's SLURM_PROCID/SLURM_NTASKS, ranks started apart" "$debug_skip"
 else
 	slurm=(--provider tcp --memory device:0 --coll 'allreduce,reducescatter' -b 4K -e "$top" -f 8 -n 2)
@@ -139,7 +139,7 @@ check "2 ranks over shm on module dma-bufs: the path is named, every element rig
 
 # The check must be able to fail: corrupted elements are counted, the table
 # goes on, and the exit status says so.
-run /tmp/ccorrupt pd-coll --np 2 --provider tcp --memory device:0 --coll allreduce -b 4K -e "$top8" -f 16 -n 2 -c 2 \
+run /tmp/ccorrupt pd-coll --np 2 --provider tcp --memory device:0 --coll allreduce -b 4K -e "$small" -f 16 -n 2 -c 2 \
 	--test-corrupt
 check "a corrupted result on module dma-bufs is counted in #wrong and exits 2" 2 $? /tmp/ccorrupt \
 	'^# Out of bounds values : [1-9][0-9]* FAILED' '^# verified tables: 0$'

@@ -20,9 +20,9 @@ source /pd/lib/vm-tap.sh
 # and memcg under TCG) ran a first 4 MiB transfer, connection setup
 # included, in over 10 s: there the kernel paths (export, mmap, revoke,
 # import) are what is under test, with a quarter of the bytes and 40 s.
-wait_ms=10000 big=4M mid=1M life=4K,1M,16M
-if [ -e /sys/kernel/debug/kmemleak ]; then
-	wait_ms=40000 big=1M mid=256K life=4K,1M,4M
+wait_ms=10000 big=4M mid=1M life=(4096 1048576 16777216)
+if [ -n "${PD_DEBUG_KERNEL:-}" ]; then
+	wait_ms=40000 big=1M mid=256K life=(4096 1048576 4194304)
 fi
 
 # A row for scripts/support-matrix.sh: provider, path asked for, path the
@@ -182,19 +182,14 @@ check "test_device: the library on module dma-bufs (4 tests)" 0 $rc /tmp/test-de
 sed 's/^/#| /' /tmp/test-device.log
 
 # Lifecycle costs on module dma-bufs (issue 9): every step has a figure.
-timeout 300 /pd/bin/pd-bench lifecycle --memory device:0 --provider tcp --sizes "$life" \
-	--repeats 3 > /tmp/lifecycle.log 2>&1
+timeout 300 /pd/bin/pd-bench lifecycle --memory device:0 --provider tcp \
+	--sizes "$(IFS=,; echo "${life[*]}")" --repeats 3 > /tmp/lifecycle.log 2>&1
 rc=$?
 rows=()
-for life_size in ${life//,/ }; do
-	life_bytes=${life_size%[KM]}
-	case $life_size in
-	*K) life_bytes=$((life_bytes << 10)) ;;
-	*M) life_bytes=$((life_bytes << 20)) ;;
-	esac
-	rows+=("^ +$life_bytes( +[0-9.]+){11} *\$")
+for bytes in "${life[@]}"; do
+	rows+=("^ +$bytes( +[0-9.]+){11} *\$")
 done
-check "pd-bench lifecycle on device:0: every step measured at $life" 0 $rc /tmp/lifecycle.log "${rows[@]}"
+check "pd-bench lifecycle on device:0: every step measured at ${life[*]} B" 0 $rc /tmp/lifecycle.log "${rows[@]}"
 sed 's/^/# /' /tmp/lifecycle.log
 
 tap_done

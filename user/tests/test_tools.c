@@ -98,10 +98,12 @@ TEST_F(xfer, checksums_match_every_iteration)
 
 /*
  * --remap: new pages at the buffer's address between iterations, the
- * library's buffer registered again each time.  tcp pins nothing, so its
- * idle host entry is kept and hit (the VM's verbs run checks the opposite).
+ * buffer registered again each time.  tcp copies by address, so the bytes
+ * cannot show a stale registration here; what this checks is the policy:
+ * tcp pins nothing, so its idle host entry is kept and hit (the VM's verbs
+ * run checks the opposite, and the bytes).
  */
-TEST(xfer_remap_host_delivers_the_new_bytes)
+TEST(xfer_remap_on_tcp_keeps_and_hits_the_idle_host_entry)
 {
 	char out[16384];
 	int other;

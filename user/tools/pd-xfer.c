@@ -219,10 +219,10 @@ int main(int argc, char **argv)
 			mine.status = one_transfer(&o, fab, mr, peer, i);
 		if (!mine.status)
 			mine.status = source_read(&src, host, o.size);
-		if (mine.status && !msg[0])
-			snprintf(msg, sizeof(msg), "%s", pd_last_error());
-		else
+		if (!mine.status)
 			mine.checksum = fnv1a(host, o.size);
+		else if (!msg[0])
+			snprintf(msg, sizeof(msg), "%s", pd_last_error());
 		ret = pd_rdv_allgather(rdv, &mine, sizeof(mine), both);
 		if (ret) {
 			fprintf(stderr, "rank %d: rendezvous lost: %s\n", o.rank, pd_last_error());
