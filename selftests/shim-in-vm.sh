@@ -38,7 +38,8 @@ matrix() {	# matrix PROVIDER ASKED LOG RESULT
 }
 
 # pair NS0 NS1 HOST LOG ARGS...: rank 0 in NS0, rank 1 in NS1 ("-" = init_net);
-# the result is the worse of the two exit codes.
+# the result is the worse of the two exit codes.  Ranks default to
+# device:0 and device:1; a --memory in ARGS comes later and wins.
 pair() {
 	local ns0=$1 ns1=$2 host=$3 log=$4 r0 r1 p0
 	shift 4
