@@ -27,7 +27,7 @@
 #               coll    pd-coll's collectives on module dma-bufs (simulated
 #                       and an ivshmem BAR), 2, 4 and 8 ranks, by --np,
 #                       mpirun and Slurm's variables, every element checked
-#             Every VM has two CPUs.  The debug tier (KASAN, lockdep,
+#             Every tier VM has two CPUs.  The debug tier (KASAN, lockdep,
 #             kmemleak) gives races and fuzzing the longest budgets, runs
 #             shim and coll on fewer bytes, skips coll's launchers and 8
 #             ranks and the doctor part, each with its reason
@@ -438,7 +438,7 @@ run_tier() {
 			# tiers run it; the debug tier's time goes to the
 			# module's own paths under KASAN, lockdep and kmemleak.
 			if [ "$tier" = debug ]; then
-				echo "ok $TIER_LABEL-doctor # SKIP runs on the stable, lts and newest tiers: it reaches no module path that sim, bar and shim do not"
+				echo "ok $TIER_LABEL-doctor # SKIP debug tier: the doctor reaches no module path that sim, bar and shim do not"
 				add "$TIER_LABEL-doctor" 0 0 1 0
 			else
 				vm_user_part "$TIER_LABEL-doctor" "$mod" "$ubuild" doctor-in-vm.sh

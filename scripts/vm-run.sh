@@ -28,9 +28,7 @@
 #   --timeout SECS        guest script timeout (default 600); QEMU itself is
 #                         killed 60 s later (debug kernel: 180 s)
 #   --mem MB              guest memory (default 1024, debug kernel 2048)
-#   --smp N               guest CPUs (default 1; scripts/check.sh asks for
-#                         2, which QEMU's multi-threaded TCG runs on two
-#                         host threads)
+#   --smp N               guest CPUs (default 1)
 #   --machine TYPE        QEMU machine (default pc: ACPI PCI hot-unplug works)
 #   --append ARGS         extra kernel command line
 #   --log FILE            console log (default: a temp file, removed)
