@@ -7,7 +7,7 @@
 #                          [-b SIZE] [-e SIZE] [-n ITERS] [-w WARMUP]
 #                          [--keep-logs DIR]
 #
-#   single  one VM (--smp 2 --mem 2048), 2 ranks inside it (pd-coll --np 2)
+#   single  one VM (--smp 2 --tcg multi --mem 2048), 2 ranks inside it (pd-coll --np 2)
 #   nodes   two VMs at once (-smp 1 each), --ppn ranks in each (default 2:
 #           ranks 0-1 in VM 0, 2-3 in VM 1), joined by virtio-net over
 #           `-netdev stream,addr.type=unix` (QEMU on the host: VM 0 listens
@@ -125,10 +125,10 @@ table() {
 }
 
 if [ "$mode" != nodes ]; then
-	echo "### single VM (-smp 2): 2 ranks over lo, module dma-bufs"
-	echo "# scripts/vm-run.sh ... --smp 2 --mem 2048 -- node.sh 0 2 1 '' ${bench[*]}"
+	echo "### single VM (-smp 2, multi-threaded TCG): 2 ranks over lo, module dma-bufs"
+	echo "# scripts/vm-run.sh ... --smp 2 --tcg multi --mem 2048 -- node.sh 0 2 1 '' ${bench[*]}"
 	# --mem 2048: two ranks of three fabrics each (ofi_rxm's pools), OOM in 1G.
-	if ! "${vm[@]}" --smp 2 --mem 2048 --log "$logdir/single.log" -- node.sh 0 2 1 '' "${bench[@]}" \
+	if ! "${vm[@]}" --smp 2 --tcg multi --mem 2048 --log "$logdir/single.log" -- node.sh 0 2 1 '' "${bench[@]}" \
 		> "$logdir/single.out" 2>&1; then
 		status=1
 		tail -n 30 "$logdir/single.out"

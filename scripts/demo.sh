@@ -42,7 +42,8 @@ echo "    buffers (the detour peer direct removes); host: host memory, the limit
 /pd/bin/pd-coll --np 2 --provider tcp --memory device:0 --coll allreduce -b 1M -e 16M -f 4 -n 3 -w 1 \
 	| grep -v -E '^#  Rank|^# paths alternate'
 echo
-echo "    (two emulated CPUs: read the ratios, not the times; Documentation/performance.md"
+echo "    (two emulated CPUs taking turns on one host thread: read the ratios, not the"
+echo "    times; Documentation/performance.md"
 echo "    has the model and the figures)"
 
 echo
@@ -50,4 +51,4 @@ echo "==> rmmod: allowed now that nothing is exported"
 rmmod peerdirect && echo "    unloaded"
 GUEST
 scripts/vm-run.sh --ko kmod/peerdirect.ko --ko selftests/importer/pd_test_importer.ko \
-	--smp 2 --mem 2048 --payload "$payload" --timeout 300 -- demo.sh
+	--smp 2 --tcg single --mem 2048 --payload "$payload" --timeout 300 -- demo.sh
