@@ -57,6 +57,7 @@ total_pass=0
 total_fail=0
 total_skip=0
 summary=()
+failed_parts=()
 # The tier being run (scripts/tiers.sh prepare sets the TIER_* variables).
 TIER_LABEL=host
 TIER_KVER=-
@@ -71,6 +72,7 @@ add() {		# add NAME PASS FAIL SKIP SECONDS
 	total_pass=$((total_pass + $2))
 	total_fail=$((total_fail + $3))
 	total_skip=$((total_skip + $4))
+	[ "$3" = 0 ] || failed_parts+=("$1")
 	summary+=("$(printf '%-16s %4d passed %3d failed %3d skipped %5ds' "$1" "$2" "$3" "$4" "$5")")
 	printf '%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\n' "$1" "$TIER_LABEL" "$TIER_KVER" \
 		"$TIER_SOURCE" "$2" "$3" "$4" "$5" >> "$results"
@@ -87,6 +89,23 @@ totals() {
 			if (kv[1] == "skip") s += kv[2]
 		}
 	} END { printf "%d %d %d\n", p, f, s }' "$1"
+}
+
+# Every failed part again, with its failing tests and the first kernel
+# report of its VM, just above the closing line: a CI log cut in the middle
+# still says what failed.
+failure_digest() {
+	local n
+	[ "${#failed_parts[@]}" -gt 0 ] || return 0
+	echo "failed parts (repeated from above; logs in build/check/):"
+	for n in "${failed_parts[@]}"; do
+		echo "  $n"
+		[ -f "$out/$n.log" ] && grep -aE '^not ok|#  FAIL' "$out/$n.log" | head -n 10 | sed 's/^/    /'
+		[ -f "$out/$n.out" ] &&
+			grep -aE -m 5 'BUG:|WARNING:|Oops|KASAN|Kernel panic|timed out|rcu_sched|hung_task' "$out/$n.out" |
+			sed 's/^/    /'
+	done
+	return 0
 }
 
 stage_static() {
@@ -500,5 +519,6 @@ skipped=$(awk -F'\t' 'NR > 1 && $1 == $2 && $7 > 0 { printf "%s ", $1 }' "$resul
 echo "total time $((SECONDS - t_all)) s; logs in build/check/"
 scripts/support-matrix.sh "$out" > "$out/support-matrix.md" 2> "$out/support-matrix.err" ||
 	echo "support-matrix: $(cat "$out/support-matrix.err")"
+failure_digest
 echo "$total_pass passed, $total_fail failed, $total_skip skipped"
 [ "$total_fail" = 0 ]
