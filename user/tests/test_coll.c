@@ -120,6 +120,12 @@ FIXTURE_VARIANT_ADD(coll, tcp_3_ops_ring_chunks) {
 	.args = "--np 3 --provider tcp -b 4100 -e 200K -f 7 -n 2 -c 2 --coll allreduce,reducescatter,reduce -o all -d all --algo ring --chunk 16K --depth 3",
 	.tables = 18, .rows = 18 * 3 * 3,
 };
+/* Small pieces (--small-chunk) for messages up to --small-max, whole ones
+ * above, ragged sizes on both sides of the limit, every collective. */
+FIXTURE_VARIANT_ADD(coll, tcp_3_small_pieces) {
+	.args = "--np 3 --provider tcp -b 4100 -e 40K -f 3 -n 2 -c 2 --coll all --small-chunk 4K --small-max 32K --depth 2",
+	.tables = 7, .rows = 7 * 3 * 3,
+};
 FIXTURE_VARIANT_ADD(coll, tcp_4_rd) {
 	.args = "--np 4 --provider tcp -b 4K -e 64K -f 16 -n 2 -c 2 --coll allreduce -o all -d all --algo rd",
 	.tables = 6, .rows = 6 * 2 * 3,
@@ -296,6 +302,11 @@ TEST_F(coll1, refuses_bad_arguments)
 	EXPECT_EQ(3, run("", "--np 2 -d int8", self->out));
 	EXPECT_EQ(3, run("", "--np 2 --paths fast", self->out));
 	EXPECT_EQ(3, run("", "--np 2 -r 5 -b 4K -e 4K", self->out));
+	EXPECT_EQ(3, run("", "--np 2 --small-chunk 100 --small-max 4K", self->out));
+	EXPECT_NE(NULL, strstr(self->out, "--small-chunk and --small-max go together"));
+	EXPECT_EQ(3, run("", "--np 2 --small-chunk 4K", self->out));
+	EXPECT_EQ(3, run("", "--np 2 --small-chunk 4K --small-max 1M", self->out));
+	EXPECT_EQ(3, run("", "--np 2 --chunk 8K --small-chunk 16K --small-max 32K", self->out));
 	/* no launcher, no --np: says how to start it */
 	EXPECT_EQ(3, run("env -u OMPI_COMM_WORLD_SIZE -u SLURM_NTASKS -u PMI_SIZE", "-b 4K -e 4K", self->out));
 	EXPECT_NE(NULL, strstr(self->out, "no rank/size"));

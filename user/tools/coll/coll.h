@@ -61,6 +61,9 @@ struct opts {
 	enum algo algo;
 	size_t rd_max;		/* allreduce: recursive doubling up to this size */
 	bool rd_max_set;
+	/* exchanges of at most small_max bytes go in pieces of small_chunk */
+	size_t small_chunk, small_max;
+	bool small_set;
 	const char *provider, *memory, *csv, *plot;
 	int corrupt;		/* test only: undo one element of a received result */
 	int kill_rank;		/* test only: this rank raises SIGKILL before the first collective */
@@ -103,7 +106,8 @@ void lane_close(struct lane *l);
 uint64_t coll_tag(struct run *r, int step, size_t piece);
 int lane_barrier(struct run *r);
 /* Send [soff, soff+slen) to speer and receive [roff, roff+rlen) from rpeer
- * (either peer -1 for none), in pieces of the chunk size with at most
+ * (either peer -1 for none), in pieces of the chunk size (the small chunk
+ * for a message of at most small_max) with at most
  * depth of each in flight.  on_recv runs for each received piece, in
  * order; chain: piece i is sent only after piece i was received. */
 struct xchg {

@@ -6,7 +6,8 @@
  * connections, so that iterations can alternate between them.
  *
  * Every lane moves data the same way: messages cut into pieces of the
- * chunk size (one wire chunk each), at most `depth` sends and `depth`
+ * chunk size (one wire chunk each; of the small chunk for messages of at
+ * most --small-max), at most `depth` sends and `depth`
  * receives in flight per exchange.  So the pipeline depth is the same on
  * every path and a ratio between paths measures the copy, nothing else.
  */
@@ -154,12 +155,20 @@ int lane_barrier(struct run *r)
 	return ret;
 }
 
+/* The piece size of a message: both ends derive it from its length alone. */
+static size_t piece_size(const struct opts *o, size_t len)
+{
+	return o->small_chunk && len <= o->small_max ? o->small_chunk : o->chunk;
+}
+
 int xchg(struct run *r, const struct xchg *x)
 {
 	struct lane *l = r->l;
-	size_t P = r->o->chunk, D = (size_t)r->o->depth;
-	size_t ns = x->speer >= 0 ? (x->slen + P - 1) / P : 0;
-	size_t nr = x->rpeer >= 0 ? (x->rlen + P - 1) / P : 0;
+	size_t D = (size_t)r->o->depth;
+	/* A chain forwards piece i once piece i arrived: one size for both. */
+	size_t PR = piece_size(r->o, x->rlen), PS = x->chain ? PR : piece_size(r->o, x->slen);
+	size_t ns = x->speer >= 0 ? (x->slen + PS - 1) / PS : 0;
+	size_t nr = x->rpeer >= 0 ? (x->rlen + PR - 1) / PR : 0;
 	struct pd_req *sq[MAX_DEPTH] = { 0 }, *rq[MAX_DEPTH] = { 0 };
 	size_t ps = 0, ds = 0, pr = 0, dr = 0, i;
 	uint64_t last = coll_now_ns(), end;
@@ -169,25 +178,25 @@ int xchg(struct run *r, const struct xchg *x)
 		bool moved = false;
 
 		for (; !ret && pr < nr && pr - dr < D; pr++, moved = true) {
-			size_t len = x->rlen - pr * P < P ? x->rlen - pr * P : P;
+			size_t len = x->rlen - pr * PR < PR ? x->rlen - pr * PR : PR;
 
-			ret = pd_trecv(l->fab, l->mr, x->roff + pr * P, len, l->peer[x->rpeer],
+			ret = pd_trecv(l->fab, l->mr, x->roff + pr * PR, len, l->peer[x->rpeer],
 				       coll_tag(r, x->step, pr), &rq[pr % D]);
 		}
 		for (; !ret && ps < ns && ps - ds < D && (!x->chain || ps < dr); ps++, moved = true) {
-			size_t len = x->slen - ps * P < P ? x->slen - ps * P : P;
+			size_t len = x->slen - ps * PS < PS ? x->slen - ps * PS : PS;
 
-			ret = pd_tsend(l->fab, l->mr, x->soff + ps * P, len, l->peer[x->speer],
+			ret = pd_tsend(l->fab, l->mr, x->soff + ps * PS, len, l->peer[x->speer],
 				       coll_tag(r, x->step, ps), &sq[ps % D]);
 		}
 		if (!ret && dr < pr && (t = pd_test(rq[dr % D], NULL)) != 0) {
-			size_t len = x->rlen - dr * P < P ? x->rlen - dr * P : P;
+			size_t len = x->rlen - dr * PR < PR ? x->rlen - dr * PR : PR;
 
 			ret = t < 0 ? t : 0;
 			pd_req_free(rq[dr % D]);
 			rq[dr % D] = NULL;
 			if (!ret && x->on_recv)
-				ret = x->on_recv(r, dr * P, len, x->arg);
+				ret = x->on_recv(r, dr * PR, len, x->arg);
 			dr++;
 			moved = true;
 		}
