@@ -121,7 +121,7 @@ static void usage(void)
 		"  --depth N              pieces in flight per direction and exchange (default 4)\n"
 		"  --chunk SIZE           piece size = wire chunk, every path (default 4M)\n"
 		"  --small-chunk SIZE --small-max SIZE   pieces of --small-chunk for messages of at\n"
-		"                         most --small-max (default 4K up to 32K over shm, 16K up\n"
+		"                         most --small-max (default 4K up to 16K over shm, 16K up\n"
 		"                         to 32K over tcp, none otherwise)\n"
 		"  --algo auto|ring|rd    allreduce algorithm (auto: rd up to --rd-max, default 256K, 4K over shm)\n"
 		"  --stat mean|median     time statistic over the iterations (default mean)\n"
@@ -529,7 +529,7 @@ int main(int argc, char **argv)
 		const char *prov = pd_fabric_provider(lanes[o.lanes[0] ? 0 : o.lanes[1] ? 1 : 2].fab);
 
 		if (!strncmp(prov, "shm", 3))
-			o.small_chunk = 4096, o.small_max = 32 << 10;
+			o.small_chunk = 4096, o.small_max = 16 << 10;
 		else if (!strncmp(prov, "tcp", 3))
 			o.small_chunk = 16 << 10, o.small_max = 32 << 10;
 		if (o.small_chunk > o.chunk)
