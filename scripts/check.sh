@@ -91,19 +91,33 @@ totals() {
 	} END { printf "%d %d %d\n", p, f, s }' "$1"
 }
 
-# Every failed part again, with its failing tests and the first kernel
-# report of its VM, just above the closing line: a CI log cut in the middle
-# still says what failed.
+# Every failed part again, with its failing tests and what vm-run said of
+# its kernel (a crash, a timeout, a report that survived vm-scan-log.sh's
+# allow-list), just above the closing line: a CI log cut in the middle
+# still says what failed.  A part with no such lines shows its log's tail.
 failure_digest() {
-	local n
+	local n log shown vm
 	[ "${#failed_parts[@]}" -gt 0 ] || return 0
 	echo "failed parts (repeated from above; logs in build/check/):"
 	for n in "${failed_parts[@]}"; do
 		echo "  $n"
-		[ -f "$out/$n.log" ] && grep -aE '^not ok|#  FAIL' "$out/$n.log" | head -n 10 | sed 's/^/    /'
-		[ -f "$out/$n.out" ] &&
-			grep -aE -m 5 'BUG:|WARNING:|Oops|KASAN|Kernel panic|timed out|rcu_sched|hung_task' "$out/$n.out" |
-			sed 's/^/    /'
+		shown=
+		if [ -f "$out/$n.log" ]; then
+			shown=$(grep -aE '^not ok|#  FAIL' "$out/$n.log" | head -n 10)
+		fi
+		if [ -f "$out/$n.out" ]; then
+			vm=$(sed -n '/^vm-run: \(kernel reported a problem\|VM killed\|VM ended\)/,/^vm-run: rc=/p' \
+				"$out/$n.out" | head -n 25)
+			[ -z "$vm" ] || shown+=${shown:+$'\n'}$vm
+		fi
+		if [ -z "$shown" ]; then
+			for log in "$out/$n.log" "$out/tier-$n.log" "$out/$n.out"; do
+				[ -f "$log" ] || continue
+				shown=$(tail -n 5 "$log")
+				break
+			done
+		fi
+		[ -z "$shown" ] || printf '%s\n' "$shown" | sed 's/^/    /'
 	done
 	return 0
 }
