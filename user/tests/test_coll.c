@@ -293,6 +293,44 @@ TEST_F_TIMEOUT(coll1, a_lost_rank_is_named, 120)
 	EXPECT_NE(NULL, strstr(self->out, "no completion after 3000 ms")) TH_LOG("%s", self->out);
 }
 
+/* Ring allreduce of 3 ranks at 98308 B: segments of 32768, 32768 and 32772
+ * B, so two go in small pieces and one whole, and every rank receives
+ * from a neighbour whose segment differs from the one it sends. */
+TEST_F_TIMEOUT(coll1, small_pieces_on_both_sides_of_the_limit, 120)
+{
+	struct table t;
+	int st = run("", "--np 3 --provider tcp --algo ring -b 98308 -e 98308 -n 2 -c 2 "
+		     "--small-chunk 4K --small-max 32K -d all -o all", self->out);
+
+	parse(self->out, &t);
+	EXPECT_EQ(0, st) TH_LOG("%s", self->out);
+	EXPECT_NE(NULL, strstr(self->out, "pieces of 4194304 B (4096 B for messages up to 32768 B)"))
+		TH_LOG("%s", self->out);
+	EXPECT_EQ(6 * 3, t.rows) TH_LOG("%s", self->out);
+	EXPECT_EQ(0, t.bad_rows) TH_LOG("%s", self->out);
+	EXPECT_EQ(0, t.wrong) TH_LOG("%s", self->out);
+	st = run("", "--np 2 --provider tcp -b 4K -e 4K -n 1 --small-max 0", self->out);
+	EXPECT_EQ(0, st) TH_LOG("%s", self->out);
+	EXPECT_NE(NULL, strstr(self->out, "pieces of 4194304 B, ")) TH_LOG("%s", self->out);
+}
+
+/* Ranks that would cut messages differently refuse to start, not hang. */
+TEST_F_TIMEOUT(coll1, ranks_that_disagree_on_pieces_refuse, 120)
+{
+	char prefix[256], exe[PATH_MAX], cmd[PATH_MAX + 512];
+	int port = 26000 + (getpid() + 7) % 20000, st;
+
+	tool_path(exe, sizeof(exe), "pd-coll");
+	snprintf(cmd, sizeof(cmd), "PD_COLL_RENDEZVOUS=127.0.0.1:%d SLURM_NTASKS=2 SLURM_PROCID=1 %s --provider shm -b 4K -e 4K -n 2 --small-max 0 >/dev/null 2>&1 &",
+		 port, exe);
+	ASSERT_EQ(0, system(cmd));
+	snprintf(prefix, sizeof(prefix), "PD_COLL_RENDEZVOUS=127.0.0.1:%d SLURM_NTASKS=2 SLURM_PROCID=0", port);
+	st = run(prefix, "--provider shm -b 4K -e 4K -n 2 --small-chunk 4K --small-max 8K", self->out);
+	EXPECT_EQ(3, st) TH_LOG("%s", self->out);
+	EXPECT_NE(NULL, strstr(self->out, "rank 1 would cut messages differently from rank 0"))
+		TH_LOG("%s", self->out);
+}
+
 TEST_F(coll1, refuses_bad_arguments)
 {
 	EXPECT_EQ(3, run("", "--np 2 -b 64K -e 4K", self->out));
@@ -305,8 +343,13 @@ TEST_F(coll1, refuses_bad_arguments)
 	EXPECT_EQ(3, run("", "--np 2 --small-chunk 100 --small-max 4K", self->out));
 	EXPECT_NE(NULL, strstr(self->out, "--small-chunk and --small-max go together"));
 	EXPECT_EQ(3, run("", "--np 2 --small-chunk 4K", self->out));
-	EXPECT_EQ(3, run("", "--np 2 --small-chunk 4K --small-max 1M", self->out));
+	EXPECT_NE(NULL, strstr(self->out, "--small-chunk and --small-max go together"));
+	EXPECT_EQ(3, run("", "--np 2 --small-chunk 4K --small-max 260K", self->out));
+	EXPECT_NE(NULL, strstr(self->out, "--small-chunk and --small-max go together"));
 	EXPECT_EQ(3, run("", "--np 2 --chunk 8K --small-chunk 16K --small-max 32K", self->out));
+	EXPECT_NE(NULL, strstr(self->out, "--small-chunk and --small-max go together"));
+	EXPECT_EQ(3, run("", "--np 2 --small-chunk 16K --small-max 8K", self->out));
+	EXPECT_NE(NULL, strstr(self->out, "--small-chunk and --small-max go together"));
 	/* no launcher, no --np: says how to start it */
 	EXPECT_EQ(3, run("env -u OMPI_COMM_WORLD_SIZE -u SLURM_NTASKS -u PMI_SIZE", "-b 4K -e 4K", self->out));
 	EXPECT_NE(NULL, strstr(self->out, "no rank/size"));

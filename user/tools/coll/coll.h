@@ -63,7 +63,7 @@ struct opts {
 	bool rd_max_set;
 	/* exchanges of at most small_max bytes go in pieces of small_chunk */
 	size_t small_chunk, small_max;
-	bool small_set;
+	unsigned int small_set;	/* SMALL_CHUNK_SET | SMALL_MAX_SET */
 	const char *provider, *memory, *csv, *plot;
 	int corrupt;		/* test only: undo one element of a received result */
 	int kill_rank;		/* test only: this rank raises SIGKILL before the first collective */
@@ -110,6 +110,8 @@ int lane_barrier(struct run *r);
  * for a message of at most small_max) with at most
  * depth of each in flight.  on_recv runs for each received piece, in
  * order; chain: piece i is sent only after piece i was received. */
+enum { SMALL_CHUNK_SET = 1, SMALL_MAX_SET = 2 };
+
 struct xchg {
 	int speer, rpeer;
 	size_t soff, slen, roff, rlen;

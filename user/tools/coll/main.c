@@ -23,6 +23,7 @@
  * setup failed.
  */
 #include <getopt.h>
+#include <inttypes.h>
 #include <math.h>
 #include <signal.h>
 #include <spawn.h>
@@ -48,6 +49,7 @@ const char *const op_names[NOPS] = { "sum", "min", "max" };
 struct rankinfo {
 	int32_t pid, pad;
 	char host[56];
+	uint64_t small_chunk, small_max, rd_max;	/* every rank must agree */
 };
 
 /* Per rank and size: what the iterations measured. */
@@ -119,10 +121,10 @@ static void usage(void)
 		"                         (default device:0 if /dev/peerdirect0 exists, else memfd)\n"
 		"  --provider NAME        libfabric provider (default: the library's choice)\n"
 		"  --depth N              pieces in flight per direction and exchange (default 4)\n"
-		"  --chunk SIZE           piece size = wire chunk, every path (default 4M)\n"
+		"  --chunk SIZE           piece size above --small-max = wire chunk (default 4M)\n"
 		"  --small-chunk SIZE --small-max SIZE   pieces of --small-chunk for messages of at\n"
-		"                         most --small-max (default 4K up to 16K over shm, 16K up\n"
-		"                         to 32K over tcp, none otherwise)\n"
+		"                         most --small-max (default 4K up to 8K over shm, 16K up to\n"
+		"                         32K over tcp;ofi_rxm, none otherwise; --small-max 0: none)\n"
 		"  --algo auto|ring|rd    allreduce algorithm (auto: rd up to --rd-max, default 256K, 4K over shm)\n"
 		"  --stat mean|median     time statistic over the iterations (default mean)\n"
 		"  --csv FILE             one row per size, path and placement\n"
@@ -245,12 +247,12 @@ static int parse(int argc, char **argv, struct opts *o, struct launch_opts *lo)
 		case O_SMALL_CHUNK:
 			if (size_arg(optarg, &o->small_chunk, "--small-chunk"))
 				return -1;
-			o->small_set = true;
+			o->small_set |= SMALL_CHUNK_SET;
 			break;
 		case O_SMALL_MAX:
 			if (size_arg(optarg, &o->small_max, "--small-max"))
 				return -1;
-			o->small_set = true;
+			o->small_set |= SMALL_MAX_SET;
 			break;
 		case O_STAT: o->median = !strcmp(optarg, "median"); break;
 		case O_CSV: o->csv = optarg; break;
@@ -274,10 +276,13 @@ static int parse(int argc, char **argv, struct opts *o, struct launch_opts *lo)
 		usage();
 		return -1;
 	}
-	if (o->small_set && (!o->small_chunk || !o->small_max || o->small_chunk < 4096 ||
-			     o->small_chunk % 16 || o->small_chunk > o->chunk ||
-			     o->small_max / o->small_chunk > 64)) {
-		fprintf(stderr, "pd-coll: --small-chunk and --small-max go together: a chunk of at least 4096 B, a multiple of 16, at most --chunk, and at most 64 of them in --small-max\n");
+	if (o->small_set == SMALL_MAX_SET && o->small_max == 0) {
+		o->small_chunk = 0;	/* --small-max 0 alone: off */
+	} else if (o->small_set &&
+		   (o->small_chunk < 4096 || o->small_chunk % 16 || o->small_chunk > o->chunk ||
+		    o->small_max < o->small_chunk ||
+		    (o->small_max + o->small_chunk - 1) / o->small_chunk > 64)) {
+		fprintf(stderr, "pd-coll: --small-chunk and --small-max go together (--small-max 0 alone turns them off): a chunk of at least 4096 B, a multiple of 16, at most --chunk, and from 1 to 64 of them in --small-max\n");
 		return -1;
 	}
 	if ((o->maxb + o->chunk - 1) / o->chunk > 65535) {
@@ -476,7 +481,7 @@ int main(int argc, char **argv)
 	struct rankinfo ri = { 0 }, *ris = NULL;
 	size_t region, stride, sizes[64];
 	int nsizes = 0, ci, ti, oi, si, p, ret, status = 0, child;
-	char datpath[4200] = "";
+	char datpath[4200] = "", small[80] = "";
 
 	tool_env_defaults();
 	record_cmdline(argc, argv);
@@ -521,16 +526,17 @@ int main(int argc, char **argv)
 	/*
 	 * A message past the provider's eager size costs a handshake: shm
 	 * leaves its 4 KiB inject path, ofi_rxm over tcp its 16 KiB eager
-	 * buffers.  Up to a few of those sizes, eager pieces are cheaper
-	 * (measured, Documentation/performance.md section 1); other
-	 * providers were not measured and keep whole pieces.
+	 * buffers (unless FI_OFI_RXM_BUFFER_SIZE changed them).  Up to a few
+	 * of those sizes, eager pieces are cheaper (measured,
+	 * Documentation/performance.md section 6 I); other providers were
+	 * not measured and keep whole pieces.
 	 */
 	if (!status && !o.small_set) {
 		const char *prov = pd_fabric_provider(lanes[o.lanes[0] ? 0 : o.lanes[1] ? 1 : 2].fab);
 
-		if (!strncmp(prov, "shm", 3))
-			o.small_chunk = 4096, o.small_max = 16 << 10;
-		else if (!strncmp(prov, "tcp", 3))
+		if (!strcmp(prov, "shm"))
+			o.small_chunk = 4096, o.small_max = 8 << 10;
+		else if (!strcmp(prov, "tcp;ofi_rxm") && !getenv("FI_OFI_RXM_BUFFER_SIZE"))
 			o.small_chunk = 16 << 10, o.small_max = 32 << 10;
 		if (o.small_chunk > o.chunk)
 			o.small_chunk = o.small_max = 0;
@@ -542,17 +548,33 @@ int main(int argc, char **argv)
 	ris = calloc((size_t)b.size, sizeof(*ris));
 	ri.pid = (int32_t)getpid();
 	gethostname(ri.host, sizeof(ri.host) - 1);
+	ri.small_chunk = o.small_chunk, ri.small_max = o.small_max, ri.rd_max = o.rd_max;
 	if (!me || !all || !ris || b.allgather(&b, &ri, sizeof(ri), ris))
 		status = 3;
+	/* Pieces and algorithms are derived on every rank: a rank on another
+	 * provider or environment would cut messages differently and hang. */
+	for (p = 1; !status && p < b.size; p++) {
+		if (ris[p].small_chunk != ris[0].small_chunk || ris[p].small_max != ris[0].small_max ||
+		    ris[p].rd_max != ris[0].rd_max) {
+			if (b.rank == 0)
+				fprintf(stderr, "pd-coll: rank %d would cut messages differently from rank 0 (small pieces %" PRIu64 " up to %" PRIu64 " B, --rd-max %" PRIu64 ", against %" PRIu64 ", %" PRIu64 ", %" PRIu64 "): give every rank the same provider and options\n",
+					p, ris[p].small_chunk, ris[p].small_max, ris[p].rd_max,
+					ris[0].small_chunk, ris[0].small_max, ris[0].rd_max);
+			status = 3;
+		}
+	}
 	if (status)
 		goto out;
 	if (b.rank == 0) {
 		printf("# pd-coll: %s\n# %d ranks, bootstrap: %s\n", cmdline, b.size, b.how);
 		for (p = 0; p < b.size; p++)
 			printf("#  Rank %2d Pid %6d on %10s\n", p, ris[p].pid, ris[p].host);
-		printf("# provider %s; pieces of %zu B (%zu B for messages up to %zu B), %d in flight per direction on every path; "
+		if (o.small_chunk)
+			snprintf(small, sizeof(small), " (%zu B for messages up to %zu B)",
+				 o.small_chunk, o.small_max);
+		printf("# provider %s; pieces of %zu B%s, %d in flight per direction on every path; "
 		       "allreduce %s (--rd-max %zu)\n", pd_fabric_provider(lanes[o.lanes[0] ? 0 : o.lanes[1] ? 1 : 2].fab),
-		       o.chunk, o.small_chunk ? o.small_chunk : o.chunk, o.small_max, o.depth, o.algo == ALGO_RING ? "ring" : o.algo == ALGO_RD ?
+		       o.chunk, small, o.depth, o.algo == ALGO_RING ? "ring" : o.algo == ALGO_RD ?
 		       "recursive doubling" : "recursive doubling up to --rd-max, ring above", o.rd_max);
 		for (p = 0; p < NLANES; p++)
 			if (o.lanes[p])
