@@ -136,11 +136,11 @@ static void bench_hits(const char *label, struct pd_fabric *fab, int n,
 		pd_mr_dereg(mrs[i]);
 	/*
 	 * Batches of 100 random hits; the median batch, per hit.  The first
-	 * 201 batches touch each of 10,000 entries about twice, mostly out of
-	 * the CPU caches the misses just churned; the last 201, after each
-	 * entry was hit about 18 times, find the hit's working set (an entry's
-	 * two lines, its bucket) cache-resident, as a runtime re-registering
-	 * the same buffers every step would.  Both are printed.
+	 * 201 batches hit each of n entries 20,100/n times on average, mostly
+	 * out of the CPU caches the misses just churned (the figure P3 is
+	 * judged on); the last 201 come after 180,000 more hits in a tight
+	 * loop, which leave the hit's working set (an entry's two lines, its
+	 * bucket) cache-resident when it fits: a best case.  Both are printed.
 	 */
 	for (k = 0; k < HIT_BATCHES; k++) {
 		int idx[100];
