@@ -48,6 +48,21 @@ static int run(const char *prefix, const char *args, char *out)
 	return WIFEXITED(status) ? WEXITSTATUS(status) : 99;
 }
 
+/* Two ranks started apart, as Slurm would: rank 1 with args1 in the
+ * background, rank 0 with args0 in the foreground; rank 0's status. */
+static int run_slurm_pair(int port, const char *args0, const char *args1, char *out)
+{
+	char exe[PATH_MAX], cmd[PATH_MAX + 512], prefix[256];
+
+	tool_path(exe, sizeof(exe), "pd-coll");
+	snprintf(cmd, sizeof(cmd), "PD_COLL_RENDEZVOUS=127.0.0.1:%d SLURM_NTASKS=2 SLURM_PROCID=1 %s %s >/dev/null 2>&1 &",
+		 port, exe, args1);
+	if (system(cmd))
+		return -1;
+	snprintf(prefix, sizeof(prefix), "PD_COLL_RENDEZVOUS=127.0.0.1:%d SLURM_NTASKS=2 SLURM_PROCID=0", port);
+	return run(prefix, args0, out);
+}
+
 struct table {
 	int rows, tables, bad_rows;
 	double wrong;
@@ -262,20 +277,9 @@ TEST_F_TIMEOUT(coll1, under_mpirun, 120)
 /* Slurm's variables and the TCP rendezvous, two processes started apart. */
 TEST_F_TIMEOUT(coll1, slurm_environment, 120)
 {
-	char prefix[256];
-	int port = 26000 + getpid() % 20000, st;
+	int st = run_slurm_pair(26000 + getpid() % 20000, "--provider shm -b 4K -e 4K -n 2",
+				"--provider shm -b 4K -e 4K -n 2", self->out);
 
-	/* rank 1 in the background, rank 0 in the foreground */
-	{
-		char exe[PATH_MAX], cmd[PATH_MAX + 512];
-
-		tool_path(exe, sizeof(exe), "pd-coll");
-		snprintf(cmd, sizeof(cmd), "PD_COLL_RENDEZVOUS=127.0.0.1:%d SLURM_NTASKS=2 SLURM_PROCID=1 %s --provider shm -b 4K -e 4K -n 2 >/dev/null 2>&1 &",
-			 port, exe);
-		ASSERT_EQ(0, system(cmd));
-	}
-	snprintf(prefix, sizeof(prefix), "PD_COLL_RENDEZVOUS=127.0.0.1:%d SLURM_NTASKS=2 SLURM_PROCID=0", port);
-	st = run(prefix, "--provider shm -b 4K -e 4K -n 2", self->out);
 	EXPECT_EQ(0, st) TH_LOG("%s", self->out);
 	EXPECT_NE(NULL, strstr(self->out, "bootstrap: SLURM_PROCID/SLURM_NTASKS, tcp rendezvous")) TH_LOG("%s", self->out);
 	EXPECT_NE(NULL, strstr(self->out, "# Out of bounds values : 0 OK"));
@@ -317,15 +321,10 @@ TEST_F_TIMEOUT(coll1, small_pieces_on_both_sides_of_the_limit, 120)
 /* Ranks that would cut messages differently refuse to start, not hang. */
 TEST_F_TIMEOUT(coll1, ranks_that_disagree_on_pieces_refuse, 120)
 {
-	char prefix[256], exe[PATH_MAX], cmd[PATH_MAX + 512];
-	int port = 26000 + (getpid() + 7) % 20000, st;
+	int st = run_slurm_pair(26000 + (getpid() + 7) % 20000,
+				"--provider shm -b 4K -e 4K -n 2 --small-chunk 4K --small-max 8K",
+				"--provider shm -b 4K -e 4K -n 2 --small-max 0", self->out);
 
-	tool_path(exe, sizeof(exe), "pd-coll");
-	snprintf(cmd, sizeof(cmd), "PD_COLL_RENDEZVOUS=127.0.0.1:%d SLURM_NTASKS=2 SLURM_PROCID=1 %s --provider shm -b 4K -e 4K -n 2 --small-max 0 >/dev/null 2>&1 &",
-		 port, exe);
-	ASSERT_EQ(0, system(cmd));
-	snprintf(prefix, sizeof(prefix), "PD_COLL_RENDEZVOUS=127.0.0.1:%d SLURM_NTASKS=2 SLURM_PROCID=0", port);
-	st = run(prefix, "--provider shm -b 4K -e 4K -n 2 --small-chunk 4K --small-max 8K", self->out);
 	EXPECT_EQ(3, st) TH_LOG("%s", self->out);
 	EXPECT_NE(NULL, strstr(self->out, "rank 1 would cut messages differently from rank 0"))
 		TH_LOG("%s", self->out);

@@ -161,6 +161,12 @@ static size_t piece_size(const struct opts *o, size_t len)
 	return o->small_chunk && len <= o->small_max ? o->small_chunk : o->chunk;
 }
 
+/* Length of piece i of a message of len bytes in pieces of P. */
+static size_t piece_len(size_t len, size_t i, size_t P)
+{
+	return len - i * P < P ? len - i * P : P;
+}
+
 int xchg(struct run *r, const struct xchg *x)
 {
 	struct lane *l = r->l;
@@ -178,19 +184,19 @@ int xchg(struct run *r, const struct xchg *x)
 		bool moved = false;
 
 		for (; !ret && pr < nr && pr - dr < D; pr++, moved = true) {
-			size_t len = x->rlen - pr * PR < PR ? x->rlen - pr * PR : PR;
+			size_t len = piece_len(x->rlen, pr, PR);
 
 			ret = pd_trecv(l->fab, l->mr, x->roff + pr * PR, len, l->peer[x->rpeer],
 				       coll_tag(r, x->step, pr), &rq[pr % D]);
 		}
 		for (; !ret && ps < ns && ps - ds < D && (!x->chain || ps < dr); ps++, moved = true) {
-			size_t len = x->slen - ps * PS < PS ? x->slen - ps * PS : PS;
+			size_t len = piece_len(x->slen, ps, PS);
 
 			ret = pd_tsend(l->fab, l->mr, x->soff + ps * PS, len, l->peer[x->speer],
 				       coll_tag(r, x->step, ps), &sq[ps % D]);
 		}
 		if (!ret && dr < pr && (t = pd_test(rq[dr % D], NULL)) != 0) {
-			size_t len = x->rlen - dr * PR < PR ? x->rlen - dr * PR : PR;
+			size_t len = piece_len(x->rlen, dr, PR);
 
 			ret = t < 0 ? t : 0;
 			pd_req_free(rq[dr % D]);

@@ -472,6 +472,34 @@ static void table_header(const struct opts *o, enum coll_kind k, enum dtype t, i
 	       "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "");
 }
 
+/*
+ * Tuning by provider, each measured (Documentation/performance.md), for
+ * what the command line left unset:
+ *  - over shm, recursive doubling loses to the ring from 8 KiB on, where
+ *    shm leaves its inject path (4 KiB) for a handshake; over tcp it wins
+ *    up to 256 KiB;
+ *  - a message past the provider's eager size costs a handshake (shm's
+ *    4 KiB inject path, ofi_rxm's 16 KiB eager buffers unless
+ *    FI_OFI_RXM_BUFFER_SIZE changed them): up to a few of those sizes,
+ *    eager pieces are cheaper (section 6 I).  Providers not measured keep
+ *    whole pieces.
+ */
+static void provider_defaults(struct opts *o, const char *prov)
+{
+	bool shm = !strcmp(prov, "shm");
+
+	if (!o->rd_max_set && shm)
+		o->rd_max = 4096;
+	if (o->small_set)
+		return;
+	if (shm)
+		o->small_chunk = 4096, o->small_max = 8 << 10;
+	else if (!strcmp(prov, "tcp;ofi_rxm") && !getenv("FI_OFI_RXM_BUFFER_SIZE"))
+		o->small_chunk = 16 << 10, o->small_max = 32 << 10;
+	if (o->small_chunk > o->chunk)
+		o->small_chunk = o->small_max = 0;
+}
+
 int main(int argc, char **argv)
 {
 	struct opts o;
@@ -512,35 +540,8 @@ int main(int argc, char **argv)
 			status = 3;
 		}
 	}
-	/*
-	 * Measured (Documentation/performance.md): over shm, recursive doubling
-	 * loses to the ring from 8 KiB on, where shm leaves its inject path
-	 * (4 KiB) for a handshake; over tcp it wins up to 256 KiB.
-	 */
-	if (!status && !o.rd_max_set) {
-		const char *prov = pd_fabric_provider(lanes[o.lanes[0] ? 0 : o.lanes[1] ? 1 : 2].fab);
-
-		if (!strncmp(prov, "shm", 3))
-			o.rd_max = 4096;
-	}
-	/*
-	 * A message past the provider's eager size costs a handshake: shm
-	 * leaves its 4 KiB inject path, ofi_rxm over tcp its 16 KiB eager
-	 * buffers (unless FI_OFI_RXM_BUFFER_SIZE changed them).  Up to a few
-	 * of those sizes, eager pieces are cheaper (measured,
-	 * Documentation/performance.md section 6 I); other providers were
-	 * not measured and keep whole pieces.
-	 */
-	if (!status && !o.small_set) {
-		const char *prov = pd_fabric_provider(lanes[o.lanes[0] ? 0 : o.lanes[1] ? 1 : 2].fab);
-
-		if (!strcmp(prov, "shm"))
-			o.small_chunk = 4096, o.small_max = 8 << 10;
-		else if (!strcmp(prov, "tcp;ofi_rxm") && !getenv("FI_OFI_RXM_BUFFER_SIZE"))
-			o.small_chunk = 16 << 10, o.small_max = 32 << 10;
-		if (o.small_chunk > o.chunk)
-			o.small_chunk = o.small_max = 0;
-	}
+	if (!status)
+		provider_defaults(&o, pd_fabric_provider(lanes[o.lanes[0] ? 0 : o.lanes[1] ? 1 : 2].fab));
 	stride = sizeof(struct sample) + (size_t)NLANES * 2 * (size_t)o.iters * sizeof(double);
 	stride = (stride + 7) / 8 * 8;
 	me = calloc(1, stride);
