@@ -103,7 +103,12 @@ failure_digest() {
 		echo "  $n"
 		shown=
 		if [ -f "$out/$n.log" ]; then
-			shown=$(grep -aE '^not ok|#  FAIL' "$out/$n.log" | head -n 10)
+			# Each failed test with the file:line reports (TH_LOG,
+			# failed EXPECTs) its harness printed since its RUN line.
+			shown=$(awk '/^# +RUN /{ n = 0 }
+				/^# [^ ]+\.c:[0-9]+:/ && n < 6 { buf[n++] = $0 }
+				/^not ok/ { for (i = 0; i < n; i++) print buf[i]; print; n = 0 }' \
+				"$out/$n.log" | head -n 30)
 		fi
 		if [ -f "$out/$n.out" ]; then
 			vm=$(sed -n '/^vm-run: \(kernel reported a problem\|VM killed\|VM ended\)/,/^vm-run: rc=/p' \

@@ -302,17 +302,29 @@ static int cg_write(const char *path, const char *val)
 }
 
 /*
- * memory.stat is flushed lazily (per-cpu batches; 6.12 counts them in
- * pages): the periodic flush every 2 s makes it exact to a page.
+ * memory.stat is flushed lazily: a read flushes only once enough updates
+ * are pending (6.1 counts them in bytes, 6.12 and later in pages, so 400
+ * opens may stay below the bar), and the periodic flush is a deferrable
+ * timer that an idle VM can put off for longer than any sleep we would
+ * choose (7.2 returned the same value twice, 2.2 s apart).  Faulting in and
+ * freeing 8 MiB of anonymous memory in the cgroup makes thousands of page
+ * updates, so the read that follows always flushes; what stays behind is
+ * each CPU's cached slab bytes, under a page.
  */
 static long long cg_stat(const char *key)
 {
-	char line[256];
-	size_t klen = strlen(key);
+	const size_t churn = 8 << 20;
+	char line[256], *p;
+	size_t klen = strlen(key), i;
 	long long v = -1;
 	FILE *f;
 
-	usleep(2200 * 1000);
+	p = mmap(NULL, churn, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED)
+		return -1;
+	for (i = 0; i < churn; i += 4096)
+		p[i] = 1;
+	munmap(p, churn);
 	f = fopen(CG "/memory.stat", "r");
 	if (!f)
 		return -1;
@@ -383,8 +395,12 @@ TEST_F(lim, kernel_memory_is_charged_to_the_callers_memcg)
 		ASSERT_LE(0, pd_export(dev[i], h, 0, self->q.page_size));
 	}
 	s3 = cg_stat("slab_unreclaimable");
+	/* a stale read would make every difference below meaningless */
+	ASSERT_LE(s0 + n * 64, s1) TH_LOG("memory.stat did not move: not flushed");
 	per_open = ((s2 - s1) - (s1 - s0)) / n;
 	per_export = (s3 - s2) / nexp;
+	TH_LOG("slab_unreclaimable %lld, %lld after %d opens of /dev/null, %lld after as many of the device, %lld after %d exports",
+	       s0, s1, n, s2, s3, nexp);
 	TH_LOG("charged per open beyond /dev/null: %lld B; per first export: %lld B (ring %lld B)",
 	       per_open, per_export, ring);
 	EXPECT_LE(64, per_open);
