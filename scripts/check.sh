@@ -189,6 +189,7 @@ counted() {
 }
 
 stage_admin() {
+	wait_prefetch
 	counted man-lint "$out/man-lint.log" make -s man-lint
 	counted packages "$out/packages.log" scripts/package-test.sh
 	counted dkms "$out/dkms.log" scripts/dkms-test.sh
@@ -499,6 +500,7 @@ run_tier() {
 
 stage_tiers() {
 	local tier
+	wait_prefetch
 	for tier in $tiers; do
 		run_tier "$tier"
 	done
@@ -512,6 +514,36 @@ if [[ " $stages " == *" tiers "* && " $tiers " == *" debug "* ]] &&
 	echo "peerdirect check: building the debug kernel in the background"
 	scripts/debug-kernel.sh > "$out/debug-kernel.log" 2>&1 &
 fi
+# On a fresh machine the unstable root, the backports kernel and the clean
+# Debian 12 root are about 700 s of downloading and unpacking, each made when
+# its stage came.  Fetch them now, in the background and in that order, while
+# the host stages keep the CPUs busy.  Each script holds its own lock, so a
+# stage that needs one before it is ready waits for it; the stages still
+# prepare them as before (then a no-op) and report any failure themselves.
+prefetch_pid=
+if [[ " $stages " == *" stack "* || " $stages " == *" tiers "* || " $stages " == *" admin "* ]]; then
+	(
+		if [[ " $stages " == *" stack "* ]] ||
+			[[ " $stages " == *" tiers "* && " $tiers " == *" newest "* ]]; then
+			nice -n 10 scripts/stack-root.sh --suite sid > /dev/null || true
+		fi
+		if [[ " $stages " == *" tiers "* && " $tiers " == *" lts "* ]]; then
+			nice -n 10 scripts/tiers.sh prepare lts > /dev/null || true
+		fi
+		if [[ " $stages " == *" admin "* ]]; then
+			nice -n 10 scripts/packaging/clean-root.sh --cache-only bookworm > /dev/null || true
+		fi
+	) > "$out/prefetch.log" 2>&1 &
+	prefetch_pid=$!
+fi
+# The backports kernel is installed with apt on the host: the tiers stage
+# must not run apt beside the prefetch.
+wait_prefetch() {
+	[ -n "$prefetch_pid" ] || return 0
+	wait "$prefetch_pid"
+	prefetch_pid=
+}
+
 echo "peerdirect check: building"
 if ! make -s selftests > "$out/build.log" 2>&1; then
 	tail -n 40 "$out/build.log"

@@ -3,6 +3,7 @@
 # installing the packages the way a new machine would.
 #
 #   scripts/packaging/clean-root.sh DIR [SUITE]
+#   scripts/packaging/clean-root.sh --cache-only [SUITE]   (make the cache only)
 #
 # The pristine root (debootstrap --variant=minbase, then `apt-get update`,
 # nothing else) is cached as a tarball in $PEERDIRECT_CACHE (default
@@ -67,6 +68,10 @@ if [ ! -f "$tarball" ]; then
 	done
 fi
 flock -u 9
+if [ "$dir" = --cache-only ]; then
+	echo "$key $tarball"
+	exit 0
+fi
 
 rm -rf "$dir"
 mkdir -p "$dir"
