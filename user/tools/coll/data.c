@@ -58,19 +58,42 @@ static inline float apply(enum redop op, float a, float b)
 	}
 }
 
+/* restrict lets gcc's -O2 cost model vectorize these loops, which it will
+ * not do while the arrays may overlap. */
+static void reduce_f32(enum redop op, float *restrict d, const float *restrict x,
+		       const float *restrict y, size_t n)
+{
+	size_t i;
+
+	switch (op) {
+	case OP_SUM: for (i = 0; i < n; i++) d[i] = x[i] + y[i]; break;
+	case OP_MIN: for (i = 0; i < n; i++) d[i] = x[i] < y[i] ? x[i] : y[i]; break;
+	default: for (i = 0; i < n; i++) d[i] = x[i] > y[i] ? x[i] : y[i]; break;
+	}
+}
+
+static void reduce_f32_inplace(enum redop op, float *restrict d, const float *restrict y, size_t n)
+{
+	size_t i;
+
+	switch (op) {
+	case OP_SUM: for (i = 0; i < n; i++) d[i] += y[i]; break;
+	case OP_MIN: for (i = 0; i < n; i++) d[i] = d[i] < y[i] ? d[i] : y[i]; break;
+	default: for (i = 0; i < n; i++) d[i] = d[i] > y[i] ? d[i] : y[i]; break;
+	}
+}
+
+/* The algorithms reduce into one of the operands or into a third buffer,
+ * never into a partly overlapping one; the operations commute. */
 void reduce_into(enum dtype t, enum redop op, void *dst, const void *a, const void *b, size_t n)
 {
 	size_t i;
 
 	if (t == T_FLOAT) {
-		float *d = dst;
-		const float *x = a, *y = b;
-
-		switch (op) {
-		case OP_SUM: for (i = 0; i < n; i++) d[i] = x[i] + y[i]; break;
-		case OP_MIN: for (i = 0; i < n; i++) d[i] = x[i] < y[i] ? x[i] : y[i]; break;
-		default: for (i = 0; i < n; i++) d[i] = x[i] > y[i] ? x[i] : y[i]; break;
-		}
+		if (dst == a || dst == b)
+			reduce_f32_inplace(op, dst, dst == a ? b : a, n);
+		else
+			reduce_f32(op, dst, a, b, n);
 		return;
 	}
 	for (i = 0; i < n; i++)
