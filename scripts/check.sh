@@ -105,10 +105,10 @@ failure_digest() {
 		if [ -f "$out/$n.log" ]; then
 			# Each failed test with the file:line reports (TH_LOG,
 			# failed EXPECTs) its harness printed since its RUN line.
-			shown=$(awk '/^# +RUN /{ n = 0 }
-				/^# [^ ]+\.c:[0-9]+:/ && n < 6 { buf[n++] = $0 }
-				/^not ok/ { for (i = 0; i < n; i++) print buf[i]; print; n = 0 }' \
-				"$out/$n.log" | head -n 30)
+			shown=$(awk '/^# +RUN |^ok |^# selftest:/ { n = 0 }
+				/^# [^ ]+\.c:[0-9]+:/ { buf[n++ % 6] = $0 }
+				/^not ok/ { for (i = (n > 6 ? n - 6 : 0); i < n; i++) print buf[i % 6]
+					print; n = 0 }' "$out/$n.log" | head -n 30)
 		fi
 		if [ -f "$out/$n.out" ]; then
 			vm=$(sed -n '/^vm-run: \(kernel reported a problem\|VM killed\|VM ended\)/,/^vm-run: rc=/p' \
@@ -189,7 +189,7 @@ counted() {
 }
 
 stage_admin() {
-	wait_prefetch
+	wait_prefetch all
 	counted man-lint "$out/man-lint.log" make -s man-lint
 	counted packages "$out/packages.log" scripts/package-test.sh
 	counted dkms "$out/dkms.log" scripts/dkms-test.sh
@@ -500,7 +500,7 @@ run_tier() {
 
 stage_tiers() {
 	local tier
-	wait_prefetch
+	wait_prefetch roots
 	for tier in $tiers; do
 		run_tier "$tier"
 	done
@@ -514,36 +514,6 @@ if [[ " $stages " == *" tiers "* && " $tiers " == *" debug "* ]] &&
 	echo "peerdirect check: building the debug kernel in the background"
 	scripts/debug-kernel.sh > "$out/debug-kernel.log" 2>&1 &
 fi
-# On a fresh machine the unstable root, the backports kernel and the clean
-# Debian 12 root are about 700 s of downloading and unpacking, each made when
-# its stage came.  Fetch them now, in the background and in that order, while
-# the host stages keep the CPUs busy.  Each script holds its own lock, so a
-# stage that needs one before it is ready waits for it; the stages still
-# prepare them as before (then a no-op) and report any failure themselves.
-prefetch_pid=
-if [[ " $stages " == *" stack "* || " $stages " == *" tiers "* || " $stages " == *" admin "* ]]; then
-	(
-		if [[ " $stages " == *" stack "* ]] ||
-			[[ " $stages " == *" tiers "* && " $tiers " == *" newest "* ]]; then
-			nice -n 10 scripts/stack-root.sh --suite sid > /dev/null || true
-		fi
-		if [[ " $stages " == *" tiers "* && " $tiers " == *" lts "* ]]; then
-			nice -n 10 scripts/tiers.sh prepare lts > /dev/null || true
-		fi
-		if [[ " $stages " == *" admin "* ]]; then
-			nice -n 10 scripts/packaging/clean-root.sh --cache-only bookworm > /dev/null || true
-		fi
-	) > "$out/prefetch.log" 2>&1 &
-	prefetch_pid=$!
-fi
-# The backports kernel is installed with apt on the host: the tiers stage
-# must not run apt beside the prefetch.
-wait_prefetch() {
-	[ -n "$prefetch_pid" ] || return 0
-	wait "$prefetch_pid"
-	prefetch_pid=
-}
-
 echo "peerdirect check: building"
 if ! make -s selftests > "$out/build.log" 2>&1; then
 	tail -n 40 "$out/build.log"
@@ -551,7 +521,55 @@ if ! make -s selftests > "$out/build.log" 2>&1; then
 	echo "0 passed, 1 failed"
 	exit 1
 fi
+# On a fresh machine the unstable root, the backports kernel and the clean
+# Debian 12 root are about 700 s of downloading and unpacking, each made when
+# its stage came.  Fetch them in the background, once the static stage is
+# done (sparse takes the newest installed kernel headers: no backports kernel
+# may arrive under it), while the host stages keep the CPUs busy.  Each
+# script holds its own lock, so a stage that needs one before it is ready
+# waits for it; the stages still prepare them as before (then a no-op) and
+# report any failure themselves.  Two jobs: the tiers wait for the first
+# (it runs apt on the host), only admin for the second.
+prefetch_roots=
+prefetch_clean=
+start_prefetch() {
+	[ -z "${prefetch_started:-}" ] || return 0
+	prefetch_started=1
+	if [[ " $stages " == *" stack "* ]] ||
+		[[ " $stages " == *" tiers "* && " $tiers " == *" newest "* ]] ||
+		[[ " $stages " == *" tiers "* && " $tiers " == *" lts "* ]]; then
+		(
+			if [[ " $stages " == *" stack "* || " $tiers " == *" newest "* ]]; then
+				nice -n 10 scripts/stack-root.sh --suite sid > /dev/null || true
+			fi
+			if [[ " $stages " == *" tiers "* && " $tiers " == *" lts "* ]]; then
+				nice -n 10 scripts/tiers.sh prepare lts > /dev/null || true
+			fi
+		) > "$out/prefetch-roots.log" 2>&1 &
+		prefetch_roots=$!
+	fi
+	if [[ " $stages " == *" admin "* ]]; then
+		nice -n 10 scripts/packaging/clean-root.sh --cache-only bookworm \
+			> "$out/prefetch-clean-root.log" 2>&1 &
+		prefetch_clean=$!
+	fi
+}
+wait_prefetch() {	# wait_prefetch roots|all
+	if [ -n "$prefetch_roots" ]; then
+		wait "$prefetch_roots"
+		prefetch_roots=
+	fi
+	if [ "$1" = all ] && [ -n "$prefetch_clean" ]; then
+		wait "$prefetch_clean"
+		prefetch_clean=
+	fi
+	return 0
+}
+# Never leave apt or dpkg running behind us, whatever ends the run.
+trap 'wait_prefetch all' EXIT
+
 for s in $stages; do
+	[ "$s" = static ] || start_prefetch
 	echo "== stage $s"
 	"stage_$s"
 done

@@ -395,12 +395,12 @@ TEST_F(lim, kernel_memory_is_charged_to_the_callers_memcg)
 		ASSERT_LE(0, pd_export(dev[i], h, 0, self->q.page_size));
 	}
 	s3 = cg_stat("slab_unreclaimable");
+	TH_LOG("slab_unreclaimable %lld, %lld after %d opens of /dev/null, %lld after as many of the device, %lld after %d exports",
+	       s0, s1, n, s2, s3, nexp);
 	/* a stale read would make every difference below meaningless */
 	ASSERT_LE(s0 + n * 64, s1) TH_LOG("memory.stat did not move: not flushed");
 	per_open = ((s2 - s1) - (s1 - s0)) / n;
 	per_export = (s3 - s2) / nexp;
-	TH_LOG("slab_unreclaimable %lld, %lld after %d opens of /dev/null, %lld after as many of the device, %lld after %d exports",
-	       s0, s1, n, s2, s3, nexp);
 	TH_LOG("charged per open beyond /dev/null: %lld B; per first export: %lld B (ring %lld B)",
 	       per_open, per_export, ring);
 	EXPECT_LE(64, per_open);

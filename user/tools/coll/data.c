@@ -89,7 +89,7 @@ void reduce_into(enum dtype t, enum redop op, void *dst, const void *a, const vo
 {
 	size_t i;
 
-	if (t == T_FLOAT) {
+	if (t == T_FLOAT && a != b) {
 		if (dst == a || dst == b)
 			reduce_f32_inplace(op, dst, dst == a ? b : a, n);
 		else
