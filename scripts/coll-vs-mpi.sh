@@ -8,8 +8,12 @@
 # The two alternate REPEATS times and the median of the repeats is shown,
 # so that load from elsewhere hits both.
 #
-#   scripts/coll-vs-mpi.sh [-n RANKS] [-b MIN] [-e MAX] [-i ITERS] [-r REPEATS] [tcp] [shm]
+#   scripts/coll-vs-mpi.sh [-n RANKS] [-b MIN] [-e MAX] [-i ITERS] [-r REPEATS] [tcp] [shm] [shm-nocma]
 #
+# shm-nocma: both without single-copy (CMA, process_vm_readv): Open MPI's
+# btl_vader_single_copy_mechanism none, libfabric's FI_SHM_DISABLE_CMA=1.
+# On this VM pinning the peer's pages costs more than a second copy, for
+# both.
 # Prints every command, then per transport and size: both times, and
 # "pd/mpi busbw" = MPI's time over pd-coll's (above 1: pd-coll is faster).
 # Needs openmpi-bin and libopenmpi-dev (mpicc); builds user/build/pd-coll.
@@ -19,7 +23,7 @@ ranks=2 minb=4096 maxb=$((64 << 20)) iters=20 repeats=3
 while getopts n:b:e:i:r: opt; do
 	case $opt in
 	n) ranks=$OPTARG ;; b) minb=$OPTARG ;; e) maxb=$OPTARG ;; i) iters=$OPTARG ;;
-	r) repeats=$OPTARG ;; *) sed -n '2,16p' "$0"; exit 2 ;;
+	r) repeats=$OPTARG ;; *) sed -n '2,19p' "$0"; exit 2 ;;
 	esac
 done
 shift $((OPTIND - 1))
@@ -35,12 +39,17 @@ warm=3
 median() { sort -g | awk '{ a[NR] = $1 } END { if (NR) print a[int((NR + 1) / 2)] }'; }
 echo "# $(date -u '+%F %T') $(uname -n), $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg), commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
 for tr in $transports; do
+	extra=()
 	case $tr in
 	tcp) btl=tcp,self prov=tcp ;;
 	shm) btl=vader,self prov=shm ;;
-	*) echo "coll-vs-mpi: transport $tr is not tcp or shm" >&2; exit 2 ;;
+	# Shared memory with no single-copy (CMA) on either side: both move
+	# large messages through shared buffers, a copy by each process.
+	shm-nocma) btl=vader,self prov=shm
+		extra=(--mca btl_vader_single_copy_mechanism none -x FI_SHM_DISABLE_CMA=1) ;;
+	*) echo "coll-vs-mpi: transport $tr is not tcp, shm or shm-nocma" >&2; exit 2 ;;
 	esac
-	mpi=(mpirun --oversubscribe -np "$ranks" --mca pml ob1 --mca btl "$btl")
+	mpi=(mpirun --oversubscribe -np "$ranks" --mca pml ob1 --mca btl "$btl" "${extra[@]}")
 	pd=(user/build/pd-coll --provider "$prov" --paths host --coll allreduce -b "$minb" -e "$maxb" -f 2
 	    -n "$iters" -w "$warm" -c 1 --stat median)
 	mpib=(user/build/pd-mpi-allreduce "$minb" "$maxb" "$iters" "$warm")
