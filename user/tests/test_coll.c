@@ -11,6 +11,7 @@
 
 #include "kselftest_harness.h"
 #include "peer_pair.h"
+#include "../tools/listen_port.h"
 
 #define OUT_MAX (512 * 1024)
 
@@ -277,7 +278,7 @@ TEST_F_TIMEOUT(coll1, under_mpirun, 120)
 /* Slurm's variables and the TCP rendezvous, two processes started apart. */
 TEST_F_TIMEOUT(coll1, slurm_environment, 120)
 {
-	int st = run_slurm_pair(26000 + getpid() % 20000, "--provider shm -b 4K -e 4K -n 2",
+	int st = run_slurm_pair(listen_port(), "--provider shm -b 4K -e 4K -n 2",
 				"--provider shm -b 4K -e 4K -n 2", self->out);
 
 	EXPECT_EQ(0, st) TH_LOG("%s", self->out);
@@ -321,7 +322,7 @@ TEST_F_TIMEOUT(coll1, small_pieces_on_both_sides_of_the_limit, 120)
 /* Ranks that would cut messages differently refuse to start, not hang. */
 TEST_F_TIMEOUT(coll1, ranks_that_disagree_on_pieces_refuse, 120)
 {
-	int st = run_slurm_pair(26000 + (getpid() + 7) % 20000,
+	int st = run_slurm_pair(listen_port(),
 				"--provider shm -b 4K -e 4K -n 2 --small-chunk 4K --small-max 8K",
 				"--provider shm -b 4K -e 4K -n 2 --small-max 0", self->out);
 

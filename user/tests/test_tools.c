@@ -6,6 +6,7 @@
 
 #include "kselftest_harness.h"
 #include "peer_pair.h"
+#include "../tools/listen_port.h"
 
 static void tool_path(char *out, size_t len, const char *tool)
 {
@@ -43,7 +44,7 @@ static int capture(const char *cmd, char *out, size_t outlen)
 static int run_xfer(const char *args, int *other, char *out, size_t outlen)
 {
 	char exe[PATH_MAX], cmd[PATH_MAX + 512];
-	int port = 24000 + getpid() % 20000, status;
+	int port = listen_port(), status;
 
 	tool_path(exe, sizeof(exe), "pd-xfer");
 	snprintf(cmd, sizeof(cmd), "%s --rank 1 --rendezvous 127.0.0.1:%d %s >/dev/null 2>&1",

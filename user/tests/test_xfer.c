@@ -5,6 +5,7 @@
 
 #include "kselftest_harness.h"
 #include "peer_pair.h"
+#include "../tools/listen_port.h"
 
 static void *map_buf(size_t len)
 {
@@ -513,7 +514,7 @@ static int rdv_rank(int rank, uint16_t port)
 
 TEST(rendezvous_exchanges_addresses)
 {
-	uint16_t port = (uint16_t)(20000 + getpid() % 20000);
+	uint16_t port = (uint16_t)listen_port();
 	int status;
 	pid_t pid = fork();
 

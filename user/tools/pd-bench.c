@@ -45,6 +45,7 @@
 #include "bench_lifecycle.h"
 #include "bench_latency.h"
 #include "dmabuf_source.h"
+#include "listen_port.h"
 #include "tool_env.h"
 #include "errors.h"
 #include "fabric.h"
@@ -645,7 +646,7 @@ static int parse(int argc, char **argv, struct opts *o)
 
 	record_cmdline(argc, argv);
 	*o = (struct opts) { .entries = 10000, .memory = "memfd", .repeats = 5,
-			     .port = (uint16_t)(21000 + getpid() % 20000),
+			     .port = 0,
 			     .sizes = { 4096, 1 << 20, 64 << 20 }, .nsizes = 3,
 			     .window = 64, .cpus = { -1, -1 } };
 	while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
@@ -692,6 +693,13 @@ static int parse(int argc, char **argv, struct opts *o)
 	    o->repeats > MAX_REPEATS)
 		return -1;
 	o->mode = argv[optind];
+	if (!o->port) {
+		int port = listen_port();
+
+		if (port < 0)
+			return bad("--port", "(none given)", "no free port below the ephemeral range: give one");
+		o->port = (uint16_t)port;
+	}
 	/* Small messages are what these two modes are about. */
 	if (!o->sizes_given && (!strcmp(o->mode, "latency") || !strcmp(o->mode, "msgrate"))) {
 		bool lat = !strcmp(o->mode, "latency");

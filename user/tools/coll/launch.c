@@ -31,6 +31,7 @@
 #include <unistd.h>
 
 #include "coll.h"
+#include "../listen_port.h"
 
 static pid_t children[MAX_RANKS];
 static int nchildren;
@@ -141,20 +142,6 @@ static int boot_mpi(struct boot *b, int argc, char **argv)
 
 /* ---- local fork --------------------------------------------------------- */
 
-static int free_port(void)
-{
-	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-	socklen_t len = sizeof(sa);
-	int fd = socket(AF_INET, SOCK_STREAM, 0), port = -1;
-
-	if (fd >= 0 && !bind(fd, (struct sockaddr *)&sa, sizeof(sa)) &&
-	    !getsockname(fd, (struct sockaddr *)&sa, &len))
-		port = ntohs(sa.sin_port);
-	if (fd >= 0)
-		close(fd);
-	return port;
-}
-
 /*
  * 0 when every child exited 0, else the worst exit status.  A rank killed
  * by a signal is named (SIGKILL is what the OOM killer sends).  Once rank 0
@@ -216,7 +203,7 @@ int launch(int argc, char **argv, const char *rdv_spec, int rank_opt, int nranks
 
 	memset(b, 0, sizeof(*b));
 	if (np > 0) {
-		int port = free_port();
+		int port = listen_port();
 
 		if (np < 2 || np > MAX_RANKS || port < 0)
 			return -EINVAL;
