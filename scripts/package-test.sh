@@ -204,7 +204,10 @@ else
 fi
 
 # The installed tools move data: two pd-xfer ranks over tcp, host memory.
-port=$((20000 + RANDOM % 20000))
+# Below the ephemeral range: a port there cannot be taken by an outgoing
+# connection (apt's, say) between now and pd-xfer's bind.
+lo=$(cut -f1 /proc/sys/net/ipv4/ip_local_port_range 2> /dev/null || echo 32768)
+port=$((10000 + RANDOM % (lo > 11000 ? lo - 10000 : 1000)))
 if inroot bash -c '
 	pd-xfer --rank 0 --rendezvous 127.0.0.1:$1 --memory host --provider tcp --iters 3 --size 1M > /tmp/x0 2>&1 &
 	pd-xfer --rank 1 --rendezvous 127.0.0.1:$1 --memory host --provider tcp --iters 3 --size 1M > /tmp/x1 2>&1

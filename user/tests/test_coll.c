@@ -55,6 +55,10 @@ static int run_slurm_pair(int port, const char *args0, const char *args1, char *
 {
 	char exe[PATH_MAX], cmd[PATH_MAX + 512], prefix[256];
 
+	if (port <= 0) {
+		snprintf(out, 64, "no free port for the rendezvous");
+		return -1;
+	}
 	tool_path(exe, sizeof(exe), "pd-coll");
 	snprintf(cmd, sizeof(cmd), "PD_COLL_RENDEZVOUS=127.0.0.1:%d SLURM_NTASKS=2 SLURM_PROCID=1 %s %s >/dev/null 2>&1 &",
 		 port, exe, args1);

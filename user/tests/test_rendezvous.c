@@ -138,12 +138,16 @@ static int wait_bound(uint16_t port, int ms)
 {
 	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(port),
 				 .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-	int s, ret;
+	int s, ret, one = 1;
 
 	for (; ms > 0; ms -= 10) {
 		s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 		if (s < 0)
 			return -1;
+		/* Without it, rank 0's bind (SO_REUSEADDR too) fails while
+		 * this probe holds the port; with it, the probe still fails
+		 * against a listener. */
+		setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
 		ret = bind(s, (struct sockaddr *)&a, sizeof(a));
 		close(s);
 		if (ret && errno == EADDRINUSE)

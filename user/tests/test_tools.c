@@ -46,6 +46,11 @@ static int run_xfer(const char *args, int *other, char *out, size_t outlen)
 	char exe[PATH_MAX], cmd[PATH_MAX + 512];
 	int port = listen_port(), status;
 
+	if (port <= 0) {
+		snprintf(out, outlen, "no free port for the rendezvous");
+		*other = 99;
+		return 99;
+	}
 	tool_path(exe, sizeof(exe), "pd-xfer");
 	snprintf(cmd, sizeof(cmd), "%s --rank 1 --rendezvous 127.0.0.1:%d %s >/dev/null 2>&1",
 		 exe, port, args);

@@ -514,10 +514,11 @@ static int rdv_rank(int rank, uint16_t port)
 
 TEST(rendezvous_exchanges_addresses)
 {
-	uint16_t port = (uint16_t)listen_port();
-	int status;
-	pid_t pid = fork();
+	int port = listen_port(), status;
+	pid_t pid;
 
+	ASSERT_LT(0, port) TH_LOG("no free port for the rendezvous");
+	pid = fork();
 	ASSERT_LE(0, pid);
 	if (pid == 0)
 		_exit(rdv_rank(1, port) ? 1 : 0);

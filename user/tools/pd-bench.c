@@ -694,7 +694,8 @@ static int parse(int argc, char **argv, struct opts *o)
 		return -1;
 	o->mode = argv[optind];
 	if (!o->port) {
-		int port = listen_port();
+		/* and the next one, for fi_pingpong beside latency */
+		int port = listen_ports(2);
 
 		if (port < 0)
 			return bad("--port", "(none given)", "no free port below the ephemeral range: give one");

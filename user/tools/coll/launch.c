@@ -205,8 +205,12 @@ int launch(int argc, char **argv, const char *rdv_spec, int rank_opt, int nranks
 	if (np > 0) {
 		int port = listen_port();
 
-		if (np < 2 || np > MAX_RANKS || port < 0)
+		if (np < 2 || np > MAX_RANKS)
 			return -EINVAL;
+		if (port < 0) {
+			fprintf(stderr, "pd-coll: --np: no free port outside the ephemeral range for the rendezvous; start the ranks with --rendezvous HOST:PORT\n");
+			return -EADDRINUSE;
+		}
 		/* A job of our own, which the ranks we fork inherit: a rank
 		 * left over from an earlier run on this port is turned away. */
 		if (!getenv("PEERDIRECT_RDV_JOB")) {
