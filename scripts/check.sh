@@ -533,18 +533,18 @@ fi
 prefetch_roots=
 prefetch_clean=
 start_prefetch() {
+	local sid=n lts=n
 	[ -z "${prefetch_started:-}" ] || return 0
 	prefetch_started=1
-	if [[ " $stages " == *" stack "* ]] ||
-		[[ " $stages " == *" tiers "* && " $tiers " == *" newest "* ]] ||
-		[[ " $stages " == *" tiers "* && " $tiers " == *" lts "* ]]; then
+	[[ " $stages " == *" stack "* ]] && sid=y
+	if [[ " $stages " == *" tiers "* ]]; then
+		[[ " $tiers " == *" newest "* ]] && sid=y
+		[[ " $tiers " == *" lts "* ]] && lts=y
+	fi
+	if [ $sid = y ] || [ $lts = y ]; then
 		(
-			if [[ " $stages " == *" stack "* || " $tiers " == *" newest "* ]]; then
-				nice -n 10 scripts/stack-root.sh --suite sid > /dev/null || true
-			fi
-			if [[ " $stages " == *" tiers "* && " $tiers " == *" lts "* ]]; then
-				nice -n 10 scripts/tiers.sh prepare lts > /dev/null || true
-			fi
+			[ $sid = n ] || nice -n 10 scripts/stack-root.sh --suite sid > /dev/null || true
+			[ $lts = n ] || nice -n 10 scripts/tiers.sh prepare lts > /dev/null || true
 		) > "$out/prefetch-roots.log" 2>&1 &
 		prefetch_roots=$!
 	fi

@@ -646,7 +646,6 @@ static int parse(int argc, char **argv, struct opts *o)
 
 	record_cmdline(argc, argv);
 	*o = (struct opts) { .entries = 10000, .memory = "memfd", .repeats = 5,
-			     .port = 0,
 			     .sizes = { 4096, 1 << 20, 64 << 20 }, .nsizes = 3,
 			     .window = 64, .cpus = { -1, -1 } };
 	while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
