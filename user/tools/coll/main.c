@@ -13,10 +13,14 @@
  *
  * For every size, placement (out-of-place, then in-place) and iteration,
  * the paths take turns: device memory on the direct path, device memory
- * through bounce, host memory.  An iteration is: fill the input (values
- * distinct per rank, iteration, path and placement), poison output and
- * scratch, barrier over the lane's fabric, the timed collective, and, for
- * the first -c timed iterations, a check of every element on every rank.
+ * through bounce, host memory.  A checked iteration (the first -c timed
+ * ones) is: fill the input (values distinct per rank, iteration, path and
+ * placement), poison output and scratch, barrier over the lane's fabric,
+ * the timed collective, and a check of every element on every rank.  The
+ * other iterations are the barrier and the collective alone, on what the
+ * one before left (as nccl-tests times them): a refill before each would
+ * leave the collective's buffers dirty in the cache, and its write-back
+ * would be timed as the collective's.
  * Its time is the slowest rank's; the table shows the mean over the
  * iterations (nccl-tests' statistic; --stat median for the median).
  * Exit status: 0 all verified, 1 transfer error, 2 any wrong element, 3
@@ -316,7 +320,9 @@ static int measure(struct run *r, enum coll_kind k, const struct geom *g, struct
 				if (!o->lanes[p])
 					continue;
 				r->l = &lanes[p];
-				ret = prepare(r, k, g, ip, it) ?: lane_barrier(r);
+				if (it == 0 || (timed >= 0 && timed < o->check))
+					ret = prepare(r, k, g, ip, it);
+				ret = ret ?: lane_barrier(r);
 				t0 = coll_now_ns();
 				if (!ret)
 					ret = coll_run(r, k, g, ip);
