@@ -6,9 +6,9 @@
  * 3 path + 11 in-place) mod m, with m = min(16, 256 / ranks): distinct per
  * rank, iteration, path and placement, and every sum stays exact in
  * bfloat16 (8 significant bits) whatever the order of the additions, so the
- * expected result is known exactly.  Before every iteration the output and
- * the scratch region are poisoned (0xa5 bytes, which no expected value
- * has), so a receive that writes nothing is counted wrong.  The CPU touches
+ * expected result is known exactly.  Before every checked iteration the
+ * output and the scratch region are poisoned (0xa5 bytes, which no
+ * expected value has), so a receive that writes nothing is counted wrong.  The CPU touches
  * device memory only inside SYNC brackets, as an accelerator runtime would.
  */
 #include <stdio.h>
@@ -59,9 +59,20 @@ static inline float apply(enum redop op, float a, float b)
 }
 
 /* restrict lets gcc's -O2 cost model vectorize these loops, which it will
- * not do while the arrays may overlap.  On x86-64 they also get an AVX2
- * clone, picked at load time where the CPU has it (the baseline is SSE2). */
-#if defined(__x86_64__) && defined(__has_attribute)
+ * not do while the arrays may overlap.  On x86-64 with glibc they also get
+ * an AVX2 clone, picked at load time where the CPU has it (the baseline is
+ * SSE2).  The clones need ifunc, which musl lacks, and sanitizers
+ * instrument the resolver that runs before they are set up (clang's TSan
+ * crashes there), so those builds keep the one loop. */
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define REDUCE_SANITIZED
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define REDUCE_SANITIZED
+#endif
+#if defined(__x86_64__) && defined(__GLIBC__) && !defined(REDUCE_SANITIZED) && defined(__has_attribute)
 #if __has_attribute(target_clones)
 #define REDUCE_CLONES __attribute__((target_clones("avx2", "default")))
 #endif

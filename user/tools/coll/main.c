@@ -13,14 +13,12 @@
  *
  * For every size, placement (out-of-place, then in-place) and iteration,
  * the paths take turns: device memory on the direct path, device memory
- * through bounce, host memory.  A checked iteration (the first -c timed
- * ones) is: fill the input (values distinct per rank, iteration, path and
+ * through bounce, host memory.  After the warmups, -c checked iterations
+ * each fill the input (values distinct per rank, iteration, path and
  * placement), poison output and scratch, barrier over the lane's fabric,
- * the timed collective, and a check of every element on every rank.  The
- * other iterations are the barrier and the collective alone, on what the
- * one before left (as nccl-tests times them): a refill before each would
- * leave the collective's buffers dirty in the cache, and its write-back
- * would be timed as the collective's.
+ * run the collective and check every element on every rank; they are not
+ * timed.  Then -n timed iterations: barrier and collective, on what the
+ * one before left, as nccl-tests times them (measure()).
  * Its time is the slowest rank's; the table shows the mean over the
  * iterations (nccl-tests' statistic; --stat median for the median).
  * Exit status: 0 all verified, 1 transfer error, 2 any wrong element, 3
@@ -54,7 +52,33 @@ struct rankinfo {
 	int32_t pid, pad;
 	char host[56];
 	uint64_t small_chunk, small_max, rd_max;	/* every rank must agree */
+	uint64_t plan;		/* and on this: sweep_plan() */
 };
+
+static uint64_t fnv(uint64_t h, const void *p, size_t n)
+{
+	const unsigned char *c = p;
+
+	while (n--)
+		h = (h ^ *c++) * 0x100000001b3ULL;
+	return h;
+}
+
+/* What decides the sequence of collectives and messages: ranks that
+ * differ in any of it would wait for each other forever, or check data
+ * the other never refilled. */
+static uint64_t sweep_plan(const struct opts *o)
+{
+	int64_t v[] = { (int64_t)o->minb, (int64_t)o->maxb, (int64_t)o->stepb, (int64_t)o->chunk,
+			(int64_t)(o->stepf * 1e6), o->iters, o->warmup, o->check, o->root, o->depth,
+			o->ncolls, o->ntypes, o->nops, o->algo, o->corrupt };
+	uint64_t h = fnv(0xcbf29ce484222325ULL, v, sizeof(v));
+
+	h = fnv(h, o->colls, sizeof(o->colls[0]) * (size_t)o->ncolls);
+	h = fnv(h, o->types, sizeof(o->types[0]) * (size_t)o->ntypes);
+	h = fnv(h, o->ops, sizeof(o->ops[0]) * (size_t)o->nops);
+	return fnv(h, o->lanes, sizeof(o->lanes));
+}
 
 /* Per rank and size: what the iterations measured. */
 struct sample {
@@ -114,7 +138,7 @@ static void usage(void)
 		"  -i, --stepbytes SIZE   add SIZE (default 1M)\n"
 		"  -n, --iters N          timed iterations per size, path and placement (default 20)\n"
 		"  -w, --warmup_iters N   untimed iterations first (default 1)\n"
-		"  -c, --check N          check every element of the first N timed iterations (default 1)\n"
+		"  -c, --check N          N untimed iterations before the timed ones, each refilled and checked element by element (default 1)\n"
 		"  -o, --op OP            sum, min, max or all (default sum)\n"
 		"  -d, --datatype T       float, bfloat16 or all (default float)\n"
 		"  -r, --root R           root of broadcast and reduce (default 0)\n"
@@ -303,25 +327,30 @@ static void csv_header(void)
 }
 
 /*
- * One size of one collective, every lane, both placements.  Returns 0, or
- * the first local transfer error (the sample records it for the others).
+ * One size of one collective, every lane, both placements: -w warmups
+ * (the first fills the buffers), -c checked iterations, then -n timed
+ * ones.  As in nccl-tests the check is not timed and the timed iterations
+ * run back to back on what the one before left: a refill before each
+ * would leave the buffers dirty in the cache, and their write-back would
+ * be timed as the collective's.  Returns 0, or the first local transfer
+ * error (the sample records it for the others).
  */
 static int measure(struct run *r, enum coll_kind k, const struct geom *g, struct sample *me)
 {
 	const struct opts *o = r->o;
-	int ip, it, p, ret = 0;
+	int ip, it, p, ret;
 
 	for (ip = 0; ip < 2; ip++) {
-		for (it = 0; it < o->warmup + o->iters; it++) {
+		for (it = 0; it < o->warmup + o->check + o->iters; it++) {
 			for (p = 0; p < NLANES; p++) {
-				int timed = it - o->warmup;
+				int chk = it - o->warmup, timed = chk - o->check;
+				bool checked = chk >= 0 && timed < 0;
 				uint64_t t0;
 
 				if (!o->lanes[p])
 					continue;
 				r->l = &lanes[p];
-				if (it == 0 || (timed >= 0 && timed < o->check))
-					ret = prepare(r, k, g, ip, it);
+				ret = it == 0 || checked ? prepare(r, k, g, ip, it) : 0;
 				ret = ret ?: lane_barrier(r);
 				t0 = coll_now_ns();
 				if (!ret)
@@ -334,18 +363,16 @@ static int measure(struct run *r, enum coll_kind k, const struct geom *g, struct
 					me->status = 1;
 					return ret;
 				}
-				if (timed < 0)
+				if (timed >= 0)
+					me->ns[((size_t)p * 2 + (size_t)ip) * (size_t)o->iters + (size_t)timed] =
+						(double)(coll_now_ns() - t0);
+				if (!checked)
 					continue;
-				me->ns[((size_t)p * 2 + (size_t)ip) * (size_t)o->iters + (size_t)timed] =
-					(double)(coll_now_ns() - t0);
-				if (timed < o->check) {
-					if (o->corrupt)
-						ret = corrupt(r, g, ip, timed);
-					ret = ret ?: verify(r, k, g, ip, it, &me->wrong[p][ip]);
-					if (ret) {
-						me->status = 1;
-						return ret;
-					}
+				ret = o->corrupt ? corrupt(r, g, ip, chk) : 0;
+				ret = ret ?: verify(r, k, g, ip, it, &me->wrong[p][ip]);
+				if (ret) {
+					me->status = 1;
+					return ret;
 				}
 			}
 		}
@@ -556,6 +583,7 @@ int main(int argc, char **argv)
 	ri.pid = (int32_t)getpid();
 	gethostname(ri.host, sizeof(ri.host) - 1);
 	ri.small_chunk = o.small_chunk, ri.small_max = o.small_max, ri.rd_max = o.rd_max;
+	ri.plan = sweep_plan(&o);
 	if (!me || !all || !ris || b.allgather(&b, &ri, sizeof(ri), ris))
 		status = 3;
 	/* Pieces and algorithms are derived on every rank: a rank on another
@@ -567,6 +595,11 @@ int main(int argc, char **argv)
 				fprintf(stderr, "pd-coll: rank %d would cut messages differently from rank 0 (small pieces %" PRIu64 " up to %" PRIu64 " B, --rd-max %" PRIu64 ", against %" PRIu64 ", %" PRIu64 ", %" PRIu64 "): give every rank the same provider and options\n",
 					p, ris[p].small_chunk, ris[p].small_max, ris[p].rd_max,
 					ris[0].small_chunk, ris[0].small_max, ris[0].rd_max);
+			status = 3;
+		} else if (ris[p].plan != ris[0].plan) {
+			if (b.rank == 0)
+				fprintf(stderr, "pd-coll: rank %d would run a different sweep from rank 0 (sizes, collectives, types, ops, root, paths, -n/-w/-c, --algo, --chunk or --depth differ): give every rank the same options\n",
+					p);
 			status = 3;
 		}
 	}
