@@ -153,6 +153,13 @@ FIXTURE_VARIANT_ADD(coll, tcp_4_rd) {
 	.args = "--np 4 --provider tcp -b 4K -e 64K -f 16 -n 2 -c 2 --coll allreduce -o all -d all --algo rd",
 	.tables = 6, .rows = 6 * 2 * 3,
 };
+/* Recursive doubling in pieces: the first reduction runs as pieces of the
+ * partner's vector arrive, while this rank's input is still being sent;
+ * 3 ranks, so one folds into its neighbour first. */
+FIXTURE_VARIANT_ADD(coll, shm_3_rd_pieces) {
+	.args = "--np 3 --provider shm -b 4K -e 100K -f 5 -w 2 -n 2 -c 1 --coll allreduce -o all -d all --algo rd --chunk 8K --depth 2",
+	.tables = 6, .rows = 6 * 3 * 3,
+};
 
 FIXTURE_SETUP(coll)
 {

@@ -120,27 +120,35 @@ static int allreduce_ring(struct run *r, size_t count, size_t in, size_t out)
 	return ret;
 }
 
-/* Recursive doubling; ranks past the largest power of two p fold into
- * their even neighbour first and get the result back last. */
-static int allreduce_rd(struct run *r, size_t count, size_t out)
+/*
+ * Recursive doubling; ranks past the largest power of two p fold into
+ * their even neighbour first and get the result back last.  A rank sends
+ * the input until it has reduced once, and its first reduction writes out
+ * (src + received -> out): out of place there is no copy of the input,
+ * and no peer reads out before this rank has written it.  That first
+ * reduction may run piece by piece as the pieces arrive, since it writes
+ * nothing being sent; later ones send out and wait for the send.
+ */
+static int allreduce_rd(struct run *r, size_t count, size_t in, size_t out)
 {
 	int n = r->n, R = r->rank, p = 1, rem, me, mask, step = 1, ret = 0;
-	size_t len = count * r->esz, scr = OFF_SCR(r);
-	struct red red = { out, out, scr };
+	size_t len = count * r->esz, scr = OFF_SCR(r), src = in;
 
 	while (p * 2 <= n)
 		p *= 2;
 	rem = n - p;
 	if (R < 2 * rem) {
+		struct red red = { out, in, scr };
 		struct xchg x = { .speer = -1, .rpeer = -1, .step = 0 };
 
 		if (R % 2 == 0) {
-			x.speer = R + 1, x.soff = out, x.slen = len;
+			x.speer = R + 1, x.soff = in, x.slen = len;
 			me = -1;
 		} else {
 			x.rpeer = R - 1, x.roff = scr, x.rlen = len;
 			x.on_recv = reduce_piece, x.arg = &red;
 			me = R / 2;
+			src = out;
 		}
 		ret = xchg(r, &x);
 	} else {
@@ -148,12 +156,18 @@ static int allreduce_rd(struct run *r, size_t count, size_t out)
 	}
 	for (mask = 1; me >= 0 && mask < p && !ret; mask <<= 1, step++) {
 		int pn = me ^ mask, partner = pn < rem ? pn * 2 + 1 : pn + rem;
-		struct xchg x = { .speer = partner, .soff = out, .slen = len, .rpeer = partner,
+		struct red red = { out, src, scr };
+		struct xchg x = { .speer = partner, .soff = src, .slen = len, .rpeer = partner,
 				  .roff = scr, .rlen = len, .step = step };
 
-		/* The whole vector goes out while the partner's comes in: reduce
-		 * only when our send is done. */
-		ret = xchg(r, &x) ?: reduce_piece(r, 0, len, &red);
+		if (src != out) {
+			x.on_recv = reduce_piece, x.arg = &red;
+			ret = xchg(r, &x);
+		} else {
+			/* Reduce only when the send of out is done. */
+			ret = xchg(r, &x) ?: reduce_piece(r, 0, len, &red);
+		}
+		src = out;
 	}
 	if (!ret && R < 2 * rem) {
 		struct xchg x = { .speer = -1, .rpeer = -1, .step = 0xfe };
@@ -272,7 +286,7 @@ int coll_run(struct run *r, enum coll_kind k, const struct geom *g, bool ip)
 		     (r->o->algo == ALGO_AUTO && g->count * r->esz <= r->o->rd_max);
 		if (!rd)
 			return allreduce_ring(r, g->count, in, out);
-		return local_copy(r, out, in, g->count * r->esz) ?: allreduce_rd(r, g->count, out);
+		return allreduce_rd(r, g->count, in, out);
 	case C_ALLGATHER: return allgather(r, g->count, in, out);
 	case C_REDUCESCATTER: return reduce_scatter(r, g->count, in, out);
 	case C_BROADCAST: return broadcast(r, g->count, in, out);

@@ -153,7 +153,7 @@ static void usage(void)
 		"  --small-chunk SIZE --small-max SIZE   pieces of --small-chunk for messages of at\n"
 		"                         most --small-max (default 4K up to 8K over shm, 16K up to\n"
 		"                         32K over tcp;ofi_rxm, none otherwise; --small-max 0: none)\n"
-		"  --algo auto|ring|rd    allreduce algorithm (auto: rd up to --rd-max, default 256K, 4K over shm)\n"
+		"  --algo auto|ring|rd    allreduce algorithm (auto: rd up to --rd-max, default 256K; over shm 4M for 2 ranks, 1M for more)\n"
 		"  --stat mean|median     time statistic over the iterations (default mean)\n"
 		"  --csv FILE             one row per size, path and placement\n"
 		"  --plot FILE.png        busbw against size per collective and path (gnuplot)\n"
@@ -508,21 +508,22 @@ static void table_header(const struct opts *o, enum coll_kind k, enum dtype t, i
 /*
  * Tuning by provider, each measured (Documentation/performance.md), for
  * what the command line left unset:
- *  - over shm, recursive doubling loses to the ring from 8 KiB on, where
- *    shm leaves its inject path (4 KiB) for a handshake; over tcp it wins
- *    up to 256 KiB;
+ *  - recursive doubling (which reads the input and writes the output
+ *    once each) beats the ring over shm up to 4 MiB with 2 ranks, where
+ *    both move the same bytes, and up to 1 MiB with 4 (it moves log2(n)
+ *    times the vector, the ring under twice); over tcp up to 256 KiB;
  *  - a message past the provider's eager size costs a handshake (shm's
  *    4 KiB inject path, ofi_rxm's 16 KiB eager buffers unless
  *    FI_OFI_RXM_BUFFER_SIZE changed them): up to a few of those sizes,
  *    eager pieces are cheaper (section 6 I).  Providers not measured keep
  *    whole pieces.
  */
-static void provider_defaults(struct opts *o, const char *prov)
+static void provider_defaults(struct opts *o, const char *prov, int nranks)
 {
 	bool shm = !strcmp(prov, "shm");
 
 	if (!o->rd_max_set && shm)
-		o->rd_max = 4096;
+		o->rd_max = nranks == 2 ? 4 << 20 : 1 << 20;
 	if (o->small_set)
 		return;
 	if (shm)
@@ -574,7 +575,8 @@ int main(int argc, char **argv)
 		}
 	}
 	if (!status)
-		provider_defaults(&o, pd_fabric_provider(lanes[o.lanes[0] ? 0 : o.lanes[1] ? 1 : 2].fab));
+		provider_defaults(&o, pd_fabric_provider(lanes[o.lanes[0] ? 0 : o.lanes[1] ? 1 : 2].fab),
+				  b.size);
 	stride = sizeof(struct sample) + (size_t)NLANES * 2 * (size_t)o.iters * sizeof(double);
 	stride = (stride + 7) / 8 * 8;
 	me = calloc(1, stride);
