@@ -4,7 +4,10 @@
 # one collective at each rank count (local ranks, --np) with every path, and
 # prints per path and size the out-of-place busbw and busbw(N) / busbw(first
 # rank count).  When efficiency falls with the rank count or the size, the
-# data path is the first suspect.
+# data path is the first suspect.  Allreduce is the ring at every rank
+# count (--algo ring, which PD_COLL_ARGS may override): pd-coll's automatic
+# choice depends on the rank count, and a change of algorithm is not
+# scaling.
 #
 #   scripts/coll-scaling.sh [-p PROVIDER] [-c COLL] [-b MIN] [-e MAX] [-n ITERS] [RANKS...]
 #
@@ -15,7 +18,7 @@ prov=tcp coll=allreduce minb=1M maxb=32M iters=5
 while getopts p:c:b:e:n: opt; do
 	case $opt in
 	p) prov=$OPTARG ;; c) coll=$OPTARG ;; b) minb=$OPTARG ;; e) maxb=$OPTARG ;; n) iters=$OPTARG ;;
-	*) sed -n '2,11p' "$0"; exit 2 ;;
+	*) sed -n '2,14p' "$0"; exit 2 ;;
 	esac
 done
 shift $((OPTIND - 1))
@@ -26,7 +29,7 @@ trap 'rm -rf "$tmp"' EXIT
 echo "# $(date -u '+%F %T') $(uname -n), $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg), commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
 for n in $ranks; do
 	cmd=(user/build/pd-coll --np "$n" --provider "$prov" --coll "$coll" -b "$minb" -e "$maxb" -f 4
-	     -n "$iters" --stat median --csv "$tmp/$n.csv" ${PD_COLL_ARGS:-})
+	     -n "$iters" --stat median --csv "$tmp/$n.csv" --algo ring ${PD_COLL_ARGS:-})
 	echo "# ${cmd[*]}"
 	"${cmd[@]}" > "$tmp/$n.out" || { cat "$tmp/$n.out"; echo "coll-scaling: pd-coll failed at $n ranks" >&2; exit 1; }
 	grep -E "^# Out of bounds|^# path " "$tmp/$n.out" | sed "s/^#/#   $n ranks:/"

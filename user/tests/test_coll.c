@@ -155,9 +155,16 @@ FIXTURE_VARIANT_ADD(coll, tcp_4_rd) {
 };
 /* Recursive doubling in pieces: the first reduction runs as pieces of the
  * partner's vector arrive, while this rank's input is still being sent;
- * 3 ranks, so one folds into its neighbour first. */
-FIXTURE_VARIANT_ADD(coll, shm_3_rd_pieces) {
-	.args = "--np 3 --provider shm -b 4K -e 100K -f 5 -w 2 -n 2 -c 1 --coll allreduce -o all -d all --algo rd --chunk 8K --depth 2",
+ * 6 ranks, so two fold into their neighbours first and the other four
+ * take two steps, the second from the output. */
+FIXTURE_VARIANT_ADD(coll, shm_6_rd_pieces) {
+	.args = "--np 6 --provider shm -b 4K -e 100K -f 5 -w 2 -n 2 -c 1 --coll allreduce -o all -d all --algo rd --chunk 8K --depth 2",
+	.tables = 6, .rows = 6 * 3 * 3,
+};
+/* The ring allreduce over shm, which the automatic choice no longer takes
+ * at these sizes with 2 ranks. */
+FIXTURE_VARIANT_ADD(coll, shm_2_ring) {
+	.args = "--np 2 --provider shm -b 4K -e 64K -f 4 -w 1 -n 2 -c 1 --coll allreduce -o all -d all --algo ring",
 	.tables = 6, .rows = 6 * 3 * 3,
 };
 
@@ -316,6 +323,35 @@ TEST_F_TIMEOUT(coll1, under_mpirun, 120)
 	EXPECT_EQ(0, st) TH_LOG("%s", self->out);
 	EXPECT_NE(NULL, strstr(self->out, "3 ranks, bootstrap: mpi (dlopen libmpi)")) TH_LOG("%s", self->out);
 	EXPECT_NE(NULL, strstr(self->out, "# Out of bounds values : 0 OK"));
+}
+
+/* pd-coll needs 2 to 64 ranks, however they were started. */
+TEST_F_TIMEOUT(coll1, one_rank_under_mpirun_refuses, 120)
+{
+	int st;
+
+	if (system("command -v mpirun >/dev/null 2>&1"))
+		SKIP(return, "mpirun is not installed (apt-get install openmpi-bin)");
+	st = run("OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 ASAN_OPTIONS=detect_leaks=0 mpirun -np 1 --mca btl self",
+		 "--provider shm -b 4K -e 4K -n 1", self->out);
+	EXPECT_EQ(3, st) TH_LOG("%s", self->out);
+	EXPECT_NE(NULL, strstr(self->out, "mpirun started 1 ranks; pd-coll runs 2 to 64")) TH_LOG("%s", self->out);
+}
+
+/* The automatic allreduce choice over shm follows the rank count. */
+TEST_F_TIMEOUT(coll1, shm_rd_limit_follows_the_rank_count, 120)
+{
+	static const struct { const char *np, *want; } c[] = {
+		{ "2", "(--rd-max 4194304)" }, { "3", "(--rd-max 4096)" }, { "4", "(--rd-max 1048576)" },
+	};
+	char args[200];
+	size_t i;
+
+	for (i = 0; i < sizeof(c) / sizeof(c[0]); i++) {
+		snprintf(args, sizeof(args), "--np %s --provider shm --paths host -b 4K -e 4K -n 1", c[i].np);
+		EXPECT_EQ(0, run("", args, self->out)) TH_LOG("%s", self->out);
+		EXPECT_NE(NULL, strstr(self->out, c[i].want)) TH_LOG("--np %s: %s", c[i].np, self->out);
+	}
 }
 
 /* Slurm's variables and the TCP rendezvous, two processes started apart. */

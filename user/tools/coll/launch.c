@@ -134,6 +134,13 @@ static int boot_mpi(struct boot *b, int argc, char **argv)
 		return -EIO;
 	}
 	b->priv = m;
+	if (b->size < 2 || b->size > MAX_RANKS) {
+		fprintf(stderr, "pd-coll: mpirun started %d ranks; pd-coll runs 2 to %d\n", b->size,
+			MAX_RANKS);
+		mpi_close(b);
+		b->priv = NULL;
+		return -EINVAL;
+	}
 	b->allgather = mpi_allgather;
 	b->close = mpi_close;
 	snprintf(b->how, sizeof(b->how), "mpi (dlopen libmpi)");
@@ -241,9 +248,14 @@ int launch(int argc, char **argv, const char *rdv_spec, int rank_opt, int nranks
 		snprintf(b->how, sizeof(b->how), "--np %d (fork), tcp rendezvous %.100s", np, spec);
 		return 0;
 	}
-	if (getenv("OMPI_COMM_WORLD_SIZE") && !getenv("PD_COLL_NO_MPI") && rank_opt < 0 &&
-	    boot_mpi(b, argc, argv) == 0)
-		return 0;
+	if (getenv("OMPI_COMM_WORLD_SIZE") && !getenv("PD_COLL_NO_MPI") && rank_opt < 0) {
+		int ret = boot_mpi(b, argc, argv);
+
+		/* Only a rank count out of range ends it; without libmpi
+		 * the TCP rendezvous takes over. */
+		if (ret == 0 || ret == -EINVAL)
+			return ret;
+	}
 	if (env_int("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", &r, &n))
 		how = "OMPI_COMM_WORLD_RANK/SIZE";
 	else if (env_int("SLURM_PROCID", "SLURM_NTASKS", &r, &n))

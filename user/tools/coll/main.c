@@ -52,7 +52,6 @@ struct rankinfo {
 	int32_t pid, pad;
 	char host[56];
 	uint64_t small_chunk, small_max, rd_max;	/* every rank must agree */
-	uint64_t plan;		/* and on this: sweep_plan() */
 };
 
 static uint64_t fnv(uint64_t h, const void *p, size_t n)
@@ -67,13 +66,13 @@ static uint64_t fnv(uint64_t h, const void *p, size_t n)
 /* What decides the sequence of collectives and messages: ranks that
  * differ in any of it would wait for each other forever, or check data
  * the other never refilled. */
-static uint64_t sweep_plan(const struct opts *o)
+static uint64_t sweep_plan(const struct opts *o, const size_t *sizes, int nsizes)
 {
-	int64_t v[] = { (int64_t)o->minb, (int64_t)o->maxb, (int64_t)o->stepb, (int64_t)o->chunk,
-			(int64_t)(o->stepf * 1e6), o->iters, o->warmup, o->check, o->root, o->depth,
-			o->ncolls, o->ntypes, o->nops, o->algo, o->corrupt };
+	int64_t v[] = { nsizes, (int64_t)o->chunk, o->iters, o->warmup, o->check, o->root,
+			o->depth, o->ncolls, o->ntypes, o->nops, o->algo };
 	uint64_t h = fnv(0xcbf29ce484222325ULL, v, sizeof(v));
 
+	h = fnv(h, sizes, sizeof(sizes[0]) * (size_t)nsizes);
 	h = fnv(h, o->colls, sizeof(o->colls[0]) * (size_t)o->ncolls);
 	h = fnv(h, o->types, sizeof(o->types[0]) * (size_t)o->ntypes);
 	h = fnv(h, o->ops, sizeof(o->ops[0]) * (size_t)o->nops);
@@ -153,7 +152,7 @@ static void usage(void)
 		"  --small-chunk SIZE --small-max SIZE   pieces of --small-chunk for messages of at\n"
 		"                         most --small-max (default 4K up to 8K over shm, 16K up to\n"
 		"                         32K over tcp;ofi_rxm, none otherwise; --small-max 0: none)\n"
-		"  --algo auto|ring|rd    allreduce algorithm (auto: rd up to --rd-max, default 256K; over shm 4M for 2 ranks, 1M for more)\n"
+		"  --algo auto|ring|rd    allreduce algorithm (auto: rd up to --rd-max, default 256K; over shm 4M for 2 ranks, 1M for 4, else 4K)\n"
 		"  --stat mean|median     time statistic over the iterations (default mean)\n"
 		"  --csv FILE             one row per size, path and placement\n"
 		"  --plot FILE.png        busbw against size per collective and path (gnuplot)\n"
@@ -505,13 +504,33 @@ static void table_header(const struct opts *o, enum coll_kind k, enum dtype t, i
 	       "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "");
 }
 
+static bool sweeps_agree(struct boot *b, uint64_t plan)
+{
+	uint64_t *all = calloc((size_t)b->size, sizeof(*all));
+	bool ok = all && !b->allgather(b, &plan, sizeof(plan), all);
+	int p;
+
+	for (p = 1; ok && p < b->size; p++) {
+		if (all[p] == all[0])
+			continue;
+		if (b->rank == 0)
+			fprintf(stderr, "pd-coll: rank %d would run a different sweep from rank 0 (sizes, collectives, types, ops, root, paths, -n/-w/-c, --algo, --chunk or --depth differ): give every rank the same options\n",
+				p);
+		ok = false;
+	}
+	free(all);
+	return ok;
+}
+
 /*
  * Tuning by provider, each measured (Documentation/performance.md), for
  * what the command line left unset:
- *  - recursive doubling (which reads the input and writes the output
- *    once each) beats the ring over shm up to 4 MiB with 2 ranks, where
- *    both move the same bytes, and up to 1 MiB with 4 (it moves log2(n)
- *    times the vector, the ring under twice); over tcp up to 256 KiB;
+ *  - recursive doubling (no copy of the input; with 2 ranks the peer
+ *    reads only the input) beats the ring over shm up to 4 MiB with 2
+ *    ranks, where both move the same bytes, and up to 1 MiB with 4 (it
+ *    moves log2(n) times the vector, the ring under twice); other rank
+ *    counts, not measured with it, keep the ring from 8 KiB; over tcp rd
+ *    wins up to 256 KiB;
  *  - a message past the provider's eager size costs a handshake (shm's
  *    4 KiB inject path, ofi_rxm's 16 KiB eager buffers unless
  *    FI_OFI_RXM_BUFFER_SIZE changed them): up to a few of those sizes,
@@ -523,7 +542,7 @@ static void provider_defaults(struct opts *o, const char *prov, int nranks)
 	bool shm = !strcmp(prov, "shm");
 
 	if (!o->rd_max_set && shm)
-		o->rd_max = nranks == 2 ? 4 << 20 : 1 << 20;
+		o->rd_max = nranks == 2 ? 4 << 20 : nranks == 4 ? 1 << 20 : 4096;
 	if (o->small_set)
 		return;
 	if (shm)
@@ -565,6 +584,11 @@ int main(int argc, char **argv)
 		status = 3;
 		goto out_boot;
 	}
+	/* Before any lane is opened: a rank with another -e would size its
+	 * region differently and fail apart from the others. */
+	status = sweeps_agree(&b, sweep_plan(&o, sizes, nsizes)) ? 0 : 3;
+	if (status)
+		goto out_boot;
 	region = 3 * (o.maxb < 4096 ? 4096 : o.maxb);
 	for (p = 0; p < NLANES && !status; p++) {
 		lanes[p].src.fd = -1;
@@ -585,7 +609,6 @@ int main(int argc, char **argv)
 	ri.pid = (int32_t)getpid();
 	gethostname(ri.host, sizeof(ri.host) - 1);
 	ri.small_chunk = o.small_chunk, ri.small_max = o.small_max, ri.rd_max = o.rd_max;
-	ri.plan = sweep_plan(&o);
 	if (!me || !all || !ris || b.allgather(&b, &ri, sizeof(ri), ris))
 		status = 3;
 	/* Pieces and algorithms are derived on every rank: a rank on another
@@ -597,11 +620,6 @@ int main(int argc, char **argv)
 				fprintf(stderr, "pd-coll: rank %d would cut messages differently from rank 0 (small pieces %" PRIu64 " up to %" PRIu64 " B, --rd-max %" PRIu64 ", against %" PRIu64 ", %" PRIu64 ", %" PRIu64 "): give every rank the same provider and options\n",
 					p, ris[p].small_chunk, ris[p].small_max, ris[p].rd_max,
 					ris[0].small_chunk, ris[0].small_max, ris[0].rd_max);
-			status = 3;
-		} else if (ris[p].plan != ris[0].plan) {
-			if (b.rank == 0)
-				fprintf(stderr, "pd-coll: rank %d would run a different sweep from rank 0 (sizes, collectives, types, ops, root, paths, -n/-w/-c, --algo, --chunk or --depth differ): give every rank the same options\n",
-					p);
 			status = 3;
 		}
 	}
