@@ -130,10 +130,9 @@ else
 fi
 
 # shm cannot pin a CPU mapping of a dma-buf: the library takes another path
-# and says which; the collective stays right.  The ring allreduce here:
-# recursive doubling on dma-bufs runs in the 4-rank tcp run above (its
-# sizes are within tcp's --rd-max), and over shm in test_coll on the host.
-run /tmp/cshm pd-coll --np 2 --provider shm --memory device:0 --coll allreduce,allgather -b 4K -e "$top_large" -f 16 -n 2 -w 1 -c 1 --algo ring
+# and says which; the collective stays right.  --rd-max 4K: recursive
+# doubling at 4K, the ring above, so both allreduces run over shm here.
+run /tmp/cshm pd-coll --np 2 --provider shm --memory device:0 --coll allreduce,allgather -b 4K -e "$top_large" -f 16 -n 2 -w 1 -c 1 --rd-max 4K
 rc=$?
 rows_clean /tmp/cshm || rc=wrong
 check "2 ranks over shm on module dma-bufs: the path is named, every element right" 0 "$rc" /tmp/cshm \

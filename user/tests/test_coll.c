@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * pd-coll on the host: every collective, both types, 2 to 4 ranks on tcp
+ * pd-coll on the host: every collective, both types, 2 to 6 ranks on tcp
  * and shm over a small sweep, with memfd standing in for device memory.
  * The table must have nccl-tests' shape and #wrong = 0 on every row; a
  * deliberately corrupted result (--test-corrupt) must be counted.  CSV and
@@ -260,6 +260,19 @@ TEST_F_TIMEOUT(coll1, ranks_that_disagree_on_the_sweep_refuse, 120)
 	int st = run_slurm_pair(listen_port(), "--provider shm -b 4K -e 4K -n 2",
 				"--provider shm -b 4K -e 4K -n 3", self->out);
 
+	EXPECT_EQ(3, st) TH_LOG("%s", self->out);
+	EXPECT_NE(NULL, strstr(self->out, "rank 1 would run a different sweep from rank 0"))
+		TH_LOG("%s", self->out);
+	/* Other sizes: refused before either opens a region for them. */
+	st = run_slurm_pair(listen_port(), "--provider shm -b 4K -e 4K -n 2",
+			    "--provider shm -b 4K -e 16K -f 4 -n 2", self->out);
+	EXPECT_EQ(3, st) TH_LOG("%s", self->out);
+	EXPECT_NE(NULL, strstr(self->out, "rank 1 would run a different sweep from rank 0"))
+		TH_LOG("%s", self->out);
+	EXPECT_EQ(NULL, strstr(self->out, "path setup")) TH_LOG("%s", self->out);
+	/* Another root, valid on one rank only: both refuse, neither hangs. */
+	st = run_slurm_pair(listen_port(), "--provider shm -b 4K -e 4K -n 2 --coll broadcast -r 1",
+			    "--provider shm -b 4K -e 4K -n 2 --coll broadcast -r 5", self->out);
 	EXPECT_EQ(3, st) TH_LOG("%s", self->out);
 	EXPECT_NE(NULL, strstr(self->out, "rank 1 would run a different sweep from rank 0"))
 		TH_LOG("%s", self->out);

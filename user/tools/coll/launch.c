@@ -135,8 +135,9 @@ static int boot_mpi(struct boot *b, int argc, char **argv)
 	}
 	b->priv = m;
 	if (b->size < 2 || b->size > MAX_RANKS) {
-		fprintf(stderr, "pd-coll: mpirun started %d ranks; pd-coll runs 2 to %d\n", b->size,
-			MAX_RANKS);
+		if (b->rank == 0)
+			fprintf(stderr, "pd-coll: mpirun started %d ranks; pd-coll runs 2 to %d\n",
+				b->size, MAX_RANKS);
 		mpi_close(b);
 		b->priv = NULL;
 		return -EINVAL;
@@ -251,8 +252,8 @@ int launch(int argc, char **argv, const char *rdv_spec, int rank_opt, int nranks
 	if (getenv("OMPI_COMM_WORLD_SIZE") && !getenv("PD_COLL_NO_MPI") && rank_opt < 0) {
 		int ret = boot_mpi(b, argc, argv);
 
-		/* Only a rank count out of range ends it; without libmpi
-		 * the TCP rendezvous takes over. */
+		/* Only a rank count out of range ends it; without libmpi,
+		 * or if MPI_Init failed, the TCP rendezvous takes over. */
 		if (ret == 0 || ret == -EINVAL)
 			return ret;
 	}

@@ -504,12 +504,16 @@ static void table_header(const struct opts *o, enum coll_kind k, enum dtype t, i
 	       "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "");
 }
 
+/* Every rank takes the same way out of here: nothing in it can fail on
+ * one rank alone but the allgather, which fails on all. */
 static bool sweeps_agree(struct boot *b, uint64_t plan)
 {
-	uint64_t *all = calloc((size_t)b->size, sizeof(*all));
-	bool ok = all && !b->allgather(b, &plan, sizeof(plan), all);
+	uint64_t all[MAX_RANKS];
+	bool ok = !b->allgather(b, &plan, sizeof(plan), all);
 	int p;
 
+	if (!ok)
+		fprintf(stderr, "pd-coll: rank %d: comparing sweeps: %s\n", b->rank, pd_last_error());
 	for (p = 1; ok && p < b->size; p++) {
 		if (all[p] == all[0])
 			continue;
@@ -518,7 +522,6 @@ static bool sweeps_agree(struct boot *b, uint64_t plan)
 				p);
 		ok = false;
 	}
-	free(all);
 	return ok;
 }
 
@@ -529,7 +532,7 @@ static bool sweeps_agree(struct boot *b, uint64_t plan)
  *    reads only the input) beats the ring over shm up to 4 MiB with 2
  *    ranks, where both move the same bytes, and up to 1 MiB with 4 (it
  *    moves log2(n) times the vector, the ring under twice); other rank
- *    counts, not measured with it, keep the ring from 8 KiB; over tcp rd
+ *    counts, not measured with it, keep the ring above 4 KiB; over tcp rd
  *    wins up to 256 KiB;
  *  - a message past the provider's eager size costs a handshake (shm's
  *    4 KiB inject path, ofi_rxm's 16 KiB eager buffers unless
@@ -579,16 +582,16 @@ int main(int argc, char **argv)
 		return 3;
 	}
 	child = lo.np > 0 && b.rank > 0;
+	/* Before any lane is opened, which could fail on one rank alone; and
+	 * before the root check, which then fails on every rank or none. */
+	status = sweeps_agree(&b, sweep_plan(&o, sizes, nsizes)) ? 0 : 3;
+	if (status)
+		goto out_boot;
 	if (o.root < 0 || o.root >= b.size) {
 		fprintf(stderr, "pd-coll: root %d is not a rank of %d\n", o.root, b.size);
 		status = 3;
 		goto out_boot;
 	}
-	/* Before any lane is opened: a rank with another -e would size its
-	 * region differently and fail apart from the others. */
-	status = sweeps_agree(&b, sweep_plan(&o, sizes, nsizes)) ? 0 : 3;
-	if (status)
-		goto out_boot;
 	region = 3 * (o.maxb < 4096 ? 4096 : o.maxb);
 	for (p = 0; p < NLANES && !status; p++) {
 		lanes[p].src.fd = -1;
