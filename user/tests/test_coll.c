@@ -322,16 +322,23 @@ TEST_F_TIMEOUT(coll1, csv_and_png_from_one_command, 120)
 	EXPECT_EQ(0, system(args));
 }
 
-/* Open MPI's mpirun: the addresses go through MPI_Allgather of the
- * dlopen'ed libmpi.  Open MPI's own allocations are not ours to count:
- * leak detection is off for this run only (the other tests keep it). */
+/* Open MPI's mpirun, as root.  Open MPI's own allocations are not ours to
+ * count: leak detection is off for these runs only (the other tests keep
+ * it). */
+#define MPIRUN "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 ASAN_OPTIONS=detect_leaks=0 mpirun"
+#define SKIP_WITHOUT_MPIRUN()								\
+	do {										\
+		if (system("command -v mpirun >/dev/null 2>&1"))			\
+			SKIP(return, "mpirun is not installed (apt-get install openmpi-bin)");	\
+	} while (0)
+
+/* The addresses go through MPI_Allgather of the dlopen'ed libmpi. */
 TEST_F_TIMEOUT(coll1, under_mpirun, 120)
 {
 	int st;
 
-	if (system("command -v mpirun >/dev/null 2>&1"))
-		SKIP(return, "mpirun is not installed (apt-get install openmpi-bin)");
-	st = run("OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 ASAN_OPTIONS=detect_leaks=0 mpirun --oversubscribe -np 3 --mca btl tcp,self",
+	SKIP_WITHOUT_MPIRUN();
+	st = run(MPIRUN " --oversubscribe -np 3 --mca btl tcp,self",
 		 "--provider tcp -b 4K -e 64K -f 16 -n 2 --coll allreduce,broadcast -r 1", self->out);
 	EXPECT_EQ(0, st) TH_LOG("%s", self->out);
 	EXPECT_NE(NULL, strstr(self->out, "3 ranks, bootstrap: mpi (dlopen libmpi)")) TH_LOG("%s", self->out);
@@ -343,9 +350,8 @@ TEST_F_TIMEOUT(coll1, one_rank_under_mpirun_refuses, 120)
 {
 	int st;
 
-	if (system("command -v mpirun >/dev/null 2>&1"))
-		SKIP(return, "mpirun is not installed (apt-get install openmpi-bin)");
-	st = run("OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 ASAN_OPTIONS=detect_leaks=0 mpirun -np 1 --mca btl self",
+	SKIP_WITHOUT_MPIRUN();
+	st = run(MPIRUN " -np 1 --mca btl self",
 		 "--provider shm -b 4K -e 4K -n 1", self->out);
 	EXPECT_EQ(3, st) TH_LOG("%s", self->out);
 	EXPECT_NE(NULL, strstr(self->out, "mpirun started 1 ranks; pd-coll runs 2 to 64")) TH_LOG("%s", self->out);

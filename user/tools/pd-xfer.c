@@ -14,6 +14,7 @@
 #include <inttypes.h>
 
 #include "dmabuf_source.h"
+#include "fnv1a.h"
 #include "tool_env.h"
 #include "errors.h"
 
@@ -30,15 +31,6 @@ struct verdict {
 	uint32_t pad;
 	uint64_t checksum;
 };
-
-static uint64_t fnv1a(const unsigned char *p, size_t len)
-{
-	uint64_t h = 0xcbf29ce484222325ULL;
-
-	while (len--)
-		h = (h ^ *p++) * 0x100000001b3ULL;
-	return h;
-}
 
 static void pattern_fill(unsigned char *p, size_t len, int iter)
 {
@@ -220,7 +212,7 @@ int main(int argc, char **argv)
 		if (!mine.status)
 			mine.status = source_read(&src, host, o.size);
 		if (!mine.status)
-			mine.checksum = fnv1a(host, o.size);
+			mine.checksum = fnv1a(FNV1A_INIT, host, o.size);
 		else if (!msg[0])
 			snprintf(msg, sizeof(msg), "%s", pd_last_error());
 		ret = pd_rdv_allgather(rdv, &mine, sizeof(mine), both);

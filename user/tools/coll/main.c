@@ -37,6 +37,7 @@
 
 #include "coll.h"
 #include "../bench_report.h"
+#include "../fnv1a.h"
 #include "../tool_env.h"
 #include "errors.h"
 
@@ -54,15 +55,6 @@ struct rankinfo {
 	uint64_t small_chunk, small_max, rd_max;	/* every rank must agree */
 };
 
-static uint64_t fnv(uint64_t h, const void *p, size_t n)
-{
-	const unsigned char *c = p;
-
-	while (n--)
-		h = (h ^ *c++) * 0x100000001b3ULL;
-	return h;
-}
-
 /* What decides the sequence of collectives and messages: ranks that
  * differ in any of it would wait for each other forever, or check data
  * the other never refilled. */
@@ -70,13 +62,13 @@ static uint64_t sweep_plan(const struct opts *o, const size_t *sizes, int nsizes
 {
 	int64_t v[] = { nsizes, (int64_t)o->chunk, o->iters, o->warmup, o->check, o->root,
 			o->depth, o->ncolls, o->ntypes, o->nops, o->algo };
-	uint64_t h = fnv(0xcbf29ce484222325ULL, v, sizeof(v));
+	uint64_t h = fnv1a(FNV1A_INIT, v, sizeof(v));
 
-	h = fnv(h, sizes, sizeof(sizes[0]) * (size_t)nsizes);
-	h = fnv(h, o->colls, sizeof(o->colls[0]) * (size_t)o->ncolls);
-	h = fnv(h, o->types, sizeof(o->types[0]) * (size_t)o->ntypes);
-	h = fnv(h, o->ops, sizeof(o->ops[0]) * (size_t)o->nops);
-	return fnv(h, o->lanes, sizeof(o->lanes));
+	h = fnv1a(h, sizes, sizeof(sizes[0]) * (size_t)nsizes);
+	h = fnv1a(h, o->colls, sizeof(o->colls[0]) * (size_t)o->ncolls);
+	h = fnv1a(h, o->types, sizeof(o->types[0]) * (size_t)o->ntypes);
+	h = fnv1a(h, o->ops, sizeof(o->ops[0]) * (size_t)o->nops);
+	return fnv1a(h, o->lanes, sizeof(o->lanes));
 }
 
 /* Per rank and size: what the iterations measured. */
