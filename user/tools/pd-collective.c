@@ -101,13 +101,14 @@ static int ring_step(struct ctx *c, size_t count, int sseg, int rseg, bool scrat
 	struct pd_req *rreq = NULL, *sreq = NULL;
 
 	tag &= (1ULL << PD_TAG_BITS) - 1;
-	ret = pd_trecv(c->l->fab, c->l->mr, ro + (scratch ? c->max : 0), rl, c->l->peer_left, tag, &rreq);
+	/* Send first: posting a receive may copy an unexpected message at once (pd-coll's xchg). */
+	ret = pd_tsend(c->l->fab, c->l->mr, so, sl, c->l->peer_right, tag, &sreq);
 	if (!ret)
-		ret = pd_tsend(c->l->fab, c->l->mr, so, sl, c->l->peer_right, tag, &sreq);
+		ret = pd_trecv(c->l->fab, c->l->mr, ro + (scratch ? c->max : 0), rl, c->l->peer_left, tag, &rreq);
 	if (!ret)
-		ret = pd_wait(sreq, c->o->timeout_ms, NULL);
-	if (rreq) {
-		ret2 = pd_wait(rreq, c->o->timeout_ms, NULL);
+		ret = pd_wait(rreq, c->o->timeout_ms, NULL);
+	if (sreq) {
+		ret2 = pd_wait(sreq, c->o->timeout_ms, NULL);
 		ret = ret ? ret : ret2;
 	}
 	pd_req_free(sreq);

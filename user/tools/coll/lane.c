@@ -180,20 +180,29 @@ int xchg(struct run *r, const struct xchg *x)
 	uint64_t last = coll_now_ns(), end;
 	int ret = 0, t;
 
+	/*
+	 * Sends are posted before receives.  Posting a receive may copy, there
+	 * and then, a message that arrived before it (shm copies a single-copy
+	 * message with process_vm_readv under its region lock, and a peer
+	 * posting to us spins on that lock).  So a rank that posted receives
+	 * first made its peer wait for the whole copy before the peer's own
+	 * data could start to move: over shm, 8 and 16 MiB allreduce took a
+	 * third longer (performance.md, section M).
+	 */
 	while (!ret && (ds < ns || dr < nr)) {
 		bool moved = false;
 
-		for (; !ret && pr < nr && pr - dr < D; pr++, moved = true) {
-			size_t len = piece_len(x->rlen, pr, PR);
-
-			ret = pd_trecv(l->fab, l->mr, x->roff + pr * PR, len, l->peer[x->rpeer],
-				       coll_tag(r, x->step, pr), &rq[pr % D]);
-		}
 		for (; !ret && ps < ns && ps - ds < D && (!x->chain || ps < dr); ps++, moved = true) {
 			size_t len = piece_len(x->slen, ps, PS);
 
 			ret = pd_tsend(l->fab, l->mr, x->soff + ps * PS, len, l->peer[x->speer],
 				       coll_tag(r, x->step, ps), &sq[ps % D]);
+		}
+		for (; !ret && pr < nr && pr - dr < D; pr++, moved = true) {
+			size_t len = piece_len(x->rlen, pr, PR);
+
+			ret = pd_trecv(l->fab, l->mr, x->roff + pr * PR, len, l->peer[x->rpeer],
+				       coll_tag(r, x->step, pr), &rq[pr % D]);
 		}
 		if (!ret && dr < pr && (t = pd_test(rq[dr % D], NULL)) != 0) {
 			size_t len = piece_len(x->rlen, dr, PR);
