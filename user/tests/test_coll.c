@@ -407,14 +407,20 @@ TEST_F_TIMEOUT(coll1, small_pieces_on_both_sides_of_the_limit, 120)
 
 	parse(self->out, &t);
 	EXPECT_EQ(0, st) TH_LOG("%s", self->out);
-	EXPECT_NE(NULL, strstr(self->out, "pieces of 4194304 B (4096 B for messages up to 32768 B)"))
+	EXPECT_NE(NULL, strstr(self->out, "pieces of 524288 B (4096 B for messages up to 32768 B)"))
 		TH_LOG("%s", self->out);
 	EXPECT_EQ(3, t.rows) TH_LOG("%s", self->out);
 	EXPECT_EQ(0, t.bad_rows) TH_LOG("%s", self->out);
 	EXPECT_EQ(0, t.wrong) TH_LOG("%s", self->out);
 	st = run("", "--np 2 --provider tcp -b 4K -e 4K -n 1 --small-max 0", self->out);
 	EXPECT_EQ(0, st) TH_LOG("%s", self->out);
-	EXPECT_NE(NULL, strstr(self->out, "pieces of 4194304 B, ")) TH_LOG("%s", self->out);
+	EXPECT_NE(NULL, strstr(self->out, "pieces of 524288 B, ")) TH_LOG("%s", self->out);
+	EXPECT_NE(NULL, strstr(self->out, "(--rd-max 524288)")) TH_LOG("%s", self->out);
+	/* A chunk given is kept over tcp;ofi_rxm, and so is --rd-max. */
+	st = run("", "--np 2 --provider tcp -b 4K -e 4K -n 1 --chunk 4M --rd-max 64K", self->out);
+	EXPECT_EQ(0, st) TH_LOG("%s", self->out);
+	EXPECT_NE(NULL, strstr(self->out, "pieces of 4194304 B (")) TH_LOG("%s", self->out);
+	EXPECT_NE(NULL, strstr(self->out, "(--rd-max 65536)")) TH_LOG("%s", self->out);
 }
 
 /* Ranks that would cut messages differently refuse to start, not hang. */
@@ -426,6 +432,12 @@ TEST_F_TIMEOUT(coll1, ranks_that_disagree_on_pieces_refuse, 120)
 
 	EXPECT_EQ(3, st) TH_LOG("%s", self->out);
 	EXPECT_NE(NULL, strstr(self->out, "rank 1 would cut messages differently from rank 0"))
+		TH_LOG("%s", self->out);
+	/* The same sweep as given, but rank 0 takes tcp's default pieces. */
+	st = run_slurm_pair(listen_port(), "--provider tcp -b 4K -e 4K -n 2",
+			    "--provider tcp -b 4K -e 4K -n 2 --chunk 4M", self->out);
+	EXPECT_EQ(3, st) TH_LOG("%s", self->out);
+	EXPECT_NE(NULL, strstr(self->out, "rank 1 would cut messages differently from rank 0 (pieces of 4194304 B"))
 		TH_LOG("%s", self->out);
 }
 

@@ -60,7 +60,7 @@ struct opts {
 	bool lanes[NLANES];
 	enum algo algo;
 	size_t rd_max;		/* allreduce: recursive doubling up to this size */
-	bool rd_max_set;
+	bool rd_max_set, chunk_set;
 	/* exchanges of at most small_max bytes go in pieces of small_chunk */
 	size_t small_chunk, small_max;
 	unsigned int small_set;	/* SMALL_CHUNK_SET | SMALL_MAX_SET */

@@ -52,7 +52,7 @@ const char *const op_names[NOPS] = { "sum", "min", "max" };
 struct rankinfo {
 	int32_t pid, pad;
 	char host[56];
-	uint64_t small_chunk, small_max, rd_max;	/* every rank must agree */
+	uint64_t chunk, small_chunk, small_max, rd_max;	/* every rank must agree */
 };
 
 /* What decides the sequence of collectives and messages: ranks that
@@ -140,11 +140,12 @@ static void usage(void)
 		"                         (default device:0 if /dev/peerdirect0 exists, else memfd)\n"
 		"  --provider NAME        libfabric provider (default: the library's choice)\n"
 		"  --depth N              pieces in flight per direction and exchange (default 4)\n"
-		"  --chunk SIZE           piece size above --small-max = wire chunk (default 4M)\n"
+		"  --chunk SIZE           piece size above --small-max = wire chunk (default 4M;\n"
+		"                         pieces of 512K in 4M wire chunks over tcp;ofi_rxm)\n"
 		"  --small-chunk SIZE --small-max SIZE   pieces of --small-chunk for messages of at\n"
 		"                         most --small-max (default 4K up to 8K over shm, 16K up to\n"
 		"                         32K over tcp;ofi_rxm, none otherwise; --small-max 0: none)\n"
-		"  --algo auto|ring|rd    allreduce algorithm (auto: rd up to --rd-max, default 256K; over shm 4M for 2 ranks, 1M for 4, else 4K)\n"
+		"  --algo auto|ring|rd    allreduce algorithm (auto: rd up to --rd-max, default 256K; 512K over tcp;ofi_rxm; over shm 4M for 2 ranks, 1M for 4, else 4K)\n"
 		"  --stat mean|median     time statistic over the iterations (default mean)\n"
 		"  --csv FILE             one row per size, path and placement\n"
 		"  --plot FILE.png        busbw against size per collective and path (gnuplot)\n"
@@ -249,7 +250,11 @@ static int parse(int argc, char **argv, struct opts *o, struct launch_opts *lo)
 		case O_MEMORY: o->memory = optarg; break;
 		case O_PROVIDER: o->provider = optarg; break;
 		case O_DEPTH: o->depth = atoi(optarg); break;
-		case O_CHUNK: if (size_arg(optarg, &o->chunk, "--chunk")) return -1; break;
+		case O_CHUNK:
+			if (size_arg(optarg, &o->chunk, "--chunk"))
+				return -1;
+			o->chunk_set = true;
+			break;
 		case O_ALGO:
 			o->algo = !strcmp(optarg, "ring") ? ALGO_RING : !strcmp(optarg, "rd") ? ALGO_RD :
 				  !strcmp(optarg, "auto") ? ALGO_AUTO : (enum algo)-1;
@@ -534,10 +539,21 @@ static bool sweeps_agree(struct boot *b, uint64_t plan)
  */
 static void provider_defaults(struct opts *o, const char *prov, int nranks)
 {
-	bool shm = !strcmp(prov, "shm");
+	bool shm = !strcmp(prov, "shm"), rxm = !strcmp(prov, "tcp;ofi_rxm");
+	size_t piece = 512 << 10;
 
 	if (!o->rd_max_set && shm)
 		o->rd_max = nranks == 2 ? 4 << 20 : nranks == 4 ? 1 << 20 : 4096;
+	if (!o->rd_max_set && rxm)
+		o->rd_max = 512 << 10;
+	/*
+	 * ofi_rxm moves these pieces by rendezvous, both ends working on
+	 * each: 512K pieces overlap them (performance.md, section M).  The
+	 * lanes keep the wire chunk they opened with, which is larger, so a
+	 * piece is still one message.
+	 */
+	if (!o->chunk_set && rxm && o->small_chunk <= piece && (o->maxb + piece - 1) / piece <= 65535)
+		o->chunk = piece;
 	if (o->small_set)
 		return;
 	if (shm)
@@ -603,18 +619,19 @@ int main(int argc, char **argv)
 	ris = calloc((size_t)b.size, sizeof(*ris));
 	ri.pid = (int32_t)getpid();
 	gethostname(ri.host, sizeof(ri.host) - 1);
-	ri.small_chunk = o.small_chunk, ri.small_max = o.small_max, ri.rd_max = o.rd_max;
+	ri.chunk = o.chunk, ri.small_chunk = o.small_chunk, ri.small_max = o.small_max;
+	ri.rd_max = o.rd_max;
 	if (!me || !all || !ris || b.allgather(&b, &ri, sizeof(ri), ris))
 		status = 3;
 	/* Pieces and algorithms are derived on every rank: a rank on another
 	 * provider or environment would cut messages differently and hang. */
 	for (p = 1; !status && p < b.size; p++) {
-		if (ris[p].small_chunk != ris[0].small_chunk || ris[p].small_max != ris[0].small_max ||
-		    ris[p].rd_max != ris[0].rd_max) {
+		if (ris[p].chunk != ris[0].chunk || ris[p].small_chunk != ris[0].small_chunk ||
+		    ris[p].small_max != ris[0].small_max || ris[p].rd_max != ris[0].rd_max) {
 			if (b.rank == 0)
-				fprintf(stderr, "pd-coll: rank %d would cut messages differently from rank 0 (small pieces %" PRIu64 " up to %" PRIu64 " B, --rd-max %" PRIu64 ", against %" PRIu64 ", %" PRIu64 ", %" PRIu64 "): give every rank the same provider and options\n",
-					p, ris[p].small_chunk, ris[p].small_max, ris[p].rd_max,
-					ris[0].small_chunk, ris[0].small_max, ris[0].rd_max);
+				fprintf(stderr, "pd-coll: rank %d would cut messages differently from rank 0 (pieces of %" PRIu64 " B, small pieces %" PRIu64 " up to %" PRIu64 " B, --rd-max %" PRIu64 ", against %" PRIu64 ", %" PRIu64 ", %" PRIu64 ", %" PRIu64 "): give every rank the same provider and options\n",
+					p, ris[p].chunk, ris[p].small_chunk, ris[p].small_max, ris[p].rd_max,
+					ris[0].chunk, ris[0].small_chunk, ris[0].small_max, ris[0].rd_max);
 			status = 3;
 		}
 	}
