@@ -143,6 +143,18 @@ FIXTURE_VARIANT_ADD(coll, tcp_3_ops_ring_chunks) {
 	.args = "--np 3 --provider tcp -b 4100 -e 200K -f 7 -w 2 -n 3 -c 1 --coll allreduce,reducescatter,reduce -o all -d all --algo ring --chunk 16K --depth 3",
 	.tables = 18, .rows = 18 * 3 * 3,
 };
+/* tcp's default pieces (512K) several to a message, through every
+ * collective; and with 4 ranks, recursive doubling up to its default
+ * limit (512K) and the ring just past it. */
+FIXTURE_VARIANT_ADD(coll, tcp_3_default_pieces) {
+	.args = "--np 3 --provider tcp -b 1048580 -e 2200K -f 2 -w 1 -n 1 -c 2 --coll all",
+	.tables = 7, .rows = 7 * 2 * 3,
+};
+FIXTURE_VARIANT_ADD(coll, tcp_4_rd_limit) {
+	.args = "--np 4 --provider tcp -b 524288 -e 524304 -i 16 -w 1 -n 1 -c 2 --coll allreduce -o all -d all",
+	.tables = 6, .rows = 6 * 2 * 3,
+};
+
 /* Small pieces (--small-chunk) for messages up to --small-max, whole ones
  * above, ragged sizes on both sides of the limit, every collective. */
 FIXTURE_VARIANT_ADD(coll, tcp_3_small_pieces) {
@@ -407,20 +419,40 @@ TEST_F_TIMEOUT(coll1, small_pieces_on_both_sides_of_the_limit, 120)
 
 	parse(self->out, &t);
 	EXPECT_EQ(0, st) TH_LOG("%s", self->out);
-	EXPECT_NE(NULL, strstr(self->out, "pieces of 524288 B (4096 B for messages up to 32768 B)"))
+	EXPECT_NE(NULL, strstr(self->out, "pieces of 524288 B (4096 B for messages up to 32768 B; wire chunk 4194304 B)"))
 		TH_LOG("%s", self->out);
 	EXPECT_EQ(3, t.rows) TH_LOG("%s", self->out);
 	EXPECT_EQ(0, t.bad_rows) TH_LOG("%s", self->out);
 	EXPECT_EQ(0, t.wrong) TH_LOG("%s", self->out);
 	st = run("", "--np 2 --provider tcp -b 4K -e 4K -n 1 --small-max 0", self->out);
 	EXPECT_EQ(0, st) TH_LOG("%s", self->out);
-	EXPECT_NE(NULL, strstr(self->out, "pieces of 524288 B, ")) TH_LOG("%s", self->out);
+	EXPECT_NE(NULL, strstr(self->out, "pieces of 524288 B (wire chunk 4194304 B), "))
+		TH_LOG("%s", self->out);
+}
+
+/* tcp;ofi_rxm's defaults (section 6 M): 512K pieces in the lanes' 4M wire
+ * chunk, recursive doubling up to 512K with 2 or 4 ranks; whatever the
+ * command line or rxm's own limits set is kept. */
+TEST_F_TIMEOUT(coll1, tcp_defaults, 120)
+{
+	int st = run("", "--np 2 --provider tcp -b 4K -e 4K -n 1", self->out);
+
+	EXPECT_EQ(0, st) TH_LOG("%s", self->out);
+	EXPECT_NE(NULL, strstr(self->out, "pieces of 524288 B (16384 B for messages up to 32768 B; wire chunk 4194304 B)"))
+		TH_LOG("%s", self->out);
 	EXPECT_NE(NULL, strstr(self->out, "(--rd-max 524288)")) TH_LOG("%s", self->out);
-	/* A chunk given is kept over tcp;ofi_rxm, and so is --rd-max. */
+	st = run("", "--np 3 --provider tcp -b 4K -e 4K -n 1", self->out);
+	EXPECT_EQ(0, st) TH_LOG("%s", self->out);
+	EXPECT_NE(NULL, strstr(self->out, "(--rd-max 262144)")) TH_LOG("%s", self->out);
 	st = run("", "--np 2 --provider tcp -b 4K -e 4K -n 1 --chunk 4M --rd-max 64K", self->out);
 	EXPECT_EQ(0, st) TH_LOG("%s", self->out);
-	EXPECT_NE(NULL, strstr(self->out, "pieces of 4194304 B (")) TH_LOG("%s", self->out);
+	EXPECT_NE(NULL, strstr(self->out, "pieces of 4194304 B (16384 B for messages up to 32768 B), "))
+		TH_LOG("%s", self->out);
 	EXPECT_NE(NULL, strstr(self->out, "(--rd-max 65536)")) TH_LOG("%s", self->out);
+	st = run("FI_OFI_RXM_EAGER_LIMIT=1048576", "--np 2 --provider tcp -b 4K -e 4K -n 1", self->out);
+	EXPECT_EQ(0, st) TH_LOG("%s", self->out);
+	EXPECT_NE(NULL, strstr(self->out, "pieces of 4194304 B (16384 B for messages up to 32768 B), "))
+		TH_LOG("%s", self->out);
 }
 
 /* Ranks that would cut messages differently refuse to start, not hang. */

@@ -94,23 +94,23 @@ static size_t seg_off(size_t count, int n, int s)
  * `rseg` from the left into data (allgather) or scratch (reduce-scatter). */
 static int ring_step(struct ctx *c, size_t count, int sseg, int rseg, bool scratch, int step)
 {
-	int n = c->o->nranks, ret, ret2;
+	int n = c->o->nranks, ret;
 	size_t so = seg_off(count, n, sseg) * 4, sl = seg_off(count, n, sseg + 1) * 4 - so;
 	size_t ro = seg_off(count, n, rseg) * 4, rl = seg_off(count, n, rseg + 1) * 4 - ro;
 	uint64_t tag = (c->seq << 8) | (uint64_t)step;
 	struct pd_req *rreq = NULL, *sreq = NULL;
 
 	tag &= (1ULL << PD_TAG_BITS) - 1;
-	/* Send first: posting a receive may copy an unexpected message at once (pd-coll's xchg). */
+	/* Send first: posting a receive may copy a message that arrived
+	 * before it there and then, and over shm the peer's own send waits
+	 * for that copy (performance.md, section 6 M). */
 	ret = pd_tsend(c->l->fab, c->l->mr, so, sl, c->l->peer_right, tag, &sreq);
 	if (!ret)
 		ret = pd_trecv(c->l->fab, c->l->mr, ro + (scratch ? c->max : 0), rl, c->l->peer_left, tag, &rreq);
 	if (!ret)
 		ret = pd_wait(rreq, c->o->timeout_ms, NULL);
-	if (sreq) {
-		ret2 = pd_wait(sreq, c->o->timeout_ms, NULL);
-		ret = ret ? ret : ret2;
-	}
+	if (!ret)
+		ret = pd_wait(sreq, c->o->timeout_ms, NULL);
 	pd_req_free(sreq);
 	pd_req_free(rreq);
 	if (ret || !scratch)

@@ -53,7 +53,8 @@ struct lane {
 };
 
 struct opts {
-	size_t minb, maxb, stepb, chunk;
+	size_t minb, maxb, stepb, chunk;	/* chunk: the lanes' wire chunk */
+	size_t piece;		/* pieces of a message past small_max: chunk or a provider's */
 	double stepf;
 	int iters, warmup, check, root, depth, timeout_ms, median;
 	int colls[NCOLLS], ncolls, types[NTYPES], ntypes, ops[NOPS], nops;

@@ -158,7 +158,7 @@ int lane_barrier(struct run *r)
 /* The piece size of a message: both ends derive it from its length alone. */
 static size_t piece_size(const struct opts *o, size_t len)
 {
-	return o->small_chunk && len <= o->small_max ? o->small_chunk : o->chunk;
+	return o->small_chunk && len <= o->small_max ? o->small_chunk : o->piece;
 }
 
 /* Length of piece i of a message of len bytes in pieces of P. */
@@ -185,9 +185,10 @@ int xchg(struct run *r, const struct xchg *x)
 	 * and then, a message that arrived before it (shm copies a single-copy
 	 * message with process_vm_readv under its region lock, and a peer
 	 * posting to us spins on that lock).  So a rank that posted receives
-	 * first made its peer wait for the whole copy before the peer's own
-	 * data could start to move: over shm, 8 and 16 MiB allreduce took a
-	 * third longer (performance.md, section M).
+	 * first could make its peer wait for the whole copy before the peer's
+	 * own data could move: over shm, 8 and 16 MiB allreduce took 18% and
+	 * 26% longer.  One rule for every path; its one measured cost, shm's
+	 * bounce path at 1 MiB, is in performance.md, section M.
 	 */
 	while (!ret && (ds < ns || dr < nr)) {
 		bool moved = false;

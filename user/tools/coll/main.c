@@ -50,9 +50,9 @@ const char *const type_names[NTYPES] = { "float", "bfloat16" };
 const char *const op_names[NOPS] = { "sum", "min", "max" };
 
 struct rankinfo {
-	int32_t pid, pad;
+	int32_t pid, ready;	/* ready: its paths are open */
 	char host[56];
-	uint64_t chunk, small_chunk, small_max, rd_max;	/* every rank must agree */
+	uint64_t piece, small_chunk, small_max, rd_max;	/* every rank must agree */
 };
 
 /* What decides the sequence of collectives and messages: ranks that
@@ -60,7 +60,7 @@ struct rankinfo {
  * the other never refilled. */
 static uint64_t sweep_plan(const struct opts *o, const size_t *sizes, int nsizes)
 {
-	int64_t v[] = { nsizes, (int64_t)o->chunk, o->iters, o->warmup, o->check, o->root,
+	int64_t v[] = { nsizes, o->iters, o->warmup, o->check, o->root,
 			o->depth, o->ncolls, o->ntypes, o->nops, o->algo };
 	uint64_t h = fnv1a(FNV1A_INIT, v, sizeof(v));
 
@@ -141,11 +141,13 @@ static void usage(void)
 		"  --provider NAME        libfabric provider (default: the library's choice)\n"
 		"  --depth N              pieces in flight per direction and exchange (default 4)\n"
 		"  --chunk SIZE           piece size above --small-max = wire chunk (default 4M;\n"
-		"                         pieces of 512K in 4M wire chunks over tcp;ofi_rxm)\n"
+		"                         over tcp;ofi_rxm 512K pieces, each one message)\n"
 		"  --small-chunk SIZE --small-max SIZE   pieces of --small-chunk for messages of at\n"
 		"                         most --small-max (default 4K up to 8K over shm, 16K up to\n"
 		"                         32K over tcp;ofi_rxm, none otherwise; --small-max 0: none)\n"
-		"  --algo auto|ring|rd    allreduce algorithm (auto: rd up to --rd-max, default 256K; 512K over tcp;ofi_rxm; over shm 4M for 2 ranks, 1M for 4, else 4K)\n"
+		"  --algo auto|ring|rd    allreduce algorithm (auto: rd up to --rd-max, default 256K;\n"
+		"                         512K over tcp;ofi_rxm with 2 or 4 ranks; over shm 4M\n"
+		"                         with 2 ranks, 1M with 4, else 4K)\n"
 		"  --stat mean|median     time statistic over the iterations (default mean)\n"
 		"  --csv FILE             one row per size, path and placement\n"
 		"  --plot FILE.png        busbw against size per collective and path (gnuplot)\n"
@@ -314,6 +316,7 @@ static int parse(int argc, char **argv, struct opts *o, struct launch_opts *lo)
 			o->maxb, o->chunk);
 		return -1;
 	}
+	o->piece = o->chunk;
 	return 0;
 }
 
@@ -515,7 +518,7 @@ static bool sweeps_agree(struct boot *b, uint64_t plan)
 		if (all[p] == all[0])
 			continue;
 		if (b->rank == 0)
-			fprintf(stderr, "pd-coll: rank %d would run a different sweep from rank 0 (sizes, collectives, types, ops, root, paths, -n/-w/-c, --algo, --chunk or --depth differ): give every rank the same options\n",
+			fprintf(stderr, "pd-coll: rank %d would run a different sweep from rank 0 (sizes, collectives, types, ops, root, paths, -n/-w/-c, --algo or --depth differ): give every rank the same options\n",
 				p);
 		ok = false;
 	}
@@ -528,9 +531,14 @@ static bool sweeps_agree(struct boot *b, uint64_t plan)
  *  - recursive doubling (no copy of the input; with 2 ranks the peer
  *    reads only the input) beats the ring over shm up to 4 MiB with 2
  *    ranks, where both move the same bytes, and up to 1 MiB with 4 (it
- *    moves log2(n) times the vector, the ring under twice); other rank
- *    counts, not measured with it, keep the ring above 4 KiB; over tcp rd
- *    wins up to 256 KiB;
+ *    moves log2(n) times the vector, the ring under twice); over tcp up
+ *    to 512 KiB with 2 and 4 ranks; other rank counts, not measured with
+ *    it, keep the ring above 4 KiB over shm and 256 KiB elsewhere;
+ *  - ofi_rxm moves a message past its SAR limit by rendezvous, both ends
+ *    working on each: 512K pieces let those overlap (section 6 M), each
+ *    still one message in the lanes' larger wire chunk.  An admin who set
+ *    rxm's limits gets whole pieces, and so does a sweep whose small
+ *    pieces or piece count would not fit;
  *  - a message past the provider's eager size costs a handshake (shm's
  *    4 KiB inject path, ofi_rxm's 16 KiB eager buffers unless
  *    FI_OFI_RXM_BUFFER_SIZE changed them): up to a few of those sizes,
@@ -540,27 +548,23 @@ static bool sweeps_agree(struct boot *b, uint64_t plan)
 static void provider_defaults(struct opts *o, const char *prov, int nranks)
 {
 	bool shm = !strcmp(prov, "shm"), rxm = !strcmp(prov, "tcp;ofi_rxm");
+	bool rxm_tuned = getenv("FI_OFI_RXM_EAGER_LIMIT") || getenv("FI_OFI_RXM_SAR_LIMIT");
 	size_t piece = 512 << 10;
 
 	if (!o->rd_max_set && shm)
 		o->rd_max = nranks == 2 ? 4 << 20 : nranks == 4 ? 1 << 20 : 4096;
-	if (!o->rd_max_set && rxm)
+	if (!o->rd_max_set && rxm && (nranks == 2 || nranks == 4))
 		o->rd_max = 512 << 10;
-	/*
-	 * ofi_rxm moves these pieces by rendezvous, both ends working on
-	 * each: 512K pieces overlap them (performance.md, section M).  The
-	 * lanes keep the wire chunk they opened with, which is larger, so a
-	 * piece is still one message.
-	 */
-	if (!o->chunk_set && rxm && o->small_chunk <= piece && (o->maxb + piece - 1) / piece <= 65535)
-		o->chunk = piece;
+	if (!o->chunk_set && rxm && !rxm_tuned && o->small_chunk <= piece &&
+	    (o->maxb + piece - 1) / piece <= 65535)
+		o->piece = piece;
 	if (o->small_set)
 		return;
 	if (shm)
 		o->small_chunk = 4096, o->small_max = 8 << 10;
-	else if (!strcmp(prov, "tcp;ofi_rxm") && !getenv("FI_OFI_RXM_BUFFER_SIZE"))
+	else if (rxm && !getenv("FI_OFI_RXM_BUFFER_SIZE"))
 		o->small_chunk = 16 << 10, o->small_max = 32 << 10;
-	if (o->small_chunk > o->chunk)
+	if (o->small_chunk > o->piece)
 		o->small_chunk = o->small_max = 0;
 }
 
@@ -573,7 +577,7 @@ int main(int argc, char **argv)
 	struct rankinfo ri = { 0 }, *ris = NULL;
 	size_t region, stride, sizes[64];
 	int nsizes = 0, ci, ti, oi, si, p, ret, status = 0, child;
-	char datpath[4200] = "", small[80] = "";
+	char datpath[4200] = "", small[80] = "", wire[40] = "";
 
 	tool_env_defaults();
 	record_cmdline(argc, argv);
@@ -619,19 +623,28 @@ int main(int argc, char **argv)
 	ris = calloc((size_t)b.size, sizeof(*ris));
 	ri.pid = (int32_t)getpid();
 	gethostname(ri.host, sizeof(ri.host) - 1);
-	ri.chunk = o.chunk, ri.small_chunk = o.small_chunk, ri.small_max = o.small_max;
+	ri.ready = !status;
+	ri.piece = o.piece, ri.small_chunk = o.small_chunk, ri.small_max = o.small_max;
 	ri.rd_max = o.rd_max;
 	if (!me || !all || !ris || b.allgather(&b, &ri, sizeof(ri), ris))
 		status = 3;
 	/* Pieces and algorithms are derived on every rank: a rank on another
 	 * provider or environment would cut messages differently and hang. */
-	for (p = 1; !status && p < b.size; p++) {
-		if (ris[p].chunk != ris[0].chunk || ris[p].small_chunk != ris[0].small_chunk ||
-		    ris[p].small_max != ris[0].small_max || ris[p].rd_max != ris[0].rd_max) {
+	for (p = 0; !status && p < b.size; p++) {
+		if (!ris[p].ready) {
 			if (b.rank == 0)
-				fprintf(stderr, "pd-coll: rank %d would cut messages differently from rank 0 (pieces of %" PRIu64 " B, small pieces %" PRIu64 " up to %" PRIu64 " B, --rd-max %" PRIu64 ", against %" PRIu64 ", %" PRIu64 ", %" PRIu64 ", %" PRIu64 "): give every rank the same provider and options\n",
-					p, ris[p].chunk, ris[p].small_chunk, ris[p].small_max, ris[p].rd_max,
-					ris[0].chunk, ris[0].small_chunk, ris[0].small_max, ris[0].rd_max);
+				fprintf(stderr, "pd-coll: rank %d could not set up its paths (its error is above)\n",
+					p);
+			status = 3;
+		} else if (ris[p].piece != ris[0].piece || ris[p].small_chunk != ris[0].small_chunk ||
+			   ris[p].small_max != ris[0].small_max || ris[p].rd_max != ris[0].rd_max) {
+			if (b.rank == 0)
+				fprintf(stderr, "pd-coll: rank %d would cut messages differently from rank 0 "
+					"(pieces of %" PRIu64 " B, small pieces %" PRIu64 " up to %" PRIu64
+					" B, --rd-max %" PRIu64 ", against %" PRIu64 ", %" PRIu64 ", %" PRIu64
+					", %" PRIu64 "): give every rank the same provider and options\n",
+					p, ris[p].piece, ris[p].small_chunk, ris[p].small_max, ris[p].rd_max,
+					ris[0].piece, ris[0].small_chunk, ris[0].small_max, ris[0].rd_max);
 			status = 3;
 		}
 	}
@@ -642,11 +655,15 @@ int main(int argc, char **argv)
 		for (p = 0; p < b.size; p++)
 			printf("#  Rank %2d Pid %6d on %10s\n", p, ris[p].pid, ris[p].host);
 		if (o.small_chunk)
-			snprintf(small, sizeof(small), " (%zu B for messages up to %zu B)",
-				 o.small_chunk, o.small_max);
-		printf("# provider %s; pieces of %zu B%s, %d in flight per direction on every path; "
-		       "allreduce %s (--rd-max %zu)\n", pd_fabric_provider(lanes[o.lanes[0] ? 0 : o.lanes[1] ? 1 : 2].fab),
-		       o.chunk, small, o.depth, o.algo == ALGO_RING ? "ring" : o.algo == ALGO_RD ?
+			snprintf(small, sizeof(small), " (%zu B for messages up to %zu B%s",
+				 o.small_chunk, o.small_max, o.piece != o.chunk ? "; " : ")");
+		if (o.piece != o.chunk)
+			snprintf(wire, sizeof(wire), "%swire chunk %zu B)", o.small_chunk ? "" : " (",
+				 o.chunk);
+		printf("# provider %s; pieces of %zu B%s%s, %d in flight per direction on every path; "
+		       "allreduce %s (--rd-max %zu)\n",
+		       pd_fabric_provider(lanes[o.lanes[0] ? 0 : o.lanes[1] ? 1 : 2].fab),
+		       o.piece, small, wire, o.depth, o.algo == ALGO_RING ? "ring" : o.algo == ALGO_RD ?
 		       "recursive doubling" : "recursive doubling up to --rd-max, ring above", o.rd_max);
 		for (p = 0; p < NLANES; p++)
 			if (o.lanes[p])
