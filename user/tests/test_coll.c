@@ -30,6 +30,10 @@ static void tool_path(char *out, size_t len, const char *tool)
 }
 
 /* Runs "prefix pd-coll args"; its exit status, stdout+stderr in out. */
+/* tcp's defaults give way to rxm's own limits: tests of them must not
+ * inherit the caller's. */
+#define NO_RXM_TUNING "env -u FI_OFI_RXM_EAGER_LIMIT -u FI_OFI_RXM_SAR_LIMIT -u FI_OFI_RXM_BUFFER_SIZE"
+
 static int run(const char *prefix, const char *args, char *out)
 {
 	char exe[PATH_MAX], cmd[PATH_MAX + 1024];
@@ -115,6 +119,7 @@ FIXTURE_VARIANT(coll) {
 	const char *args;
 	int tables;	/* collectives x types x ops */
 	int rows;	/* tables x sizes x paths */
+	const char *header;	/* if set, in the output */
 };
 
 /* 7 collectives x 2 types, sum: 14 tables; reductions x 3 ops with -o all. */
@@ -148,11 +153,11 @@ FIXTURE_VARIANT_ADD(coll, tcp_3_ops_ring_chunks) {
  * limit (512K) and the ring just past it. */
 FIXTURE_VARIANT_ADD(coll, tcp_3_default_pieces) {
 	.args = "--np 3 --provider tcp -b 1048580 -e 2200K -f 2 -w 1 -n 1 -c 2 --coll all",
-	.tables = 7, .rows = 7 * 2 * 3,
+	.tables = 7, .rows = 7 * 2 * 3, .header = "pieces of 524288 B (",
 };
 FIXTURE_VARIANT_ADD(coll, tcp_4_rd_limit) {
 	.args = "--np 4 --provider tcp -b 524288 -e 524304 -i 16 -w 1 -n 1 -c 2 --coll allreduce -o all -d all",
-	.tables = 6, .rows = 6 * 2 * 3,
+	.tables = 6, .rows = 6 * 2 * 3, .header = "(--rd-max 524288)",
 };
 
 /* Small pieces (--small-chunk) for messages up to --small-max, whole ones
@@ -224,6 +229,8 @@ TEST_F_TIMEOUT(coll, every_element_right, 300)
 	EXPECT_NE(NULL, strstr(self->out, "# Avg bus bandwidth    : "));
 	EXPECT_NE(NULL, strstr(self->out, "# Collective test concluded"));
 	EXPECT_EQ(NULL, strstr(self->out, "FAILED"));
+	if (variant->header)
+		EXPECT_NE(NULL, strstr(self->out, variant->header)) TH_LOG("%s", self->out);
 }
 
 /* The check can fail: one element per checked iteration put back to the
@@ -414,7 +421,7 @@ TEST_F_TIMEOUT(coll1, a_lost_rank_is_named, 120)
 TEST_F_TIMEOUT(coll1, small_pieces_on_both_sides_of_the_limit, 120)
 {
 	struct table t;
-	int st = run("", "--np 3 --provider tcp --algo ring -b 98308 -e 98308 -n 2 -c 2 "
+	int st = run(NO_RXM_TUNING, "--np 3 --provider tcp --algo ring -b 98308 -e 98308 -n 2 -c 2 "
 		     "--small-chunk 4K --small-max 32K", self->out);
 
 	parse(self->out, &t);
@@ -424,7 +431,7 @@ TEST_F_TIMEOUT(coll1, small_pieces_on_both_sides_of_the_limit, 120)
 	EXPECT_EQ(3, t.rows) TH_LOG("%s", self->out);
 	EXPECT_EQ(0, t.bad_rows) TH_LOG("%s", self->out);
 	EXPECT_EQ(0, t.wrong) TH_LOG("%s", self->out);
-	st = run("", "--np 2 --provider tcp -b 4K -e 4K -n 1 --small-max 0", self->out);
+	st = run(NO_RXM_TUNING, "--np 2 --provider tcp -b 4K -e 4K -n 1 --small-max 0", self->out);
 	EXPECT_EQ(0, st) TH_LOG("%s", self->out);
 	EXPECT_NE(NULL, strstr(self->out, "pieces of 524288 B (wire chunk 4194304 B), "))
 		TH_LOG("%s", self->out);
@@ -435,24 +442,49 @@ TEST_F_TIMEOUT(coll1, small_pieces_on_both_sides_of_the_limit, 120)
  * command line or rxm's own limits set is kept. */
 TEST_F_TIMEOUT(coll1, tcp_defaults, 120)
 {
-	int st = run("", "--np 2 --provider tcp -b 4K -e 4K -n 1", self->out);
+	int st = run(NO_RXM_TUNING, "--np 2 --provider tcp -b 4K -e 4K -n 1", self->out);
 
 	EXPECT_EQ(0, st) TH_LOG("%s", self->out);
 	EXPECT_NE(NULL, strstr(self->out, "pieces of 524288 B (16384 B for messages up to 32768 B; wire chunk 4194304 B)"))
 		TH_LOG("%s", self->out);
 	EXPECT_NE(NULL, strstr(self->out, "(--rd-max 524288)")) TH_LOG("%s", self->out);
-	st = run("", "--np 3 --provider tcp -b 4K -e 4K -n 1", self->out);
+	st = run(NO_RXM_TUNING, "--np 3 --provider tcp -b 4K -e 4K -n 1", self->out);
 	EXPECT_EQ(0, st) TH_LOG("%s", self->out);
 	EXPECT_NE(NULL, strstr(self->out, "(--rd-max 262144)")) TH_LOG("%s", self->out);
-	st = run("", "--np 2 --provider tcp -b 4K -e 4K -n 1 --chunk 4M --rd-max 64K", self->out);
+	st = run(NO_RXM_TUNING, "--np 2 --provider tcp -b 4K -e 4K -n 1 --chunk 4M --rd-max 64K", self->out);
 	EXPECT_EQ(0, st) TH_LOG("%s", self->out);
 	EXPECT_NE(NULL, strstr(self->out, "pieces of 4194304 B (16384 B for messages up to 32768 B), "))
 		TH_LOG("%s", self->out);
 	EXPECT_NE(NULL, strstr(self->out, "(--rd-max 65536)")) TH_LOG("%s", self->out);
-	st = run("FI_OFI_RXM_EAGER_LIMIT=1048576", "--np 2 --provider tcp -b 4K -e 4K -n 1", self->out);
+	st = run(NO_RXM_TUNING " FI_OFI_RXM_EAGER_LIMIT=1048576", "--np 2 --provider tcp -b 4K -e 4K -n 1",
+		 self->out);
 	EXPECT_EQ(0, st) TH_LOG("%s", self->out);
 	EXPECT_NE(NULL, strstr(self->out, "pieces of 4194304 B (16384 B for messages up to 32768 B), "))
 		TH_LOG("%s", self->out);
+	st = run(NO_RXM_TUNING " FI_OFI_RXM_SAR_LIMIT=262144", "--np 2 --provider tcp -b 4K -e 4K -n 1",
+		 self->out);
+	EXPECT_EQ(0, st) TH_LOG("%s", self->out);
+	EXPECT_NE(NULL, strstr(self->out, "pieces of 4194304 B (16384 B for messages up to 32768 B), "))
+		TH_LOG("%s", self->out);
+	/* Small pieces larger than tcp's pieces: whole pieces instead. */
+	st = run(NO_RXM_TUNING, "--np 2 --provider tcp -b 4K -e 4K -n 1 --small-chunk 1M --small-max 2M",
+		 self->out);
+	EXPECT_EQ(0, st) TH_LOG("%s", self->out);
+	EXPECT_NE(NULL, strstr(self->out, "pieces of 4194304 B (1048576 B for messages up to 2097152 B), "))
+		TH_LOG("%s", self->out);
+}
+
+/* A rank whose path cannot be set up fails it on every rank, and rank 0
+ * names it, rather than leaving the others waiting for its address. */
+TEST_F_TIMEOUT(coll1, a_rank_without_its_memory_is_named, 120)
+{
+	int st = run_slurm_pair(listen_port(), "--provider shm -b 4K -e 4K -n 2 --memory memfd",
+				"--provider shm -b 4K -e 4K -n 2 --memory device:7", self->out);
+
+	EXPECT_EQ(3, st) TH_LOG("%s", self->out);
+	EXPECT_NE(NULL, strstr(self->out, "rank 1 could not set up its direct path"))
+		TH_LOG("%s", self->out);
+	EXPECT_EQ(NULL, strstr(self->out, "Protocol error")) TH_LOG("%s", self->out);
 }
 
 /* Ranks that would cut messages differently refuse to start, not hang. */

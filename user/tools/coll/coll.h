@@ -102,12 +102,12 @@ int launch_wait_children(int status);
 
 /* lane.c */
 int lane_open(struct lane *l, enum lane_kind kind, const struct opts *o, struct boot *b,
-	      size_t region);
+	      size_t region, int *bad);
 void lane_close(struct lane *l);
 uint64_t coll_tag(struct run *r, int step, size_t piece);
 int lane_barrier(struct run *r);
 /* Send [soff, soff+slen) to speer and receive [roff, roff+rlen) from rpeer
- * (either peer -1 for none), in pieces of the chunk size (the small chunk
+ * (either peer -1 for none), in pieces of o->piece (the small chunk
  * for a message of at most small_max) with at most
  * depth of each in flight.  on_recv runs for each received piece, in
  * order; chain: piece i is sent only after piece i was received. */

@@ -5,9 +5,9 @@
  * staging; host: host memory), each with its own region, addresses and
  * connections, so that iterations can alternate between them.
  *
- * Every lane moves data the same way: messages cut into pieces of the
- * chunk size (one wire chunk each; of the small chunk for messages of at
- * most --small-max), at most `depth` sends and `depth`
+ * Every lane moves data the same way: messages cut into pieces (each at
+ * most one wire chunk, so one message; of the small chunk for messages of
+ * at most --small-max), at most `depth` sends and `depth`
  * receives in flight per exchange.  So the pipeline depth is the same on
  * every path and a ratio between paths measures the copy, nothing else.
  */
@@ -45,39 +45,68 @@ int cpu_end(struct run *r)
 	return r->l->src.fd < 0 ? 0 : memfd_sync(r->l->src.fd, DMA_BUF_SYNC_END | DMA_BUF_SYNC_RW);
 }
 
+/* An address, or len 0 from a rank whose lane failed before it had one. */
+struct lane_addr {
+	uint32_t len;
+	char addr[256];
+};
+
+/*
+ * Every rank takes part in the address exchange and in the agreement that
+ * follows, whatever failed before, so that all ranks leave together: a
+ * rank that skipped either would leave the others waiting, or reading its
+ * next message as this one.  Returns 0, this rank's error, or -ENOTCONN
+ * (with the first failed rank in *bad) when another rank failed.
+ */
 int lane_open(struct lane *l, enum lane_kind kind, const struct opts *o, struct boot *b,
-	      size_t region)
+	      size_t region, int *bad)
 {
+	struct lane_addr all[MAX_RANKS];
 	struct pd_fabric_attr attr;
-	char mine[256] = { 0 }, (*all)[256];
-	size_t len = sizeof(mine), slots = 2 * (size_t)o->depth + 2;
-	int ret, i;
+	struct lane_addr mine = { 0 };
+	size_t len = sizeof(mine.addr), slots = 2 * (size_t)o->depth + 2;
+	int32_t ok[MAX_RANKS];
+	bool missing = false;
+	int ret, i, xret;
 
 	memset(l, 0, sizeof(*l));
 	l->kind = kind;
 	ret = source_open(&l->src, kind == LANE_HOST ? "host" : o->memory, region);
 	if (ret)
-		return pd_error(ret, "%s lane: memory %s of %zu bytes: %s", lane_names[kind],
-				kind == LANE_HOST ? "host" : o->memory, region, strerror(-ret));
-	pd_fabric_attr_init(&attr);
-	attr.provider = o->provider;
-	attr.path = kind == LANE_BOUNCE ? PD_PATH_BOUNCE : PD_PATH_AUTO;
-	attr.chunk_size = o->chunk;
-	attr.bounce_slots = slots < 8 ? 8 : slots;
-	ret = pd_fabric_open(&attr, &l->fab);
-	if (ret)
-		return ret;
-	all = calloc((size_t)b->size, sizeof(*all));
-	if (!all)
-		return -ENOMEM;
-	ret = pd_fabric_addr(l->fab, mine, &len) ?: b->allgather(b, mine, sizeof(mine), all);
-	for (i = 0; i < b->size && !ret; i++)
-		ret = pd_fabric_insert(l->fab, all[i], len, &l->peer[i]);
-	free(all);
+		pd_error(ret, "%s lane: memory %s of %zu bytes: %s", lane_names[kind],
+			 kind == LANE_HOST ? "host" : o->memory, region, strerror(-ret));
+	if (!ret) {
+		pd_fabric_attr_init(&attr);
+		attr.provider = o->provider;
+		attr.path = kind == LANE_BOUNCE ? PD_PATH_BOUNCE : PD_PATH_AUTO;
+		attr.chunk_size = o->chunk;
+		attr.bounce_slots = slots < 8 ? 8 : slots;
+		ret = pd_fabric_open(&attr, &l->fab) ?: pd_fabric_addr(l->fab, mine.addr, &len);
+	}
 	if (!ret)
+		mine.len = (uint32_t)len;
+	xret = b->allgather(b, &mine, sizeof(mine), all);
+	if (xret)
+		return ret ?: xret;
+	for (i = 0; i < b->size && !ret && !missing; i++) {
+		missing = !all[i].len;
+		if (!missing)
+			ret = pd_fabric_insert(l->fab, all[i].addr, all[i].len, &l->peer[i]);
+	}
+	if (!ret && !missing)
 		ret = pd_mr_reg_host(l->fab, l->ctl, sizeof(l->ctl), 0, &l->ctl_mr);
-	if (!ret)
+	if (!ret && !missing)
 		ret = source_register(&l->src, l->fab, &l->mr);
+	/* All ranks agree the lane is up before any uses it. */
+	xret = b->allgather(b, &(int32_t){ ret ? -1 : 0 }, sizeof(int32_t), ok);
+	if (xret)
+		return ret ?: xret;
+	for (i = 0; i < b->size; i++) {
+		if (ok[i] && i != b->rank) {
+			*bad = i;
+			return ret ?: -ENOTCONN;
+		}
+	}
 	return ret;
 }
 

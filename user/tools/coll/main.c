@@ -50,7 +50,7 @@ const char *const type_names[NTYPES] = { "float", "bfloat16" };
 const char *const op_names[NOPS] = { "sum", "min", "max" };
 
 struct rankinfo {
-	int32_t pid, ready;	/* ready: its paths are open */
+	int32_t pid, ready;	/* ready: its sample buffers are there */
 	char host[56];
 	uint64_t piece, small_chunk, small_max, rd_max;	/* every rank must agree */
 };
@@ -60,7 +60,7 @@ struct rankinfo {
  * the other never refilled. */
 static uint64_t sweep_plan(const struct opts *o, const size_t *sizes, int nsizes)
 {
-	int64_t v[] = { nsizes, o->iters, o->warmup, o->check, o->root,
+	int64_t v[] = { nsizes, (int64_t)o->chunk, o->iters, o->warmup, o->check, o->root,
 			o->depth, o->ncolls, o->ntypes, o->nops, o->algo };
 	uint64_t h = fnv1a(FNV1A_INIT, v, sizeof(v));
 
@@ -518,7 +518,7 @@ static bool sweeps_agree(struct boot *b, uint64_t plan)
 		if (all[p] == all[0])
 			continue;
 		if (b->rank == 0)
-			fprintf(stderr, "pd-coll: rank %d would run a different sweep from rank 0 (sizes, collectives, types, ops, root, paths, -n/-w/-c, --algo or --depth differ): give every rank the same options\n",
+			fprintf(stderr, "pd-coll: rank %d would run a different sweep from rank 0 (sizes, collectives, types, ops, root, paths, -n/-w/-c, --algo, --chunk or --depth differ): give every rank the same options\n",
 				p);
 		ok = false;
 	}
@@ -548,7 +548,8 @@ static bool sweeps_agree(struct boot *b, uint64_t plan)
 static void provider_defaults(struct opts *o, const char *prov, int nranks)
 {
 	bool shm = !strcmp(prov, "shm"), rxm = !strcmp(prov, "tcp;ofi_rxm");
-	bool rxm_tuned = getenv("FI_OFI_RXM_EAGER_LIMIT") || getenv("FI_OFI_RXM_SAR_LIMIT");
+	bool rxm_tuned = getenv("FI_OFI_RXM_EAGER_LIMIT") || getenv("FI_OFI_RXM_SAR_LIMIT") ||
+			 getenv("FI_OFI_RXM_BUFFER_SIZE");
 	size_t piece = 512 << 10;
 
 	if (!o->rd_max_set && shm)
@@ -574,7 +575,7 @@ int main(int argc, char **argv)
 	struct launch_opts lo;
 	struct boot b;
 	struct sample *me = NULL, *all = NULL;
-	struct rankinfo ri = { 0 }, *ris = NULL;
+	struct rankinfo ri = { 0 }, ris[MAX_RANKS];
 	size_t region, stride, sizes[64];
 	int nsizes = 0, ci, ti, oi, si, p, ret, status = 0, child;
 	char datpath[4200] = "", small[80] = "", wire[40] = "";
@@ -605,36 +606,47 @@ int main(int argc, char **argv)
 		goto out_boot;
 	}
 	region = 3 * (o.maxb < 4096 ? 4096 : o.maxb);
+	/* lane_open leaves every rank with the same outcome. */
 	for (p = 0; p < NLANES && !status; p++) {
+		int bad = -1;
+
 		lanes[p].src.fd = -1;
-		if (o.lanes[p] && (ret = lane_open(&lanes[p], p, &o, &b, region))) {
+		if (!o.lanes[p])
+			continue;
+		ret = lane_open(&lanes[p], p, &o, &b, region, &bad);
+		if (ret && bad >= 0) {
+			if (b.rank == 0)
+				fprintf(stderr, "pd-coll: rank %d could not set up its %s path (its error is above)\n",
+					bad, lane_names[p]);
+			status = 3;
+		} else if (ret) {
 			fprintf(stderr, "pd-coll: rank %d: %s path setup: %s (%s)\n", b.rank,
 				lane_names[p], pd_last_error(), pd_strerror(ret));
 			status = 3;
 		}
 	}
-	if (!status)
-		provider_defaults(&o, pd_fabric_provider(lanes[o.lanes[0] ? 0 : o.lanes[1] ? 1 : 2].fab),
-				  b.size);
+	if (status)
+		goto out;
+	provider_defaults(&o, pd_fabric_provider(lanes[o.lanes[0] ? 0 : o.lanes[1] ? 1 : 2].fab),
+			  b.size);
 	stride = sizeof(struct sample) + (size_t)NLANES * 2 * (size_t)o.iters * sizeof(double);
 	stride = (stride + 7) / 8 * 8;
 	me = calloc(1, stride);
 	all = calloc((size_t)b.size, stride);
-	ris = calloc((size_t)b.size, sizeof(*ris));
 	ri.pid = (int32_t)getpid();
 	gethostname(ri.host, sizeof(ri.host) - 1);
-	ri.ready = !status;
+	ri.ready = me && all;
 	ri.piece = o.piece, ri.small_chunk = o.small_chunk, ri.small_max = o.small_max;
 	ri.rd_max = o.rd_max;
-	if (!me || !all || !ris || b.allgather(&b, &ri, sizeof(ri), ris))
+	/* Every rank, even one without its buffers, so that all leave together. */
+	if (b.allgather(&b, &ri, sizeof(ri), ris))
 		status = 3;
 	/* Pieces and algorithms are derived on every rank: a rank on another
 	 * provider or environment would cut messages differently and hang. */
 	for (p = 0; !status && p < b.size; p++) {
 		if (!ris[p].ready) {
 			if (b.rank == 0)
-				fprintf(stderr, "pd-coll: rank %d could not set up its paths (its error is above)\n",
-					p);
+				fprintf(stderr, "pd-coll: rank %d could not allocate its samples\n", p);
 			status = 3;
 		} else if (ris[p].piece != ris[0].piece || ris[p].small_chunk != ris[0].small_chunk ||
 			   ris[p].small_max != ris[0].small_max || ris[p].rd_max != ris[0].rd_max) {
@@ -659,7 +671,7 @@ int main(int argc, char **argv)
 				 o.small_chunk, o.small_max, o.piece != o.chunk ? "; " : ")");
 		if (o.piece != o.chunk)
 			snprintf(wire, sizeof(wire), "%swire chunk %zu B)", o.small_chunk ? "" : " (",
-				 o.chunk);
+				 pd_fabric_chunk_size(lanes[o.lanes[0] ? 0 : o.lanes[1] ? 1 : 2].fab));
 		printf("# provider %s; pieces of %zu B%s%s, %d in flight per direction on every path; "
 		       "allreduce %s (--rd-max %zu)\n",
 		       pd_fabric_provider(lanes[o.lanes[0] ? 0 : o.lanes[1] ? 1 : 2].fab),
@@ -832,7 +844,6 @@ out:
 	}
 	free(me);
 	free(all);
-	free(ris);
 out_boot:
 	b.close(&b);
 	if (!child) {
