@@ -29,11 +29,11 @@ static void tool_path(char *out, size_t len, const char *tool)
 		strcpy(slash + 1, tool);
 }
 
-/* Runs "prefix pd-coll args"; its exit status, stdout+stderr in out. */
 /* tcp's defaults give way to rxm's own limits: tests of them must not
  * inherit the caller's. */
 #define NO_RXM_TUNING "env -u FI_OFI_RXM_EAGER_LIMIT -u FI_OFI_RXM_SAR_LIMIT -u FI_OFI_RXM_BUFFER_SIZE"
 
+/* Runs "prefix pd-coll args"; its exit status, stdout+stderr in out. */
 static int run(const char *prefix, const char *args, char *out)
 {
 	char exe[PATH_MAX], cmd[PATH_MAX + 1024];
@@ -59,11 +59,14 @@ static int run(const char *prefix, const char *args, char *out)
  * over rxm only, do not apply.
  */
 #define RXM_HEADER "# provider tcp;ofi_rxm;"
+#define TCP_HEADER "# provider tcp; "
 
-static bool tcp_is_rxm(char *out)
+/* 1 over rxm, 0 over tcp's own endpoint, -1 if pd-coll did not run. */
+static int tcp_is_rxm(char *out)
 {
-	run(NO_RXM_TUNING, "--np 2 --provider tcp -b 4K -e 4K -n 1 -c 0", out);
-	return strstr(out, "# provider tcp;") && strstr(out, RXM_HEADER);
+	if (run(NO_RXM_TUNING, "--np 2 --provider tcp -b 4K -e 4K -n 1 -c 0", out))
+		return -1;
+	return strstr(out, RXM_HEADER) ? 1 : strstr(out, TCP_HEADER) ? 0 : -1;
 }
 
 /* Two ranks started apart, as Slurm would: rank 1 with args1 in the
@@ -132,8 +135,8 @@ FIXTURE_VARIANT(coll) {
 	const char *args;
 	int tables;	/* collectives x types x ops */
 	int rows;	/* tables x sizes x paths */
-	const char *header;	/* if set, in the output */
-	bool rxm_only;		/* the header only over tcp;ofi_rxm */
+	const char *header;	/* if set, in the output (over rxm, when tcp_header is set) */
+	const char *tcp_header;	/* if set, in the output over tcp's own endpoint */
 };
 
 /* 7 collectives x 2 types, sum: 14 tables; reductions x 3 ops with -o all. */
@@ -167,11 +170,13 @@ FIXTURE_VARIANT_ADD(coll, tcp_3_ops_ring_chunks) {
  * limit (512K) and the ring just past it. */
 FIXTURE_VARIANT_ADD(coll, tcp_3_default_pieces) {
 	.args = "--np 3 --provider tcp -b 1048580 -e 2200K -f 2 -w 1 -n 1 -c 2 --coll all",
-	.tables = 7, .rows = 7 * 2 * 3, .header = "pieces of 524288 B (", .rxm_only = true,
+	.tables = 7, .rows = 7 * 2 * 3, .header = "pieces of 524288 B (",
+	.tcp_header = "pieces of 4194304 B, ",
 };
 FIXTURE_VARIANT_ADD(coll, tcp_4_rd_limit) {
 	.args = "--np 4 --provider tcp -b 524288 -e 524304 -i 16 -w 1 -n 1 -c 2 --coll allreduce -o all -d all",
-	.tables = 6, .rows = 6 * 2 * 3, .header = "(--rd-max 524288)", .rxm_only = true,
+	.tables = 6, .rows = 6 * 2 * 3, .header = "(--rd-max 524288)",
+	.tcp_header = "(--rd-max 262144)",
 };
 
 /* Small pieces (--small-chunk) for messages up to --small-max, whole ones
@@ -228,7 +233,7 @@ FIXTURE_TEARDOWN(coll1)
 TEST_F_TIMEOUT(coll, every_element_right, 300)
 {
 	struct table t;
-	int st = run("", variant->args, self->out);
+	int st = run(NO_RXM_TUNING, variant->args, self->out);
 
 	parse(self->out, &t);
 	EXPECT_EQ(0, st) TH_LOG("%s", self->out);
@@ -243,8 +248,12 @@ TEST_F_TIMEOUT(coll, every_element_right, 300)
 	EXPECT_NE(NULL, strstr(self->out, "# Avg bus bandwidth    : "));
 	EXPECT_NE(NULL, strstr(self->out, "# Collective test concluded"));
 	EXPECT_EQ(NULL, strstr(self->out, "FAILED"));
-	if (variant->header && (!variant->rxm_only || strstr(self->out, RXM_HEADER)))
+	if (variant->tcp_header && !strstr(self->out, RXM_HEADER)) {
+		EXPECT_NE(NULL, strstr(self->out, TCP_HEADER)) TH_LOG("%s", self->out);
+		EXPECT_NE(NULL, strstr(self->out, variant->tcp_header)) TH_LOG("%s", self->out);
+	} else if (variant->header) {
 		EXPECT_NE(NULL, strstr(self->out, variant->header)) TH_LOG("%s", self->out);
+	}
 }
 
 /* The check can fail: one element per checked iteration put back to the
@@ -460,26 +469,34 @@ TEST_F_TIMEOUT(coll1, small_pieces_on_both_sides_of_the_limit, 120)
 TEST_F_TIMEOUT(coll1, tcp_defaults, 120)
 {
 	int st = run(NO_RXM_TUNING, "--np 2 --provider tcp -b 4K -e 4K -n 1", self->out);
+	bool rxm = strstr(self->out, RXM_HEADER);
 
 	EXPECT_EQ(0, st) TH_LOG("%s", self->out);
-	if (!strstr(self->out, RXM_HEADER)) {
-		/* Not measured over tcp's own RDM endpoint: whole pieces. */
-		EXPECT_NE(NULL, strstr(self->out, "# provider tcp; pieces of 4194304 B, "))
-			TH_LOG("%s", self->out);
-		EXPECT_NE(NULL, strstr(self->out, "(--rd-max 262144)")) TH_LOG("%s", self->out);
-		return;
-	}
-	EXPECT_NE(NULL, strstr(self->out, "pieces of 524288 B (16384 B for messages up to 32768 B; wire chunk 4194304 B)"))
+	/* Not measured over tcp's own RDM endpoint: whole pieces there. */
+	EXPECT_NE(NULL, strstr(self->out, rxm ? RXM_HEADER " pieces of 524288 B (16384 B for messages up to 32768 B; wire chunk 4194304 B)" :
+			       TCP_HEADER "pieces of 4194304 B, "))
 		TH_LOG("%s", self->out);
-	EXPECT_NE(NULL, strstr(self->out, "(--rd-max 524288)")) TH_LOG("%s", self->out);
+	EXPECT_NE(NULL, strstr(self->out, rxm ? "(--rd-max 524288)" : "(--rd-max 262144)"))
+		TH_LOG("%s", self->out);
 	st = run(NO_RXM_TUNING, "--np 3 --provider tcp -b 4K -e 4K -n 1", self->out);
 	EXPECT_EQ(0, st) TH_LOG("%s", self->out);
 	EXPECT_NE(NULL, strstr(self->out, "(--rd-max 262144)")) TH_LOG("%s", self->out);
+	/* What the command line gives is kept. */
 	st = run(NO_RXM_TUNING, "--np 2 --provider tcp -b 4K -e 4K -n 1 --chunk 4M --rd-max 64K", self->out);
 	EXPECT_EQ(0, st) TH_LOG("%s", self->out);
-	EXPECT_NE(NULL, strstr(self->out, "pieces of 4194304 B (16384 B for messages up to 32768 B), "))
+	EXPECT_NE(NULL, strstr(self->out, rxm ? "pieces of 4194304 B (16384 B for messages up to 32768 B), " :
+			       "pieces of 4194304 B, "))
 		TH_LOG("%s", self->out);
 	EXPECT_NE(NULL, strstr(self->out, "(--rd-max 65536)")) TH_LOG("%s", self->out);
+	/* Small pieces larger than tcp's pieces: whole pieces instead. */
+	st = run(NO_RXM_TUNING, "--np 2 --provider tcp -b 4K -e 4K -n 1 --small-chunk 1M --small-max 2M",
+		 self->out);
+	EXPECT_EQ(0, st) TH_LOG("%s", self->out);
+	EXPECT_NE(NULL, strstr(self->out, "pieces of 4194304 B (1048576 B for messages up to 2097152 B), "))
+		TH_LOG("%s", self->out);
+	if (!rxm)
+		return;
+	/* An admin who moved rxm's limits gets whole pieces. */
 	st = run(NO_RXM_TUNING " FI_OFI_RXM_EAGER_LIMIT=1048576", "--np 2 --provider tcp -b 4K -e 4K -n 1",
 		 self->out);
 	EXPECT_EQ(0, st) TH_LOG("%s", self->out);
@@ -490,16 +507,15 @@ TEST_F_TIMEOUT(coll1, tcp_defaults, 120)
 	EXPECT_EQ(0, st) TH_LOG("%s", self->out);
 	EXPECT_NE(NULL, strstr(self->out, "pieces of 4194304 B (16384 B for messages up to 32768 B), "))
 		TH_LOG("%s", self->out);
-	/* Small pieces larger than tcp's pieces: whole pieces instead. */
-	st = run(NO_RXM_TUNING, "--np 2 --provider tcp -b 4K -e 4K -n 1 --small-chunk 1M --small-max 2M",
+	st = run(NO_RXM_TUNING " FI_OFI_RXM_BUFFER_SIZE=16384", "--np 2 --provider tcp -b 4K -e 4K -n 1",
 		 self->out);
 	EXPECT_EQ(0, st) TH_LOG("%s", self->out);
-	EXPECT_NE(NULL, strstr(self->out, "pieces of 4194304 B (1048576 B for messages up to 2097152 B), "))
-		TH_LOG("%s", self->out);
+	EXPECT_NE(NULL, strstr(self->out, "pieces of 4194304 B, ")) TH_LOG("%s", self->out);
 }
 
 /* A rank whose path cannot be set up fails it on every rank, and rank 0
- * names it, rather than leaving the others waiting for its address. */
+ * names it, rather than leaving the others waiting for its address; a
+ * rank that failed itself says why. */
 TEST_F_TIMEOUT(coll1, a_rank_without_its_memory_is_named, 120)
 {
 	int st = run_slurm_pair(listen_port(), "--provider shm -b 4K -e 4K -n 2 --memory memfd",
@@ -509,6 +525,12 @@ TEST_F_TIMEOUT(coll1, a_rank_without_its_memory_is_named, 120)
 	EXPECT_NE(NULL, strstr(self->out, "rank 1 could not set up its direct path"))
 		TH_LOG("%s", self->out);
 	EXPECT_EQ(NULL, strstr(self->out, "Protocol error")) TH_LOG("%s", self->out);
+	st = run_slurm_pair(listen_port(), "--provider shm -b 4K -e 4K -n 2 --memory device:7",
+			    "--provider shm -b 4K -e 4K -n 2 --memory device:7", self->out);
+	EXPECT_EQ(3, st) TH_LOG("%s", self->out);
+	EXPECT_NE(NULL, strstr(self->out, "rank 0: direct path setup: direct lane: memory device:7"))
+		TH_LOG("%s", self->out);
+	EXPECT_EQ(NULL, strstr(self->out, "could not set up")) TH_LOG("%s", self->out);
 }
 
 /* Ranks that would cut messages differently refuse to start, not hang. */
@@ -521,8 +543,10 @@ TEST_F_TIMEOUT(coll1, ranks_that_disagree_on_pieces_refuse, 120)
 	EXPECT_EQ(3, st) TH_LOG("%s", self->out);
 	EXPECT_NE(NULL, strstr(self->out, "rank 1 would cut messages differently from rank 0"))
 		TH_LOG("%s", self->out);
-	if (!tcp_is_rxm(self->out))
-		return;
+	st = tcp_is_rxm(self->out);
+	ASSERT_LE(0, st) TH_LOG("%s", self->out);
+	if (!st)
+		return;	/* tcp's own endpoint keeps whole pieces: nothing to disagree on */
 	/* The same sweep as given, but rank 0 takes tcp's default pieces. */
 	st = run_slurm_pair(listen_port(), "--provider tcp -b 4K -e 4K -n 2",
 			    "--provider tcp -b 4K -e 4K -n 2 --chunk 4M", self->out);

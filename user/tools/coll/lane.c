@@ -53,10 +53,12 @@ struct lane_addr {
 
 /*
  * Every rank takes part in the address exchange and in the agreement that
- * follows, whatever failed before, so that all ranks leave together: a
- * rank that skipped either would leave the others waiting, or reading its
- * next message as this one.  Returns 0, this rank's error, or -ENOTCONN
- * (with the first failed rank in *bad) when another rank failed.
+ * follows, whatever failed before, so that a failure on one rank fails
+ * the lane on all of them instead of leaving the others waiting, or
+ * reading its next message as this one.  Returns 0; this rank's own
+ * error (reported with pd_error); or -ENOTCONN with *bad set to the first
+ * rank that failed, when this rank did not.  A failed exchange itself
+ * returns its error; the ranks it left behind fail at their next one.
  */
 int lane_open(struct lane *l, enum lane_kind kind, const struct opts *o, struct boot *b,
 	      size_t region, int *bad)
@@ -65,16 +67,21 @@ int lane_open(struct lane *l, enum lane_kind kind, const struct opts *o, struct 
 	struct pd_fabric_attr attr;
 	struct lane_addr mine = { 0 };
 	size_t len = sizeof(mine.addr), slots = 2 * (size_t)o->depth + 2;
-	int32_t ok[MAX_RANKS];
+	int32_t failed[MAX_RANKS];
 	bool missing = false;
 	int ret, i, xret;
 
 	memset(l, 0, sizeof(*l));
 	l->kind = kind;
 	ret = source_open(&l->src, kind == LANE_HOST ? "host" : o->memory, region);
-	if (ret)
+	if (ret) {
 		pd_error(ret, "%s lane: memory %s of %zu bytes: %s", lane_names[kind],
 			 kind == LANE_HOST ? "host" : o->memory, region, strerror(-ret));
+		/* What it opened before failing: main closes only lanes with a map. */
+		source_close(&l->src);
+		memset(&l->src, 0, sizeof(l->src));
+		l->src.fd = -1;
+	}
 	if (!ret) {
 		pd_fabric_attr_init(&attr);
 		attr.provider = o->provider;
@@ -83,13 +90,15 @@ int lane_open(struct lane *l, enum lane_kind kind, const struct opts *o, struct 
 		attr.bounce_slots = slots < 8 ? 8 : slots;
 		ret = pd_fabric_open(&attr, &l->fab) ?: pd_fabric_addr(l->fab, mine.addr, &len);
 	}
+	if (!ret && (!len || len > sizeof(mine.addr)))
+		ret = pd_error(-EPROTO, "%s lane: an address of %zu bytes", lane_names[kind], len);
 	if (!ret)
 		mine.len = (uint32_t)len;
 	xret = b->allgather(b, &mine, sizeof(mine), all);
 	if (xret)
 		return ret ?: xret;
 	for (i = 0; i < b->size && !ret && !missing; i++) {
-		missing = !all[i].len;
+		missing = !all[i].len || all[i].len > sizeof(all[i].addr);
 		if (!missing)
 			ret = pd_fabric_insert(l->fab, all[i].addr, all[i].len, &l->peer[i]);
 	}
@@ -97,17 +106,18 @@ int lane_open(struct lane *l, enum lane_kind kind, const struct opts *o, struct 
 		ret = pd_mr_reg_host(l->fab, l->ctl, sizeof(l->ctl), 0, &l->ctl_mr);
 	if (!ret && !missing)
 		ret = source_register(&l->src, l->fab, &l->mr);
-	/* All ranks agree the lane is up before any uses it. */
-	xret = b->allgather(b, &(int32_t){ ret ? -1 : 0 }, sizeof(int32_t), ok);
-	if (xret)
+	xret = b->allgather(b, &(int32_t){ ret ? 1 : 0 }, sizeof(int32_t), failed);
+	if (ret || xret)
 		return ret ?: xret;
 	for (i = 0; i < b->size; i++) {
-		if (ok[i] && i != b->rank) {
+		if (failed[i] || (missing && !all[i].len)) {
 			*bad = i;
-			return ret ?: -ENOTCONN;
+			return -ENOTCONN;
 		}
 	}
-	return ret;
+	/* An address no rank owned up to failing: a rank of another build. */
+	return missing ? pd_error(-EPROTO, "%s lane: an empty address came without a failure",
+				  lane_names[kind]) : 0;
 }
 
 void lane_close(struct lane *l)

@@ -537,7 +537,8 @@ static bool sweeps_agree(struct boot *b, uint64_t plan)
  *  - ofi_rxm moves a message past its SAR limit by rendezvous, both ends
  *    working on each: 512K pieces let those overlap (section 6 M), each
  *    still one message in the lanes' larger wire chunk.  An admin who set
- *    rxm's limits gets whole pieces, and so does a sweep whose small
+ *    rxm's eager, SAR or buffer sizes moved where rendezvous starts, which
+ *    was not measured, and gets whole pieces; so does a sweep whose small
  *    pieces or piece count would not fit;
  *  - a message past the provider's eager size costs a handshake (shm's
  *    4 KiB inject path, ofi_rxm's 16 KiB eager buffers unless
@@ -576,7 +577,7 @@ int main(int argc, char **argv)
 	struct boot b;
 	struct sample *me = NULL, *all = NULL;
 	struct rankinfo ri = { 0 }, ris[MAX_RANKS];
-	size_t region, stride, sizes[64];
+	size_t region, stride, sizes[64], wire_chunk;
 	int nsizes = 0, ci, ti, oi, si, p, ret, status = 0, child;
 	char datpath[4200] = "", small[80] = "", wire[40] = "";
 
@@ -606,7 +607,7 @@ int main(int argc, char **argv)
 		goto out_boot;
 	}
 	region = 3 * (o.maxb < 4096 ? 4096 : o.maxb);
-	/* lane_open leaves every rank with the same outcome. */
+	/* A lane fails on every rank or on none (lane_open). */
 	for (p = 0; p < NLANES && !status; p++) {
 		int bad = -1;
 
@@ -616,7 +617,7 @@ int main(int argc, char **argv)
 		ret = lane_open(&lanes[p], p, &o, &b, region, &bad);
 		if (ret && bad >= 0) {
 			if (b.rank == 0)
-				fprintf(stderr, "pd-coll: rank %d could not set up its %s path (its error is above)\n",
+				fprintf(stderr, "pd-coll: rank %d could not set up its %s path (its own message says why)\n",
 					bad, lane_names[p]);
 			status = 3;
 		} else if (ret) {
@@ -666,12 +667,13 @@ int main(int argc, char **argv)
 		printf("# pd-coll: %s\n# %d ranks, bootstrap: %s\n", cmdline, b.size, b.how);
 		for (p = 0; p < b.size; p++)
 			printf("#  Rank %2d Pid %6d on %10s\n", p, ris[p].pid, ris[p].host);
+		wire_chunk = pd_fabric_chunk_size(lanes[o.lanes[0] ? 0 : o.lanes[1] ? 1 : 2].fab);
 		if (o.small_chunk)
 			snprintf(small, sizeof(small), " (%zu B for messages up to %zu B%s",
-				 o.small_chunk, o.small_max, o.piece != o.chunk ? "; " : ")");
-		if (o.piece != o.chunk)
+				 o.small_chunk, o.small_max, o.piece != wire_chunk ? "; " : ")");
+		if (o.piece != wire_chunk)
 			snprintf(wire, sizeof(wire), "%swire chunk %zu B)", o.small_chunk ? "" : " (",
-				 pd_fabric_chunk_size(lanes[o.lanes[0] ? 0 : o.lanes[1] ? 1 : 2].fab));
+				 wire_chunk);
 		printf("# provider %s; pieces of %zu B%s%s, %d in flight per direction on every path; "
 		       "allreduce %s (--rd-max %zu)\n",
 		       pd_fabric_provider(lanes[o.lanes[0] ? 0 : o.lanes[1] ? 1 : 2].fab),
