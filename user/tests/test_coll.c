@@ -88,6 +88,15 @@ static int run_slurm_pair(int port, const char *args0, const char *args1, char *
 	return run(prefix, args0, out);
 }
 
+/* Rank 0 and rank 1 given args0 and args1: both refuse (exit 3), and rank
+ * 0 says why. */
+#define EXPECT_PAIR_REFUSED(args0, args1, why) do {					\
+	int st_ = run_slurm_pair(listen_port(), args0, args1, self->out);		\
+											\
+	EXPECT_EQ(3, st_) TH_LOG("%s", self->out);					\
+	EXPECT_NE(NULL, strstr(self->out, why)) TH_LOG("%s", self->out);		\
+} while (0)
+
 struct table {
 	int rows, tables, bad_rows;
 	double wrong;
@@ -299,25 +308,16 @@ TEST_F_TIMEOUT(coll1, unfilled_iterations_past_the_float_range, 120)
 /* Ranks must run the same sweep, or one waits for the other forever. */
 TEST_F_TIMEOUT(coll1, ranks_that_disagree_on_the_sweep_refuse, 120)
 {
-	int st = run_slurm_pair(listen_port(), "--provider shm -b 4K -e 4K -n 2",
-				"--provider shm -b 4K -e 4K -n 3", self->out);
+	const char *why = "rank 1 would run a different sweep from rank 0";
 
-	EXPECT_EQ(3, st) TH_LOG("%s", self->out);
-	EXPECT_NE(NULL, strstr(self->out, "rank 1 would run a different sweep from rank 0"))
-		TH_LOG("%s", self->out);
+	EXPECT_PAIR_REFUSED("--provider shm -b 4K -e 4K -n 2", "--provider shm -b 4K -e 4K -n 3", why);
 	/* Other sizes: refused before either opens a region for them. */
-	st = run_slurm_pair(listen_port(), "--provider shm -b 4K -e 4K -n 2",
-			    "--provider shm -b 4K -e 16K -f 4 -n 2", self->out);
-	EXPECT_EQ(3, st) TH_LOG("%s", self->out);
-	EXPECT_NE(NULL, strstr(self->out, "rank 1 would run a different sweep from rank 0"))
-		TH_LOG("%s", self->out);
+	EXPECT_PAIR_REFUSED("--provider shm -b 4K -e 4K -n 2", "--provider shm -b 4K -e 16K -f 4 -n 2",
+			    why);
 	EXPECT_EQ(NULL, strstr(self->out, "path setup")) TH_LOG("%s", self->out);
 	/* Another root, valid on one rank only: both refuse, neither hangs. */
-	st = run_slurm_pair(listen_port(), "--provider shm -b 4K -e 4K -n 2 --coll broadcast -r 1",
-			    "--provider shm -b 4K -e 4K -n 2 --coll broadcast -r 5", self->out);
-	EXPECT_EQ(3, st) TH_LOG("%s", self->out);
-	EXPECT_NE(NULL, strstr(self->out, "rank 1 would run a different sweep from rank 0"))
-		TH_LOG("%s", self->out);
+	EXPECT_PAIR_REFUSED("--provider shm -b 4K -e 4K -n 2 --coll broadcast -r 1",
+			    "--provider shm -b 4K -e 4K -n 2 --coll broadcast -r 5", why);
 }
 
 /* Without the check the column says N/A (nccl-tests' -c 0). */
@@ -518,41 +518,31 @@ TEST_F_TIMEOUT(coll1, tcp_defaults, 120)
  * rank that failed itself says why. */
 TEST_F_TIMEOUT(coll1, a_rank_without_its_memory_is_named, 120)
 {
-	int st = run_slurm_pair(listen_port(), "--provider shm -b 4K -e 4K -n 2 --memory memfd",
-				"--provider shm -b 4K -e 4K -n 2 --memory device:7", self->out);
-
-	EXPECT_EQ(3, st) TH_LOG("%s", self->out);
-	EXPECT_NE(NULL, strstr(self->out, "rank 1 could not set up its direct path"))
-		TH_LOG("%s", self->out);
+	EXPECT_PAIR_REFUSED("--provider shm -b 4K -e 4K -n 2 --memory memfd",
+			    "--provider shm -b 4K -e 4K -n 2 --memory device:7",
+			    "rank 1 could not set up its direct path");
 	EXPECT_EQ(NULL, strstr(self->out, "Protocol error")) TH_LOG("%s", self->out);
-	st = run_slurm_pair(listen_port(), "--provider shm -b 4K -e 4K -n 2 --memory device:7",
-			    "--provider shm -b 4K -e 4K -n 2 --memory device:7", self->out);
-	EXPECT_EQ(3, st) TH_LOG("%s", self->out);
-	EXPECT_NE(NULL, strstr(self->out, "rank 0: direct path setup: direct lane: memory device:7"))
-		TH_LOG("%s", self->out);
+	EXPECT_PAIR_REFUSED("--provider shm -b 4K -e 4K -n 2 --memory device:7",
+			    "--provider shm -b 4K -e 4K -n 2 --memory device:7",
+			    "rank 0: direct path setup: direct lane: memory device:7");
 	EXPECT_EQ(NULL, strstr(self->out, "could not set up")) TH_LOG("%s", self->out);
 }
 
 /* Ranks that would cut messages differently refuse to start, not hang. */
 TEST_F_TIMEOUT(coll1, ranks_that_disagree_on_pieces_refuse, 120)
 {
-	int st = run_slurm_pair(listen_port(),
-				"--provider shm -b 4K -e 4K -n 2 --small-chunk 4K --small-max 8K",
-				"--provider shm -b 4K -e 4K -n 2 --small-max 0", self->out);
+	int rxm;
 
-	EXPECT_EQ(3, st) TH_LOG("%s", self->out);
-	EXPECT_NE(NULL, strstr(self->out, "rank 1 would cut messages differently from rank 0"))
-		TH_LOG("%s", self->out);
-	st = tcp_is_rxm(self->out);
-	ASSERT_LE(0, st) TH_LOG("%s", self->out);
-	if (!st)
+	EXPECT_PAIR_REFUSED("--provider shm -b 4K -e 4K -n 2 --small-chunk 4K --small-max 8K",
+			    "--provider shm -b 4K -e 4K -n 2 --small-max 0",
+			    "rank 1 would cut messages differently from rank 0");
+	rxm = tcp_is_rxm(self->out);
+	ASSERT_LE(0, rxm) TH_LOG("%s", self->out);
+	if (!rxm)
 		return;	/* tcp's own endpoint keeps whole pieces: nothing to disagree on */
 	/* The same sweep as given, but rank 0 takes tcp's default pieces. */
-	st = run_slurm_pair(listen_port(), "--provider tcp -b 4K -e 4K -n 2",
-			    "--provider tcp -b 4K -e 4K -n 2 --chunk 4M", self->out);
-	EXPECT_EQ(3, st) TH_LOG("%s", self->out);
-	EXPECT_NE(NULL, strstr(self->out, "rank 1 would cut messages differently from rank 0 (pieces of 4194304 B"))
-		TH_LOG("%s", self->out);
+	EXPECT_PAIR_REFUSED("--provider tcp -b 4K -e 4K -n 2", "--provider tcp -b 4K -e 4K -n 2 --chunk 4M",
+			    "rank 1 would cut messages differently from rank 0 (pieces of 4194304 B");
 }
 
 TEST_F(coll1, refuses_bad_arguments)

@@ -577,6 +577,7 @@ int main(int argc, char **argv)
 	struct boot b;
 	struct sample *me = NULL, *all = NULL;
 	struct rankinfo ri = { 0 }, ris[MAX_RANKS];
+	struct pd_fabric *first = NULL;
 	size_t region, stride, sizes[64], wire_chunk;
 	int nsizes = 0, ci, ti, oi, si, p, ret, status = 0, child;
 	char datpath[4200] = "", small[80] = "", wire[40] = "";
@@ -628,8 +629,8 @@ int main(int argc, char **argv)
 	}
 	if (status)
 		goto out;
-	provider_defaults(&o, pd_fabric_provider(lanes[o.lanes[0] ? 0 : o.lanes[1] ? 1 : 2].fab),
-			  b.size);
+	first = lanes[o.lanes[0] ? 0 : o.lanes[1] ? 1 : 2].fab;	/* same provider on every lane */
+	provider_defaults(&o, pd_fabric_provider(first), b.size);
 	stride = sizeof(struct sample) + (size_t)NLANES * 2 * (size_t)o.iters * sizeof(double);
 	stride = (stride + 7) / 8 * 8;
 	me = calloc(1, stride);
@@ -667,7 +668,7 @@ int main(int argc, char **argv)
 		printf("# pd-coll: %s\n# %d ranks, bootstrap: %s\n", cmdline, b.size, b.how);
 		for (p = 0; p < b.size; p++)
 			printf("#  Rank %2d Pid %6d on %10s\n", p, ris[p].pid, ris[p].host);
-		wire_chunk = pd_fabric_chunk_size(lanes[o.lanes[0] ? 0 : o.lanes[1] ? 1 : 2].fab);
+		wire_chunk = pd_fabric_chunk_size(first);
 		if (o.small_chunk)
 			snprintf(small, sizeof(small), " (%zu B for messages up to %zu B%s",
 				 o.small_chunk, o.small_max, o.piece != wire_chunk ? "; " : ")");
@@ -676,7 +677,7 @@ int main(int argc, char **argv)
 				 wire_chunk);
 		printf("# provider %s; pieces of %zu B%s%s, %d in flight per direction on every path; "
 		       "allreduce %s (--rd-max %zu)\n",
-		       pd_fabric_provider(lanes[o.lanes[0] ? 0 : o.lanes[1] ? 1 : 2].fab),
+		       pd_fabric_provider(first),
 		       o.piece, small, wire, o.depth, o.algo == ALGO_RING ? "ring" : o.algo == ALGO_RD ?
 		       "recursive doubling" : "recursive doubling up to --rd-max, ring above", o.rd_max);
 		for (p = 0; p < NLANES; p++)
