@@ -8,8 +8,13 @@
 # The two alternate REPEATS times and the median of the repeats is shown,
 # so that load from elsewhere hits both.
 #
-#   scripts/coll-vs-mpi.sh [-n RANKS] [-b MIN] [-e MAX] [-i ITERS] [-r REPEATS] [tcp] [shm] [shm-nocma]
+#   scripts/coll-vs-mpi.sh [-n RANKS] [-b MIN] [-e MAX] [-i ITERS] [-r REPEATS] [tcp] [net] [shm] [shm-nocma]
 #
+# Default: tcp, net where this libfabric has it, and shm.
+# tcp is what libfabric gives for "tcp": ofi_rxm over tcp up to libfabric
+# 1.17, tcp's own RDM endpoint from 1.18.  net: libfabric 1.16-1.17's
+# net provider, that same RDM endpoint before it was renamed tcp, against
+# the tcp btl too; the header names the provider each row ran on.
 # shm-nocma: both without single-copy (CMA, process_vm_readv): Open MPI's
 # btl_vader_single_copy_mechanism none, libfabric's FI_SHM_DISABLE_CMA=1.
 # On this VM pinning the peer's pages costs more than a second copy, for
@@ -23,14 +28,27 @@ ranks=2 minb=4096 maxb=$((64 << 20)) iters=20 repeats=3
 while getopts n:b:e:i:r: opt; do
 	case $opt in
 	n) ranks=$OPTARG ;; b) minb=$OPTARG ;; e) maxb=$OPTARG ;; i) iters=$OPTARG ;;
-	r) repeats=$OPTARG ;; *) sed -n '2,19p' "$0"; exit 2 ;;
+	r) repeats=$OPTARG ;; *) sed -n '2,25p' "$0"; exit 2 ;;
 	esac
 done
 shift $((OPTIND - 1))
-transports=${*:-tcp shm}
 command -v mpirun >/dev/null && command -v mpicc >/dev/null ||
 	{ echo "coll-vs-mpi: needs mpirun and mpicc (apt-get install openmpi-bin libopenmpi-dev)" >&2; exit 2; }
 make -s -C user build/pd-coll >/dev/null
+# Does this libfabric have the net provider?  pd-coll itself asks it.
+have_net() {
+	local out
+
+	out=$(user/build/pd-coll --np 2 --provider net --paths host -b 4096 -e 4096 -n 1 -c 0 2>/dev/null) &&
+		grep -q "^# provider net;" <<<"$out"
+}
+if [ $# -gt 0 ]; then
+	transports=$*
+elif have_net; then
+	transports="tcp net shm"
+else
+	transports="tcp shm"
+fi
 mpicc -O2 -o user/build/pd-mpi-allreduce user/tools/coll/mpi/pd-mpi-allreduce.c
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 tmp=$(mktemp -d)
@@ -42,12 +60,14 @@ for tr in $transports; do
 	extra=()
 	case $tr in
 	tcp) btl=tcp,self prov=tcp ;;
+	net) btl=tcp,self prov=net
+		have_net || { echo "coll-vs-mpi: this libfabric has no net provider (from 1.18 it is tcp's own RDM endpoint: run tcp)" >&2; exit 2; } ;;
 	shm) btl=vader,self prov=shm ;;
 	# Shared memory with no single-copy (CMA) on either side: both move
 	# large messages through shared buffers, a copy by each process.
 	shm-nocma) btl=vader,self prov=shm
 		extra=(--mca btl_vader_single_copy_mechanism none -x FI_SHM_DISABLE_CMA=1) ;;
-	*) echo "coll-vs-mpi: transport $tr is not tcp, shm or shm-nocma" >&2; exit 2 ;;
+	*) echo "coll-vs-mpi: transport $tr is not tcp, net, shm or shm-nocma" >&2; exit 2 ;;
 	esac
 	mpi=(mpirun --oversubscribe -np "$ranks" --mca pml ob1 --mca btl "$btl" "${extra[@]}")
 	pd=(user/build/pd-coll --provider "$prov" --paths host --coll allreduce -b "$minb" -e "$maxb" -f 2

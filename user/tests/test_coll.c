@@ -513,6 +513,38 @@ TEST_F_TIMEOUT(coll1, tcp_defaults, 120)
 	EXPECT_NE(NULL, strstr(self->out, "pieces of 4194304 B, ")) TH_LOG("%s", self->out);
 }
 
+/* libfabric 1.17's net provider (tcp's RDM endpoint without rxm): the same
+ * pieces and --rd-max as rxm (section 6 N), with no rxm setting to give way
+ * to; then every collective in those pieces, several to a message. */
+TEST_F_TIMEOUT(coll1, net_defaults, 180)
+{
+	struct table t;
+	int st = run("", "--np 2 --provider net -b 4K -e 4K -n 1", self->out);
+
+	if (st && strstr(self->out, "fi_getinfo(provider net,"))
+		SKIP(return, "no net provider in this libfabric (from 1.18 it is named tcp)");
+	EXPECT_EQ(0, st) TH_LOG("%s", self->out);
+	EXPECT_NE(NULL, strstr(self->out, "# provider net; pieces of 524288 B (wire chunk 4194304 B), "))
+		TH_LOG("%s", self->out);
+	EXPECT_NE(NULL, strstr(self->out, "(--rd-max 524288)")) TH_LOG("%s", self->out);
+	st = run("FI_OFI_RXM_SAR_LIMIT=262144", "--np 3 --provider net -b 4K -e 4K -n 1", self->out);
+	EXPECT_EQ(0, st) TH_LOG("%s", self->out);
+	EXPECT_NE(NULL, strstr(self->out, "# provider net; pieces of 524288 B (wire chunk 4194304 B), "))
+		TH_LOG("%s", self->out);
+	EXPECT_NE(NULL, strstr(self->out, "(--rd-max 262144)")) TH_LOG("%s", self->out);
+	st = run("", "--np 2 --provider net -b 4K -e 4K -n 1 --chunk 1M --rd-max 64K", self->out);
+	EXPECT_EQ(0, st) TH_LOG("%s", self->out);
+	EXPECT_NE(NULL, strstr(self->out, "# provider net; pieces of 1048576 B, ")) TH_LOG("%s", self->out);
+	EXPECT_NE(NULL, strstr(self->out, "(--rd-max 65536)")) TH_LOG("%s", self->out);
+	st = run("", "--np 3 --provider net -b 1048580 -e 2200K -f 2 -w 1 -n 1 -c 2 --coll all", self->out);
+	parse(self->out, &t);
+	EXPECT_EQ(0, st) TH_LOG("%s", self->out);
+	EXPECT_EQ(7, t.tables) TH_LOG("%s", self->out);
+	EXPECT_EQ(7 * 2 * 3, t.rows) TH_LOG("%s", self->out);
+	EXPECT_EQ(0, t.bad_rows) TH_LOG("%s", self->out);
+	EXPECT_EQ(0, t.wrong) TH_LOG("%s", self->out);
+}
+
 /* A rank whose path cannot be set up fails it on every rank, and rank 0
  * names it, rather than leaving the others waiting for its address; a
  * rank that failed itself says why. */

@@ -141,13 +141,13 @@ static void usage(void)
 		"  --provider NAME        libfabric provider (default: the library's choice)\n"
 		"  --depth N              pieces in flight per direction and exchange (default 4)\n"
 		"  --chunk SIZE           piece size above --small-max = wire chunk (default 4M;\n"
-		"                         over tcp;ofi_rxm 512K pieces, each one message)\n"
+		"                         over tcp;ofi_rxm and net 512K pieces, each one message)\n"
 		"  --small-chunk SIZE --small-max SIZE   pieces of --small-chunk for messages of at\n"
 		"                         most --small-max (default 4K up to 8K over shm, 16K up to\n"
 		"                         32K over tcp;ofi_rxm, none otherwise; --small-max 0: none)\n"
 		"  --algo auto|ring|rd    allreduce algorithm (auto: rd up to --rd-max, default 256K;\n"
-		"                         512K over tcp;ofi_rxm with 2 or 4 ranks; over shm 4M\n"
-		"                         with 2 ranks, 1M with 4, else 4K)\n"
+		"                         512K over tcp;ofi_rxm or net with 2 or 4 ranks; over shm\n"
+		"                         4M with 2 ranks, 1M with 4, else 4K)\n"
 		"  --stat mean|median     time statistic over the iterations (default mean)\n"
 		"  --csv FILE             one row per size, path and placement\n"
 		"  --plot FILE.png        busbw against size per collective and path (gnuplot)\n"
@@ -540,6 +540,11 @@ static bool sweeps_agree(struct boot *b, uint64_t plan)
  *    rxm's eager, SAR or buffer sizes moved where rendezvous starts, which
  *    was not measured, and gets whole pieces; so does a sweep whose small
  *    pieces or piece count would not fit;
+ *  - libfabric 1.17's net provider (tcp's own RDM endpoint, no rxm) moved
+ *    2 MiB allreduces at half the busbw in whole 4M pieces that it did in
+ *    512K pieces, and recursive doubling led the ring at 512 KiB (section
+ *    6 N): the same pieces and --rd-max as over rxm.  tcp's own endpoint
+ *    on libfabric 2.x, where it is named tcp, was not measured;
  *  - a message past the provider's eager size costs a handshake (shm's
  *    4 KiB inject path, ofi_rxm's 16 KiB eager buffers unless
  *    FI_OFI_RXM_BUFFER_SIZE changed them): up to a few of those sizes,
@@ -549,15 +554,16 @@ static bool sweeps_agree(struct boot *b, uint64_t plan)
 static void provider_defaults(struct opts *o, const char *prov, int nranks)
 {
 	bool shm = !strcmp(prov, "shm"), rxm = !strcmp(prov, "tcp;ofi_rxm");
+	bool net = !strcmp(prov, "net");
 	bool rxm_tuned = getenv("FI_OFI_RXM_EAGER_LIMIT") || getenv("FI_OFI_RXM_SAR_LIMIT") ||
 			 getenv("FI_OFI_RXM_BUFFER_SIZE");
 	size_t piece = 512 << 10;
 
 	if (!o->rd_max_set && shm)
 		o->rd_max = nranks == 2 ? 4 << 20 : nranks == 4 ? 1 << 20 : 4096;
-	if (!o->rd_max_set && rxm && (nranks == 2 || nranks == 4))
+	if (!o->rd_max_set && (rxm || net) && (nranks == 2 || nranks == 4))
 		o->rd_max = 512 << 10;
-	if (!o->chunk_set && rxm && !rxm_tuned && o->small_chunk <= piece &&
+	if (!o->chunk_set && ((rxm && !rxm_tuned) || net) && o->small_chunk <= piece &&
 	    (o->maxb + piece - 1) / piece <= 65535)
 		o->piece = piece;
 	if (o->small_set)
