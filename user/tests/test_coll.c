@@ -33,16 +33,14 @@ static void tool_path(char *out, size_t len, const char *tool)
  * inherit the caller's. */
 #define NO_RXM_TUNING "env -u FI_OFI_RXM_EAGER_LIMIT -u FI_OFI_RXM_SAR_LIMIT -u FI_OFI_RXM_BUFFER_SIZE"
 
-/* Runs "prefix pd-coll args"; its exit status, stdout+stderr in out. */
-static int run(const char *prefix, const char *args, char *out)
+/* Runs a shell command; its exit status, stdout (and what it redirects)
+ * in out. */
+static int run_cmd(const char *cmd, char *out)
 {
-	char exe[PATH_MAX], cmd[PATH_MAX + 1024];
 	size_t n;
 	int status;
 	FILE *f;
 
-	tool_path(exe, sizeof(exe), "pd-coll");
-	snprintf(cmd, sizeof(cmd), "%s %s %s 2>&1", prefix, exe, args);
 	fflush(NULL);
 	f = popen(cmd, "r");
 	if (!f)
@@ -51,6 +49,16 @@ static int run(const char *prefix, const char *args, char *out)
 	out[n] = '\0';
 	status = pclose(f);
 	return WIFEXITED(status) ? WEXITSTATUS(status) : 99;
+}
+
+/* Runs "prefix pd-coll args"; its exit status, stdout+stderr in out. */
+static int run(const char *prefix, const char *args, char *out)
+{
+	char exe[PATH_MAX], cmd[PATH_MAX + 1024];
+
+	tool_path(exe, sizeof(exe), "pd-coll");
+	snprintf(cmd, sizeof(cmd), "%s %s %s 2>&1", prefix, exe, args);
+	return run_cmd(cmd, out);
 }
 
 /*
@@ -385,6 +393,57 @@ TEST_F_TIMEOUT(coll1, under_mpirun, 120)
 	EXPECT_EQ(0, st) TH_LOG("%s", self->out);
 	EXPECT_NE(NULL, strstr(self->out, "3 ranks, bootstrap: mpi (dlopen libmpi)")) TH_LOG("%s", self->out);
 	EXPECT_NE(NULL, strstr(self->out, "# Out of bounds values : 0 OK"));
+}
+
+/* Rows of scripts/coll-vs-mpi.sh for transport tr: "  tr size pd-us
+ * mpi-us ratio-x", all positive. */
+static int ratio_rows(const char *out, const char *tr)
+{
+	const char *line = out;
+	int rows = 0;
+
+	while (line && *line) {
+		char name[16];
+		double v[4];
+
+		if (sscanf(line, " %15s %lf %lf %lf %lfx", name, &v[0], &v[1], &v[2], &v[3]) == 5 &&
+		    !strcmp(name, tr) && v[0] > 0 && v[1] > 0 && v[2] > 0 && v[3] > 0)
+			rows++;
+		line = strchr(line, '\n');
+		line = line ? line + 1 : NULL;
+	}
+	return rows;
+}
+
+/* The comparison script: one ratio per size for each transport given,
+ * the provider it ran on; net where this libfabric has it, a clear
+ * refusal where not; a transport it does not know refused. */
+TEST_F_TIMEOUT(coll1, coll_vs_mpi_prints_a_ratio_per_size, 240)
+{
+	int st;
+
+	SKIP_WITHOUT_MPIRUN();
+	if (system("command -v mpicc >/dev/null 2>&1"))
+		SKIP(return, "mpicc is not installed (apt-get install libopenmpi-dev)");
+	st = run_cmd("cd " PD_TOP " && scripts/coll-vs-mpi.sh -b 4096 -e 16384 -i 2 -r 2 tcp 2>&1",
+		     self->out);
+	EXPECT_EQ(0, st) TH_LOG("%s", self->out);
+	EXPECT_NE(NULL, strstr(self->out, "\n# provider tcp")) TH_LOG("%s", self->out);
+	EXPECT_EQ(3, ratio_rows(self->out, "tcp")) TH_LOG("%s", self->out);
+	st = run_cmd("cd " PD_TOP " && scripts/coll-vs-mpi.sh -b 4096 -e 8192 -i 2 -r 1 net 2>&1",
+		     self->out);
+	if (st == 0) {
+		EXPECT_NE(NULL, strstr(self->out, "\n# provider net;")) TH_LOG("%s", self->out);
+		EXPECT_EQ(2, ratio_rows(self->out, "net")) TH_LOG("%s", self->out);
+	} else {
+		EXPECT_EQ(2, st) TH_LOG("%s", self->out);
+		EXPECT_NE(NULL, strstr(self->out, "this libfabric has no net provider")) TH_LOG("%s", self->out);
+	}
+	st = run_cmd("cd " PD_TOP " && scripts/coll-vs-mpi.sh -b 4096 -e 4096 -i 1 -r 1 udp 2>&1",
+		     self->out);
+	EXPECT_EQ(2, st) TH_LOG("%s", self->out);
+	EXPECT_NE(NULL, strstr(self->out, "transport udp is not tcp, net, shm or shm-nocma"))
+		TH_LOG("%s", self->out);
 }
 
 /* pd-coll needs 2 to 64 ranks, however they were started. */
