@@ -146,8 +146,8 @@ static void usage(void)
 		"                         most --small-max (default 4K up to 8K over shm, 16K up to\n"
 		"                         32K over tcp;ofi_rxm, none otherwise; --small-max 0: none)\n"
 		"  --algo auto|ring|rd    allreduce algorithm (auto: rd up to --rd-max, default 256K;\n"
-		"                         512K over tcp;ofi_rxm or net with 2 or 4 ranks; over shm\n"
-		"                         4M with 2 ranks, 1M with 4, else 4K)\n"
+		"                         512K over tcp;ofi_rxm with 2 or 4 ranks, over net with 2;\n"
+		"                         over shm 4M with 2 ranks, 1M with 4, else 4K)\n"
 		"  --stat mean|median     time statistic over the iterations (default mean)\n"
 		"  --csv FILE             one row per size, path and placement\n"
 		"  --plot FILE.png        busbw against size per collective and path (gnuplot)\n"
@@ -542,9 +542,9 @@ static bool sweeps_agree(struct boot *b, uint64_t plan)
  *    pieces or piece count would not fit;
  *  - libfabric 1.17's net provider (tcp's own RDM endpoint, no rxm) moved
  *    2 MiB allreduces at half the busbw in whole 4M pieces that it did in
- *    512K pieces, and recursive doubling led the ring at 512 KiB (section
- *    6 N): the same pieces and --rd-max as over rxm.  tcp's own endpoint
- *    on libfabric 2.x, where it is named tcp, was not measured;
+ *    512K pieces, and with 2 ranks recursive doubling led the ring at 512
+ *    KiB (section 6 N); with 4 it did not.  tcp's own endpoint on
+ *    libfabric 2.x, where it is named tcp, was not measured;
  *  - a message past the provider's eager size costs a handshake (shm's
  *    4 KiB inject path, ofi_rxm's 16 KiB eager buffers unless
  *    FI_OFI_RXM_BUFFER_SIZE changed them): up to a few of those sizes,
@@ -561,7 +561,7 @@ static void provider_defaults(struct opts *o, const char *prov, int nranks)
 
 	if (!o->rd_max_set && shm)
 		o->rd_max = nranks == 2 ? 4 << 20 : nranks == 4 ? 1 << 20 : 4096;
-	if (!o->rd_max_set && (rxm || net) && (nranks == 2 || nranks == 4))
+	if (!o->rd_max_set && ((rxm && (nranks == 2 || nranks == 4)) || (net && nranks == 2)))
 		o->rd_max = 512 << 10;
 	if (!o->chunk_set && ((rxm && !rxm_tuned) || net) && o->small_chunk <= piece &&
 	    (o->maxb + piece - 1) / piece <= 65535)
