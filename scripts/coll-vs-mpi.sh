@@ -21,7 +21,8 @@
 # both.
 # Prints every command, then per transport and size: both times, and
 # "pd/mpi busbw" = MPI's time over pd-coll's (above 1: pd-coll is faster).
-# Needs openmpi-bin and libopenmpi-dev (mpicc); builds user/build/pd-coll.
+# Needs openmpi-bin and libopenmpi-dev (mpicc); builds user/build/pd-coll,
+# or runs $PD_COLL if set (a test's own build), and pd-mpi-allreduce beside.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ranks=2 minb=4096 maxb=$((64 << 20)) iters=20 repeats=3
@@ -32,24 +33,49 @@ while getopts n:b:e:i:r: opt; do
 	esac
 done
 shift $((OPTIND - 1))
+for tr in "$@"; do
+	case $tr in
+	tcp | net | shm | shm-nocma) ;;
+	*) echo "coll-vs-mpi: transport $tr is not tcp, net, shm or shm-nocma" >&2; exit 2 ;;
+	esac
+done
 command -v mpirun >/dev/null && command -v mpicc >/dev/null ||
 	{ echo "coll-vs-mpi: needs mpirun and mpicc (apt-get install openmpi-bin libopenmpi-dev)" >&2; exit 2; }
-make -s -C user build/pd-coll >/dev/null
-# Does this libfabric have the net provider?  pd-coll itself asks it.
-have_net() {
+if [ -n "${PD_COLL:-}" ]; then
+	pdcoll=$PD_COLL
+else
+	# Not a make run's overrides (O=, CC=) if one started this script.
+	MAKEFLAGS='' MAKELEVEL='' make -s -C user build/pd-coll >/dev/null
+	pdcoll=user/build/pd-coll
+fi
+mpiar=$(dirname "$pdcoll")/pd-mpi-allreduce
+# Does this libfabric have the net provider?  pd-coll itself asks: 0 yes,
+# 1 no (fi_getinfo finds no net), anything else is a failure of its own.
+net_probe() {
 	local out
 
-	out=$(user/build/pd-coll --np 2 --provider net --paths host -b 4096 -e 4096 -n 1 -c 0 2>/dev/null) &&
-		grep -q "^# provider net;" <<<"$out"
+	if out=$("$pdcoll" --np 2 --provider net --paths host -b 4096 -e 4096 -n 1 -c 0 --timeout 10000 2>&1); then
+		grep -q "^# provider net; " <<<"$out" && return 0
+	elif grep -q "fi_getinfo(provider net," <<<"$out"; then
+		return 1
+	fi
+	echo "coll-vs-mpi: pd-coll failed over net, not for want of the provider:" >&2
+	echo "$out" >&2
+	exit 1
 }
 if [ $# -gt 0 ]; then
 	transports=$*
-elif have_net; then
+	if [[ " $transports " == *" net "* ]] && ! net_probe; then
+		echo "coll-vs-mpi: this libfabric has no net provider (from 1.18 it is tcp's own RDM endpoint: run tcp)" >&2
+		exit 2
+	fi
+elif net_probe; then
 	transports="tcp net shm"
 else
 	transports="tcp shm"
+	echo "# net left out: this libfabric has no net provider"
 fi
-mpicc -O2 -o user/build/pd-mpi-allreduce user/tools/coll/mpi/pd-mpi-allreduce.c
+mpicc -O2 -o "$mpiar" user/tools/coll/mpi/pd-mpi-allreduce.c
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -60,19 +86,17 @@ for tr in $transports; do
 	extra=()
 	case $tr in
 	tcp) btl=tcp,self prov=tcp ;;
-	net) btl=tcp,self prov=net
-		have_net || { echo "coll-vs-mpi: this libfabric has no net provider (from 1.18 it is tcp's own RDM endpoint: run tcp)" >&2; exit 2; } ;;
+	net) btl=tcp,self prov=net ;;
 	shm) btl=vader,self prov=shm ;;
 	# Shared memory with no single-copy (CMA) on either side: both move
 	# large messages through shared buffers, a copy by each process.
 	shm-nocma) btl=vader,self prov=shm
 		extra=(--mca btl_vader_single_copy_mechanism none -x FI_SHM_DISABLE_CMA=1) ;;
-	*) echo "coll-vs-mpi: transport $tr is not tcp, net, shm or shm-nocma" >&2; exit 2 ;;
 	esac
 	mpi=(mpirun --oversubscribe -np "$ranks" --mca pml ob1 --mca btl "$btl" "${extra[@]}")
-	pd=(user/build/pd-coll --provider "$prov" --paths host --coll allreduce -b "$minb" -e "$maxb" -f 2
+	pd=("$pdcoll" --provider "$prov" --paths host --coll allreduce -b "$minb" -e "$maxb" -f 2
 	    -n "$iters" -w "$warm" -c 1 --stat median)
-	mpib=(user/build/pd-mpi-allreduce "$minb" "$maxb" "$iters" "$warm")
+	mpib=("$mpiar" "$minb" "$maxb" "$iters" "$warm")
 	echo "# $tr: ${mpi[*]} ${mpib[*]}"
 	echo "# $tr: ${mpi[*]} ${pd[*]}"
 	for rep in $(seq "$repeats"); do
@@ -87,7 +111,11 @@ for tr in $transports; do
 	for z in $(cut -d' ' -f1 "$tmp/pd.$tr.1"); do
 		p=$(awk -v z="$z" '$1 == z { print $2 }' "$tmp"/pd."$tr".* | median)
 		m=$(awk -v z="$z" '$1 == z { print $2 }' "$tmp"/mpi."$tr".* | median)
-		[ -n "$m" ] && awk -v tr="$tr" -v z="$z" -v p="$p" -v m="$m" \
+		if [ -z "$m" ]; then
+			echo "coll-vs-mpi: MPI printed no time for $z B" >&2
+			exit 1
+		fi
+		awk -v tr="$tr" -v z="$z" -v p="$p" -v m="$m" \
 			'BEGIN { printf "  %-4s %10d %12.2f %12.2f %13.2fx\n", tr, z, p, m, m / p }'
 	done
 done

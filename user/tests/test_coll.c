@@ -420,18 +420,24 @@ static int ratio_rows(const char *out, const char *tr)
  * refusal where not; a transport it does not know refused. */
 TEST_F_TIMEOUT(coll1, coll_vs_mpi_prints_a_ratio_per_size, 240)
 {
+	char cmd[PATH_MAX + 512], exe[PATH_MAX];
 	int st;
 
 	SKIP_WITHOUT_MPIRUN();
 	if (system("command -v mpicc >/dev/null 2>&1"))
 		SKIP(return, "mpicc is not installed (apt-get install libopenmpi-dev)");
-	st = run_cmd("cd " PD_TOP " && scripts/coll-vs-mpi.sh -b 4096 -e 16384 -i 2 -r 2 tcp 2>&1",
-		     self->out);
+	/* This build's pd-coll (ASan's in check-asan), not a rebuild by the
+	 * script with the make flags of the run that started this test. */
+	tool_path(exe, sizeof(exe), "pd-coll");
+	snprintf(cmd, sizeof(cmd), "env -u MAKEFLAGS -u MAKELEVEL PD_COLL='%s' ASAN_OPTIONS=detect_leaks=0 "
+		 "'" PD_TOP "/scripts/coll-vs-mpi.sh' -b 4096 -e 16384 -i 2 -r 2 tcp 2>&1", exe);
+	st = run_cmd(cmd, self->out);
 	EXPECT_EQ(0, st) TH_LOG("%s", self->out);
 	EXPECT_NE(NULL, strstr(self->out, "\n# provider tcp")) TH_LOG("%s", self->out);
 	EXPECT_EQ(3, ratio_rows(self->out, "tcp")) TH_LOG("%s", self->out);
-	st = run_cmd("cd " PD_TOP " && scripts/coll-vs-mpi.sh -b 4096 -e 8192 -i 2 -r 1 net 2>&1",
-		     self->out);
+	snprintf(cmd, sizeof(cmd), "env -u MAKEFLAGS -u MAKELEVEL PD_COLL='%s' ASAN_OPTIONS=detect_leaks=0 "
+		 "'" PD_TOP "/scripts/coll-vs-mpi.sh' -b 4096 -e 8192 -i 2 -r 1 net 2>&1", exe);
+	st = run_cmd(cmd, self->out);
 	if (st == 0) {
 		EXPECT_NE(NULL, strstr(self->out, "\n# provider net;")) TH_LOG("%s", self->out);
 		EXPECT_EQ(2, ratio_rows(self->out, "net")) TH_LOG("%s", self->out);
@@ -439,11 +445,14 @@ TEST_F_TIMEOUT(coll1, coll_vs_mpi_prints_a_ratio_per_size, 240)
 		EXPECT_EQ(2, st) TH_LOG("%s", self->out);
 		EXPECT_NE(NULL, strstr(self->out, "this libfabric has no net provider")) TH_LOG("%s", self->out);
 	}
-	st = run_cmd("cd " PD_TOP " && scripts/coll-vs-mpi.sh -b 4096 -e 4096 -i 1 -r 1 udp 2>&1",
-		     self->out);
+	/* Refused before anything runs, tcp included. */
+	snprintf(cmd, sizeof(cmd), "env -u MAKEFLAGS -u MAKELEVEL PD_COLL=/nonexistent "
+		 "'" PD_TOP "/scripts/coll-vs-mpi.sh' -b 4096 -e 4096 -i 1 -r 1 tcp udp 2>&1");
+	st = run_cmd(cmd, self->out);
 	EXPECT_EQ(2, st) TH_LOG("%s", self->out);
 	EXPECT_NE(NULL, strstr(self->out, "transport udp is not tcp, net, shm or shm-nocma"))
 		TH_LOG("%s", self->out);
+	EXPECT_EQ(NULL, strstr(self->out, "# provider")) TH_LOG("%s", self->out);
 }
 
 /* pd-coll needs 2 to 64 ranks, however they were started. */
@@ -576,10 +585,16 @@ TEST_F_TIMEOUT(coll1, tcp_defaults, 120)
  * pieces, with no rxm setting to give way to, and its --rd-max with 2
  * ranks only (section 6 N); then every collective in those pieces,
  * several to a message. */
+/* libfabric 1.17's net leaks the fi_info it duplicates for each endpoint
+ * (ofiwg/libfabric#8440, fixed after 1.17): under ASan, leak detection is
+ * off for net's runs only.  The library closes every provider the same
+ * way, and the tcp and shm runs keep it on. */
+#define NET_ENV "ASAN_OPTIONS=detect_leaks=0"
+
 TEST_F_TIMEOUT(coll1, net_defaults, 180)
 {
 	struct table t;
-	int st = run("", "--np 2 --provider net -b 4K -e 4K -n 1", self->out);
+	int st = run(NET_ENV, "--np 2 --provider net -b 4K -e 4K -n 1", self->out);
 
 	if (st && strstr(self->out, "fi_getinfo(provider net,"))
 		SKIP(return, "no net provider in this libfabric (from 1.18 it is named tcp)");
@@ -587,16 +602,25 @@ TEST_F_TIMEOUT(coll1, net_defaults, 180)
 	EXPECT_NE(NULL, strstr(self->out, "# provider net; pieces of 524288 B (wire chunk 4194304 B), "))
 		TH_LOG("%s", self->out);
 	EXPECT_NE(NULL, strstr(self->out, "(--rd-max 524288)")) TH_LOG("%s", self->out);
-	st = run("FI_OFI_RXM_SAR_LIMIT=262144", "--np 4 --provider net -b 4K -e 4K -n 1", self->out);
+	/* rxm's settings are not net's. */
+	st = run(NET_ENV " FI_OFI_RXM_SAR_LIMIT=262144", "--np 4 --provider net -b 4K -e 4K -n 1", self->out);
 	EXPECT_EQ(0, st) TH_LOG("%s", self->out);
 	EXPECT_NE(NULL, strstr(self->out, "# provider net; pieces of 524288 B (wire chunk 4194304 B), "))
 		TH_LOG("%s", self->out);
 	EXPECT_NE(NULL, strstr(self->out, "(--rd-max 262144)")) TH_LOG("%s", self->out);
-	st = run("", "--np 2 --provider net -b 4K -e 4K -n 1 --chunk 1M --rd-max 64K", self->out);
+	st = run(NET_ENV, "--np 3 --provider net -b 4K -e 4K -n 1", self->out);
+	EXPECT_EQ(0, st) TH_LOG("%s", self->out);
+	EXPECT_NE(NULL, strstr(self->out, "(--rd-max 262144)")) TH_LOG("%s", self->out);
+	/* Small pieces larger than the default pieces: whole pieces. */
+	st = run(NET_ENV, "--np 2 --provider net -b 4K -e 4K -n 1 --small-chunk 1M --small-max 2M", self->out);
+	EXPECT_EQ(0, st) TH_LOG("%s", self->out);
+	EXPECT_NE(NULL, strstr(self->out, "# provider net; pieces of 4194304 B (1048576 B for messages up to 2097152 B), "))
+		TH_LOG("%s", self->out);
+	st = run(NET_ENV, "--np 2 --provider net -b 4K -e 4K -n 1 --chunk 1M --rd-max 64K", self->out);
 	EXPECT_EQ(0, st) TH_LOG("%s", self->out);
 	EXPECT_NE(NULL, strstr(self->out, "# provider net; pieces of 1048576 B, ")) TH_LOG("%s", self->out);
 	EXPECT_NE(NULL, strstr(self->out, "(--rd-max 65536)")) TH_LOG("%s", self->out);
-	st = run("", "--np 3 --provider net -b 1048580 -e 2200K -f 2 -w 1 -n 1 -c 2 --coll all", self->out);
+	st = run(NET_ENV, "--np 3 --provider net -b 1048580 -e 2200K -f 2 -w 1 -n 1 -c 2 --coll all", self->out);
 	parse(self->out, &t);
 	EXPECT_EQ(0, st) TH_LOG("%s", self->out);
 	EXPECT_EQ(7, t.tables) TH_LOG("%s", self->out);
