@@ -415,29 +415,35 @@ static int ratio_rows(const char *out, const char *tr)
 	return rows;
 }
 
+/* Runs scripts/coll-vs-mpi.sh with args on pd_coll (this build's: ASan's
+ * in check-asan), not on a rebuild by the script with the make flags of
+ * the run that started this test. */
+static int coll_vs_mpi(const char *pd_coll, const char *args, char *out)
+{
+	char cmd[PATH_MAX + 512];
+
+	snprintf(cmd, sizeof(cmd), "env -u MAKEFLAGS -u MAKELEVEL PD_COLL='%s' ASAN_OPTIONS=detect_leaks=0 '"
+		 PD_TOP "/scripts/coll-vs-mpi.sh' %s 2>&1", pd_coll, args);
+	return run_cmd(cmd, out);
+}
+
 /* The comparison script: one ratio per size for each transport given,
  * the provider it ran on; net where this libfabric has it, a clear
  * refusal where not; a transport it does not know refused. */
 TEST_F_TIMEOUT(coll1, coll_vs_mpi_prints_a_ratio_per_size, 240)
 {
-	char cmd[PATH_MAX + 512], exe[PATH_MAX];
+	char exe[PATH_MAX];
 	int st;
 
 	SKIP_WITHOUT_MPIRUN();
 	if (system("command -v mpicc >/dev/null 2>&1"))
 		SKIP(return, "mpicc is not installed (apt-get install libopenmpi-dev)");
-	/* This build's pd-coll (ASan's in check-asan), not a rebuild by the
-	 * script with the make flags of the run that started this test. */
 	tool_path(exe, sizeof(exe), "pd-coll");
-	snprintf(cmd, sizeof(cmd), "env -u MAKEFLAGS -u MAKELEVEL PD_COLL='%s' ASAN_OPTIONS=detect_leaks=0 "
-		 "'" PD_TOP "/scripts/coll-vs-mpi.sh' -b 4096 -e 16384 -i 2 -r 2 tcp 2>&1", exe);
-	st = run_cmd(cmd, self->out);
+	st = coll_vs_mpi(exe, "-b 4096 -e 16384 -i 2 -r 2 tcp", self->out);
 	EXPECT_EQ(0, st) TH_LOG("%s", self->out);
 	EXPECT_NE(NULL, strstr(self->out, "\n# provider tcp")) TH_LOG("%s", self->out);
 	EXPECT_EQ(3, ratio_rows(self->out, "tcp")) TH_LOG("%s", self->out);
-	snprintf(cmd, sizeof(cmd), "env -u MAKEFLAGS -u MAKELEVEL PD_COLL='%s' ASAN_OPTIONS=detect_leaks=0 "
-		 "'" PD_TOP "/scripts/coll-vs-mpi.sh' -b 4096 -e 8192 -i 2 -r 1 net 2>&1", exe);
-	st = run_cmd(cmd, self->out);
+	st = coll_vs_mpi(exe, "-b 4096 -e 8192 -i 2 -r 1 net", self->out);
 	if (st == 0) {
 		EXPECT_NE(NULL, strstr(self->out, "\n# provider net;")) TH_LOG("%s", self->out);
 		EXPECT_EQ(2, ratio_rows(self->out, "net")) TH_LOG("%s", self->out);
@@ -446,9 +452,7 @@ TEST_F_TIMEOUT(coll1, coll_vs_mpi_prints_a_ratio_per_size, 240)
 		EXPECT_NE(NULL, strstr(self->out, "this libfabric has no net provider")) TH_LOG("%s", self->out);
 	}
 	/* Refused before anything runs, tcp included. */
-	snprintf(cmd, sizeof(cmd), "env -u MAKEFLAGS -u MAKELEVEL PD_COLL=/nonexistent "
-		 "'" PD_TOP "/scripts/coll-vs-mpi.sh' -b 4096 -e 4096 -i 1 -r 1 tcp udp 2>&1");
-	st = run_cmd(cmd, self->out);
+	st = coll_vs_mpi("/nonexistent", "-b 4096 -e 4096 -i 1 -r 1 tcp udp", self->out);
 	EXPECT_EQ(2, st) TH_LOG("%s", self->out);
 	EXPECT_NE(NULL, strstr(self->out, "transport udp is not tcp, net, shm or shm-nocma"))
 		TH_LOG("%s", self->out);
@@ -581,16 +585,16 @@ TEST_F_TIMEOUT(coll1, tcp_defaults, 120)
 	EXPECT_NE(NULL, strstr(self->out, "pieces of 4194304 B, ")) TH_LOG("%s", self->out);
 }
 
-/* libfabric 1.17's net provider (tcp's RDM endpoint without rxm): rxm's
- * pieces, with no rxm setting to give way to, and its --rd-max with 2
- * ranks only (section 6 N); then every collective in those pieces,
- * several to a message. */
 /* libfabric 1.17's net leaks the fi_info it duplicates for each endpoint
  * (ofiwg/libfabric#8440, fixed after 1.17): under ASan, leak detection is
  * off for net's runs only.  The library closes every provider the same
  * way, and the tcp and shm runs keep it on. */
 #define NET_ENV "ASAN_OPTIONS=detect_leaks=0"
 
+/* libfabric 1.17's net provider (tcp's RDM endpoint without rxm): rxm's
+ * pieces, with no rxm setting to give way to, and its --rd-max with 2
+ * ranks only (section 6 N); then every collective in those pieces,
+ * several to a message. */
 TEST_F_TIMEOUT(coll1, net_defaults, 180)
 {
 	struct table t;
