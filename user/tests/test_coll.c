@@ -372,6 +372,61 @@ TEST_F_TIMEOUT(coll1, csv_and_png_from_one_command, 120)
 	EXPECT_EQ(0, system(args));
 }
 
+/* The first line of path, or "" if it cannot be read. */
+static void first_line(const char *path, char *line, size_t len)
+{
+	FILE *f = fopen(path, "r");
+
+	line[0] = '\0';
+	if (f && !fgets(line, (int)len, f))
+		line[0] = '\0';
+	if (f)
+		fclose(f);
+}
+
+/* Rank 0 cannot write its results: every rank refuses before anything
+ * runs, and a refused run leaves an earlier CSV as it was. */
+TEST_F_TIMEOUT(coll1, outputs_that_cannot_be_written_refuse_before_running, 120)
+{
+	char dir[] = "/tmp/pd-coll-test-XXXXXX", args[512], path[64], line[64];
+	FILE *f;
+
+	ASSERT_NE(NULL, mkdtemp(dir));
+	snprintf(args, sizeof(args), "--np 3 --provider tcp -b 4K -e 4K -n 1 --csv %s/none/r.csv", dir);
+	EXPECT_EQ(3, run("", args, self->out));
+	EXPECT_NE(NULL, strstr(self->out, "/none/r.csv: No such file or directory")) TH_LOG("%s", self->out);
+	EXPECT_NE(NULL, strstr(self->out, "rank 2: rank 0 could not open its --csv or --plot file"))
+		TH_LOG("%s", self->out);
+	EXPECT_EQ(NULL, strstr(self->out, "# Collective")) TH_LOG("%s", self->out);
+
+	snprintf(path, sizeof(path), "%s/r.csv", dir);
+	f = fopen(path, "w");
+	ASSERT_NE(NULL, f);
+	fputs("an earlier run\n", f);
+	fclose(f);
+	snprintf(args, sizeof(args), "--np 2 --provider tcp -b 4K -e 4K -n 1 --csv %s --plot %s/none/r.png",
+		 path, dir);
+	EXPECT_EQ(3, run("", args, self->out));
+	EXPECT_NE(NULL, strstr(self->out, "--plot ")) TH_LOG("%s", self->out);
+	first_line(path, line, sizeof(line));
+	EXPECT_STREQ("an earlier run\n", line);
+	/* refused for another reason once the file is open */
+	snprintf(args, sizeof(args), "--np 2 --provider tcp -b 4K -e 4K -n 1 -r 1 --csv %s", path);
+	EXPECT_EQ(0, run("", args, self->out)) TH_LOG("%s", self->out);
+	snprintf(args, sizeof(args), "--np 2 --provider tcp -b 4K -e 4K -n 1 -r 2 --csv %s", path);
+	EXPECT_EQ(3, run("", args, self->out));
+	EXPECT_NE(NULL, strstr(self->out, "root 2 is not a rank of 2")) TH_LOG("%s", self->out);
+	first_line(path, line, sizeof(line));
+	EXPECT_EQ(0, strncmp(line, "collective,path,", 16)) TH_LOG("%s", line);
+
+	/* not a file: written, not emptied */
+	EXPECT_EQ(0, run("", "--np 2 --provider tcp -b 4K -e 4K -n 1 --paths host --csv /dev/stdout",
+			 self->out));
+	EXPECT_NE(NULL, strstr(self->out, "\nallreduce,host,host,")) TH_LOG("%s", self->out);
+	snprintf(args, sizeof(args), "rm -rf %s", dir);
+	EXPECT_EQ(0, system(args));
+}
+
 /* Open MPI's mpirun, as root.  Open MPI's own allocations are not ours to
  * count: leak detection is off for these runs only (the other tests keep
  * it). */
@@ -684,6 +739,40 @@ TEST_F(coll1, refuses_bad_arguments)
 	EXPECT_NE(NULL, strstr(self->out, "--small-chunk and --small-max go together"));
 	EXPECT_EQ(3, run("", "--np 2 --small-chunk 16K --small-max 8K", self->out));
 	EXPECT_NE(NULL, strstr(self->out, "--small-chunk and --small-max go together"));
+	/* Each names the option, the value and what it takes. */
+	static const char *const bad[][2] = {
+		{ "-n 5x", "pd-coll: -n 5x: want a whole number from 1 to 100000" },
+		{ "-n 0", "pd-coll: -n 0: want a whole number from 1 to 100000" },
+		{ "-w -1", "pd-coll: -w -1: want a whole number from 0 to 100000" },
+		{ "-c x", "pd-coll: -c x: want a whole number" },
+		{ "-r 1.5", "pd-coll: -r 1.5: want a whole number" },
+		{ "-f 1", "pd-coll: -f 1: want a factor above 1" },
+		{ "-f 2x", "pd-coll: -f 2x: want a factor above 1" },
+		{ "-b 0", "pd-coll: -b 0: want a size above 0" },
+		{ "-i 0", "pd-coll: -i 0: want a size above 0" },
+		{ "--depth 65", "pd-coll: --depth 65: want a whole number from 1 to 64" },
+		{ "--chunk 4000", "pd-coll: --chunk 4000: want at least 4096 B, a multiple of 16" },
+		{ "--stat mode", "pd-coll: --stat mode: want mean or median" },
+		{ "--timeout 0", "pd-coll: --timeout 0: want a whole number" },
+		{ "--paths ,", "pd-coll: --paths: want one or more of direct, bounce and host" },
+		{ "-b 4K -e 4K extra", "pd-coll: unexpected argument 'extra'" },
+	};
+	char args[128];
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		snprintf(args, sizeof(args), "--np 2 %s", bad[i][0]);
+		EXPECT_EQ(3, run("", args, self->out)) TH_LOG("%s", bad[i][0]);
+		EXPECT_NE(NULL, strstr(self->out, bad[i][1])) TH_LOG("%s: %s", bad[i][0], self->out);
+	}
+	EXPECT_EQ(3, run("", "--np 1", self->out));
+	EXPECT_NE(NULL, strstr(self->out, "pd-coll: --np 1: want a whole number from 2 to 64")) TH_LOG("%s", self->out);
+	EXPECT_EQ(3, run("", "--rank 0 --nranks 2 --rendezvous 127.0.0.1:65536 -b 4K -e 4K", self->out));
+	EXPECT_NE(NULL, strstr(self->out, "rendezvous 127.0.0.1:65536: want HOST:PORT with a port from 1 to 65535"))
+		TH_LOG("%s", self->out);
+	/* a launcher's variable that is not a number: refused, named */
+	EXPECT_EQ(3, run("env -u OMPI_COMM_WORLD_SIZE -u PMI_SIZE SLURM_PROCID=one SLURM_NTASKS=2",
+			 "-b 4K -e 4K", self->out));
+	EXPECT_NE(NULL, strstr(self->out, "SLURM_PROCID/SLURM_NTASKS gave rank -1 of 2")) TH_LOG("%s", self->out);
 	/* no launcher, no --np: says how to start it */
 	EXPECT_EQ(3, run("env -u OMPI_COMM_WORLD_SIZE -u SLURM_NTASKS -u PMI_SIZE", "-b 4K -e 4K", self->out));
 	EXPECT_NE(NULL, strstr(self->out, "no rank/size"));

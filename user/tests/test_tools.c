@@ -121,6 +121,21 @@ TEST(xfer_remap_on_tcp_keeps_and_hits_the_idle_host_entry)
 		TH_LOG("%s", out);
 }
 
+/* tool's exit status for args, if its output holds want; 98 if not. */
+static int tool_says(const char *tool, const char *args, const char *want)
+{
+	char exe[PATH_MAX], cmd[PATH_MAX + 256], out[4096];
+	int st;
+
+	tool_path(exe, sizeof(exe), tool);
+	snprintf(cmd, sizeof(cmd), "%s %s 2>&1", exe, args);
+	st = capture(cmd, out, sizeof(out));
+	if (strstr(out, want))
+		return st;
+	fprintf(stderr, "# %s %s: no \"%s\" in:\n%s", tool, args, want, out);
+	return 98;
+}
+
 TEST(xfer_refuses_bad_arguments)
 {
 	char exe[PATH_MAX], cmd[PATH_MAX + 128];
@@ -133,6 +148,27 @@ TEST(xfer_refuses_bad_arguments)
 	snprintf(cmd, sizeof(cmd), "%s --rank 0 --rendezvous 127.0.0.1:1 --memory memfd --remap >/dev/null 2>&1",
 		 exe);
 	EXPECT_EQ(3, WEXITSTATUS(system(cmd)));
+	/* Numbers whole and in range, ports too: each refused, named. */
+	EXPECT_EQ(3, tool_says("pd-xfer", "--rank 0 --rendezvous 127.0.0.1:99999",
+			       "pd-xfer: --rendezvous 127.0.0.1:99999: want HOST:PORT with a port from 1 to 65535"));
+	EXPECT_EQ(3, tool_says("pd-xfer", "--rank 0 --rendezvous 127.0.0.1:x", "want HOST:PORT with a port"));
+	EXPECT_EQ(3, tool_says("pd-xfer", "--rank 0 --rendezvous :5000", "pd-xfer: --rendezvous :5000: want HOST:PORT"));
+	EXPECT_EQ(3, tool_says("pd-xfer", "--rank 1x --rendezvous 127.0.0.1:1",
+			       "pd-xfer: --rank 1x: want a whole number from 0 to 1"));
+	EXPECT_EQ(3, tool_says("pd-xfer", "--rank 0 --rendezvous 127.0.0.1:1 --iters 0",
+			       "pd-xfer: --iters 0: want a whole number from 1"));
+	EXPECT_EQ(3, tool_says("pd-xfer", "--rank 0 --rendezvous 127.0.0.1:1 --timeout 5s",
+			       "pd-xfer: --timeout 5s: want a whole number from 1"));
+	EXPECT_EQ(3, tool_says("pd-xfer", "--rank 0 --rendezvous 127.0.0.1:1 --memory device:zero --timeout 200",
+			       "memory 'device:zero': want device:N or handed:N"));
+	EXPECT_EQ(3, tool_says("pd-collective", "--rank 2 --nranks 2 --rendezvous 127.0.0.1:1",
+			       "pd-collective: --rank 2 is not a rank of --nranks 2"));
+	EXPECT_EQ(3, tool_says("pd-collective", "--rank 0 --nranks 65 --rendezvous 127.0.0.1:1",
+			       "pd-collective: --nranks 65: want a whole number from 2 to 64"));
+	EXPECT_EQ(3, tool_says("pd-collective", "--rank 0 --nranks 2 --rendezvous 127.0.0.1:0",
+			       "pd-collective: --rendezvous 127.0.0.1:0: want HOST:PORT with a port"));
+	EXPECT_EQ(3, tool_says("pd-collective", "--rank 0 --nranks 2 --rendezvous 127.0.0.1:1 --iters 2x",
+			       "pd-collective: --iters 2x: want a whole number"));
 	/* No module on the host: a setup failure, not a hang. */
 	snprintf(cmd, sizeof(cmd), "%s --rank 0 --rendezvous 127.0.0.1:1 --memory device:0 --timeout 200 >/dev/null 2>&1",
 		 exe);
@@ -297,6 +333,12 @@ TEST(bench_latency_modes_refuse_bad_arguments)
 	EXPECT_EQ(2, run_bench("", "msgrate --window 1025", out, sizeof(out)));
 	EXPECT_EQ(2, run_bench("", "latency --iters 0", out, sizeof(out)));
 	EXPECT_NE(NULL, strstr(out, "pd-bench: --iters 0:")) TH_LOG("%s", out);
+	EXPECT_EQ(2, run_bench("", "cache --entries 200", out, sizeof(out)));
+	EXPECT_NE(NULL, strstr(out, "pd-bench: --entries 200: want 201 to 1000000")) TH_LOG("%s", out);
+	EXPECT_EQ(2, run_bench("", "latency --port 65536", out, sizeof(out)));
+	EXPECT_NE(NULL, strstr(out, "pd-bench: --port 65536: want 1 to 65535")) TH_LOG("%s", out);
+	EXPECT_EQ(2, run_bench("", "lifecycle --memory device:x", out, sizeof(out)));
+	EXPECT_NE(NULL, strstr(out, "pd-bench: --memory device:x: want device:N")) TH_LOG("%s", out);
 	EXPECT_EQ(2, run_bench("", "latency --cpus 0", out, sizeof(out)));
 	EXPECT_NE(NULL, strstr(out, "pd-bench: --cpus 0:")) TH_LOG("%s", out);
 	/* Both ranks fail to open the fabric: exit 1, the library's reason. */

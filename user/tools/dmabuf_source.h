@@ -26,6 +26,7 @@
 
 #include "peerdirect.h"
 #include "bounce_pool.h"
+#include "tool_args.h"
 
 enum src_kind { SRC_HOST, SRC_MEMFD, SRC_DEVICE, SRC_FOREIGN };
 
@@ -111,14 +112,18 @@ static inline int source_open(struct dmabuf_source *s, const char *spec, size_t 
 			return ret;
 		}
 	} else if (!strncmp(spec, "device:", 7) || !strncmp(spec, "handed:", 7)) {
-		unsigned int index = (unsigned int)atoi(spec + 7);
 		struct pd_device **exporter = spec[0] == 'h' ? &s->owner : &s->dev;
+		int index;
 
+		if (tool_number(spec + 7, 0, 65535, &index)) {
+			fprintf(stderr, "memory '%s': want device:N or handed:N, N a device's index\n", spec);
+			return -EINVAL;
+		}
 		s->kind = SRC_DEVICE;
-		ret = pd_device_open(index, exporter) ?:
+		ret = pd_device_open((unsigned int)index, exporter) ?:
 		      pd_device_query(*exporter, &info);
 		if (!ret && s->owner)
-			ret = pd_device_open(index, &s->dev);
+			ret = pd_device_open((unsigned int)index, &s->dev);
 		if (ret)
 			return ret;
 		s->len = (len + info.page_size - 1) / info.page_size * info.page_size;

@@ -46,6 +46,7 @@
 #include "bench_latency.h"
 #include "dmabuf_source.h"
 #include "listen_port.h"
+#include "tool_args.h"
 #include "tool_env.h"
 #include "errors.h"
 #include "fabric.h"
@@ -573,7 +574,13 @@ static int mode_lifecycle(const struct opts *o)
 	int ret;
 
 	if (!strncmp(o->memory, "device:", 7)) {
-		ret = pd_device_open((unsigned int)atoi(o->memory + 7), &dev) ?:
+		int index;
+
+		if (tool_number(o->memory + 7, 0, 65535, &index)) {
+			tool_bad("pd-bench", "--memory", o->memory, "want device:N, N a device's index");
+			return 2;
+		}
+		ret = pd_device_open((unsigned int)index, &dev) ?:
 		      pd_fabric_attach_device(fab, dev);
 		if (ret)
 			die("device", ret);
@@ -593,22 +600,7 @@ static int mode_lifecycle(const struct opts *o)
 
 static int bad(const char *opt, const char *val, const char *want)
 {
-	fprintf(stderr, "pd-bench: %s %s: %s\n", opt, val, want);
-	return -1;
-}
-
-/* A whole decimal number in [lo, hi]. */
-static int number(const char *s, long lo, long hi, int *out)
-{
-	char *end;
-	long v;
-
-	errno = 0;
-	v = strtol(s, &end, 10);
-	if (errno || end == s || *end || v < lo || v > hi)
-		return -1;
-	*out = (int)v;
-	return 0;
+	return tool_bad("pd-bench", opt, val, want);
 }
 
 /* "A,B": rank 0 and what runs beside it on A, rank 1 and its peer on B;
@@ -623,7 +615,7 @@ static int parse_cpus(char *arg, int cpus[2])
 	if (!comma || sched_getaffinity(0, sizeof(allowed), &allowed))
 		return -1;
 	*comma = '\0';
-	if (number(arg, 0, CPU_SETSIZE - 1, &cpus[0]) || number(comma + 1, 0, CPU_SETSIZE - 1, &cpus[1]))
+	if (tool_number(arg, 0, CPU_SETSIZE - 1, &cpus[0]) || tool_number(comma + 1, 0, CPU_SETSIZE - 1, &cpus[1]))
 		return -1;
 	*comma = ',';
 	for (i = 0; i < 2; i++)
@@ -642,7 +634,7 @@ static int parse(int argc, char **argv, struct opts *o)
 	};
 	static const size_t lat_sizes[] = { 8, 64, 1024, 4096, 65536 }, rate_sizes[] = { 8, 64, 1024 };
 	char *tok, *save;
-	int c;
+	int c, port;
 
 	record_cmdline(argc, argv);
 	*o = (struct opts) { .entries = 10000, .memory = "memfd", .repeats = 5,
@@ -651,19 +643,26 @@ static int parse(int argc, char **argv, struct opts *o)
 	while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
 		switch (c) {
 		case 'p': o->provider = optarg; break;
-		case 'e': o->entries = atoi(optarg); break;
+		case 'e':
+			if (tool_number(optarg, 201, 1000000, &o->entries))
+				return bad("--entries", optarg, "want 201 to 1000000");
+			break;
 		case 'm': o->memory = optarg; break;
-		case 'P': o->port = (uint16_t)atoi(optarg); break;
+		case 'P':
+			if (tool_number(optarg, 1, 65535, &port))
+				return bad("--port", optarg, "want 1 to 65535");
+			o->port = (uint16_t)port;
+			break;
 		case 'r':
-			if (number(optarg, 1, MAX_REPEATS, &o->repeats))
+			if (tool_number(optarg, 1, MAX_REPEATS, &o->repeats))
 				return bad("--repeats", optarg, "want 1 to 31");
 			break;
 		case 'i':
-			if (number(optarg, 1, LAT_MAX_ITERS, &o->iters))
+			if (tool_number(optarg, 1, LAT_MAX_ITERS, &o->iters))
 				return bad("--iters", optarg, "want 1 to 1000000");
 			break;
 		case 'w':
-			if (number(optarg, 1, LAT_MAX_WINDOW, &o->window))
+			if (tool_number(optarg, 1, LAT_MAX_WINDOW, &o->window))
 				return bad("--window", optarg, "want 1 to 1024 messages in flight");
 			break;
 		case 't':

@@ -29,16 +29,18 @@
 
 #include "bench_report.h"
 #include "dmabuf_source.h"
+#include "tool_args.h"
 #include "tool_env.h"
 #include "errors.h"
 
 #define MAX_SIZES 16
 #define MAX_RANKS 64
+#define INT_ARG(opt, lo, hi, out) tool_int("pd-collective", opt, optarg, lo, hi, out)
 
 struct opts {
 	int rank, nranks, warmup, iters, timeout_ms, nsizes;
 	size_t sizes[MAX_SIZES];
-	char *host;	/* argv's "HOST:PORT", split in place */
+	char host[256];	/* of --rendezvous HOST:PORT */
 	const char *provider, *memory;
 	uint16_t port;
 };
@@ -327,7 +329,7 @@ static int parse(int argc, char **argv, struct opts *o)
 		{ "help", 0, 0, 'h' }, { 0 },
 	};
 	static const size_t defsizes[] = { 4 << 10, 64 << 10, 1 << 20, 8 << 20, 32 << 20, 64 << 20 };
-	char *tok, *save, *colon;
+	char *tok, *save;
 	int c, i;
 
 	record_cmdline(argc, argv);
@@ -336,14 +338,18 @@ static int parse(int argc, char **argv, struct opts *o)
 	memcpy(o->sizes, defsizes, sizeof(defsizes));
 	while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
 		switch (c) {
-		case 'r': o->rank = atoi(optarg); break;
-		case 'n': o->nranks = atoi(optarg); break;
-		case 'R': o->host = optarg; break;
+		case 'r': if (INT_ARG("--rank", 0, MAX_RANKS - 1, &o->rank)) return -1; break;
+		case 'n': if (INT_ARG("--nranks", 2, MAX_RANKS, &o->nranks)) return -1; break;
+		case 'R':
+			if (tool_hostport("pd-collective", "--rendezvous", optarg, o->host,
+					  sizeof(o->host), &o->port))
+				return -1;
+			break;
 		case 'm': o->memory = optarg; break;
 		case 'p': o->provider = optarg; break;
-		case 'w': o->warmup = atoi(optarg); break;
-		case 'i': o->iters = atoi(optarg); break;
-		case 't': o->timeout_ms = atoi(optarg); break;
+		case 'w': if (INT_ARG("--warmup", 0, 100000, &o->warmup)) return -1; break;
+		case 'i': if (INT_ARG("--iters", 1, 100000, &o->iters)) return -1; break;
+		case 't': if (INT_ARG("--timeout", 1, 24 * 3600 * 1000, &o->timeout_ms)) return -1; break;
 		case 's':
 			o->nsizes = 0;
 			for (tok = strtok_r(optarg, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
@@ -358,10 +364,12 @@ static int parse(int argc, char **argv, struct opts *o)
 		default: usage(); return -1;
 		}
 	}
-	if (optind != argc || o->nranks < 2 || o->nranks > MAX_RANKS || o->rank < 0 ||
-	    o->rank >= o->nranks || !o->host || !o->nsizes || o->warmup < 0 || o->iters < 1 ||
-	    o->timeout_ms < 1 || !(colon = strrchr(o->host, ':'))) {
+	if (optind != argc || !o->nranks || o->rank < 0 || !o->host[0]) {
 		usage();
+		return -1;
+	}
+	if (o->rank >= o->nranks) {
+		fprintf(stderr, "pd-collective: --rank %d is not a rank of --nranks %d\n", o->rank, o->nranks);
 		return -1;
 	}
 	for (i = 0; i < o->nsizes; i++)
@@ -369,8 +377,6 @@ static int parse(int argc, char **argv, struct opts *o)
 			fprintf(stderr, "size %zu: fewer floats than ranks\n", o->sizes[i]);
 			return -1;
 		}
-	*colon = '\0';
-	o->port = (uint16_t)atoi(colon + 1);
 	return 0;
 }
 

@@ -15,13 +15,14 @@
 
 #include "dmabuf_source.h"
 #include "fnv1a.h"
+#include "tool_args.h"
 #include "tool_env.h"
 #include "errors.h"
 
 struct opts {
 	int rank, iters, timeout_ms, revoke_after, remap;
 	size_t size;
-	char *host;	/* argv's "HOST:PORT", split in place */
+	char host[256];	/* of --rendezvous HOST:PORT */
 	const char *provider, *memory, *path;
 	uint16_t port;
 };
@@ -69,33 +70,47 @@ static int parse(int argc, char **argv, struct opts *o)
 		{ "path", 1, 0, 'P' }, { "timeout", 1, 0, 't' }, { "revoke-after", 1, 0, 'v' },
 		{ "remap", 0, 0, 'M' }, { "help", 0, 0, 'h' }, { 0 },
 	};
-	char *colon;
 	int c;
 
 	*o = (struct opts) { .rank = -1, .iters = 10, .timeout_ms = 10000, .revoke_after = -1,
 			     .size = 4 << 20, .memory = "device:0" };
 	while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
 		switch (c) {
-		case 'r': o->rank = atoi(optarg); break;
-		case 'R': o->host = optarg; break;
+		case 'r':
+			if (tool_int("pd-xfer", "--rank", optarg, 0, 1, &o->rank))
+				return -1;
+			break;
+		case 'R':
+			if (tool_hostport("pd-xfer", "--rendezvous", optarg, o->host, sizeof(o->host),
+					  &o->port))
+				return -1;
+			break;
 		case 's':
 			if (pd_parse_size(optarg, &o->size) || !o->size) {
 				fprintf(stderr, "--size '%s' is not a size\n", optarg);
 				return -1;
 			}
 			break;
-		case 'i': o->iters = atoi(optarg); break;
+		case 'i':
+			if (tool_int("pd-xfer", "--iters", optarg, 1, 1000000, &o->iters))
+				return -1;
+			break;
 		case 'm': o->memory = optarg; break;
 		case 'p': o->provider = optarg; break;
 		case 'P': o->path = optarg; break;
-		case 't': o->timeout_ms = atoi(optarg); break;
-		case 'v': o->revoke_after = atoi(optarg); break;
+		case 't':
+			if (tool_int("pd-xfer", "--timeout", optarg, 1, 24 * 3600 * 1000, &o->timeout_ms))
+				return -1;
+			break;
+		case 'v':
+			if (tool_int("pd-xfer", "--revoke-after", optarg, 0, 1000000, &o->revoke_after))
+				return -1;
+			break;
 		case 'M': o->remap = 1; break;
 		default: usage(); return -1;
 		}
 	}
-	if ((o->rank != 0 && o->rank != 1) || !o->host || o->iters < 1 || o->timeout_ms < 1 ||
-	    !(colon = strrchr(o->host, ':'))) {
+	if (optind != argc || o->rank < 0 || !o->host[0]) {
 		usage();
 		return -1;
 	}
@@ -103,8 +118,6 @@ static int parse(int argc, char **argv, struct opts *o)
 		fprintf(stderr, "--remap needs --memory host (it replaces anonymous pages)\n");
 		return -1;
 	}
-	*colon = '\0';
-	o->port = (uint16_t)atoi(colon + 1);
 	return 0;
 }
 

@@ -32,6 +32,7 @@
 
 #include "coll.h"
 #include "../listen_port.h"
+#include "../tool_args.h"
 
 static pid_t children[MAX_RANKS];
 static int nchildren;
@@ -51,18 +52,18 @@ static void rdv_close(struct boot *b)
 static int boot_rdv(struct boot *b, const char *spec)
 {
 	char host[256];
-	const char *colon;
 	struct pd_rdv *rdv;
+	uint16_t port;
 	int ret;
 
-	if (!spec || !(colon = strrchr(spec, ':')) || (size_t)(colon - spec) >= sizeof(host)) {
+	if (!spec) {
 		fprintf(stderr, "pd-coll: rank %d of %d: no rendezvous: give --rendezvous HOST:PORT, PD_COLL_RENDEZVOUS or MASTER_ADDR/MASTER_PORT\n",
 			b->rank, b->size);
 		return -EINVAL;
 	}
-	memcpy(host, spec, (size_t)(colon - spec));
-	host[colon - spec] = '\0';
-	ret = pd_rdv_open(host, (uint16_t)atoi(colon + 1), b->rank, b->size, 300000, &rdv);
+	if (tool_hostport("pd-coll", "rendezvous", spec, host, sizeof(host), &port))
+		return -EINVAL;
+	ret = pd_rdv_open(host, port, b->rank, b->size, 300000, &rdv);
 	if (ret) {
 		fprintf(stderr, "pd-coll: rank %d: rendezvous %s: %s\n", b->rank, spec, pd_last_error());
 		return ret;
@@ -191,14 +192,18 @@ int launch_wait_children(int status)
 	return worst;
 }
 
+/* 1 if the launcher set both; a value that is not a number is -1, which
+ * the range check below refuses, naming the variables. */
 static int env_int(const char *a, const char *b, int *ra, int *rb)
 {
 	const char *x = getenv(a), *y = getenv(b);
 
 	if (!x || !y)
 		return 0;
-	*ra = atoi(x);
-	*rb = atoi(y);
+	if (tool_number(x, 0, MAX_RANKS, ra))
+		*ra = -1;
+	if (tool_number(y, 0, MAX_RANKS, rb))
+		*rb = -1;
 	return 1;
 }
 

@@ -32,12 +32,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "coll.h"
 #include "../bench_report.h"
 #include "../fnv1a.h"
+#include "../tool_args.h"
 #include "../tool_env.h"
 #include "errors.h"
 
@@ -50,7 +52,7 @@ const char *const type_names[NTYPES] = { "float", "bfloat16" };
 const char *const op_names[NOPS] = { "sum", "min", "max" };
 
 struct rankinfo {
-	int32_t pid, ready;	/* ready: its sample buffers are there */
+	int32_t pid, ready;	/* 1; 0: no sample buffers; -1: rank 0 could not begin its outputs */
 	char host[56];
 	uint64_t piece, small_chunk, small_max, rd_max;	/* every rank must agree */
 };
@@ -189,6 +191,21 @@ static int size_arg(const char *s, size_t *out, const char *what)
 	return 0;
 }
 
+#define MAX_ITERS 100000
+#define INT_ARG(opt, lo, hi, out) tool_int("pd-coll", opt, optarg, lo, hi, out)
+
+/* -f: a factor above 1 (0, nccl-tests' "unset", is taken too). */
+static int factor_arg(const char *s, double *out)
+{
+	char *end;
+
+	errno = 0;
+	*out = strtod(s, &end);
+	if (errno || end == s || *end || !isfinite(*out) || (*out != 0 && *out <= 1) || *out > 1024)
+		return tool_bad("pd-coll", "-f", s, "want a factor above 1, at most 1024 (or 0: add -i)");
+	return 0;
+}
+
 struct launch_opts {
 	const char *rdv;
 	int rank, nranks, np;
@@ -225,11 +242,14 @@ static int parse(int argc, char **argv, struct opts *o, struct launch_opts *lo)
 		case 'b': if (size_arg(optarg, &o->minb, "-b")) return -1; break;
 		case 'e': if (size_arg(optarg, &o->maxb, "-e")) return -1; break;
 		case 'i': if (size_arg(optarg, &o->stepb, "-i")) return -1; break;
-		case 'f': o->stepf = atof(optarg); break;
-		case 'n': o->iters = atoi(optarg); break;
-		case 'w': o->warmup = atoi(optarg); break;
-		case 'c': o->check = atoi(optarg); break;
-		case 'r': o->root = atoi(optarg); break;
+		case 'f':
+			if (factor_arg(optarg, &o->stepf))
+				return -1;
+			break;
+		case 'n': if (INT_ARG("-n", 1, MAX_ITERS, &o->iters)) return -1; break;
+		case 'w': if (INT_ARG("-w", 0, MAX_ITERS, &o->warmup)) return -1; break;
+		case 'c': if (INT_ARG("-c", 0, MAX_ITERS, &o->check)) return -1; break;
+		case 'r': if (INT_ARG("-r", 0, MAX_RANKS - 1, &o->root)) return -1; break;
 		case 'o':
 			if ((o->nops = parse_list(optarg, op_names, NOPS, o->ops, "op")) < 0)
 				return -1;
@@ -251,7 +271,7 @@ static int parse(int argc, char **argv, struct opts *o, struct launch_opts *lo)
 			break;
 		case O_MEMORY: o->memory = optarg; break;
 		case O_PROVIDER: o->provider = optarg; break;
-		case O_DEPTH: o->depth = atoi(optarg); break;
+		case O_DEPTH: if (INT_ARG("--depth", 1, MAX_DEPTH, &o->depth)) return -1; break;
 		case O_CHUNK:
 			if (size_arg(optarg, &o->chunk, "--chunk"))
 				return -1;
@@ -280,26 +300,47 @@ static int parse(int argc, char **argv, struct opts *o, struct launch_opts *lo)
 				return -1;
 			o->small_set |= SMALL_MAX_SET;
 			break;
-		case O_STAT: o->median = !strcmp(optarg, "median"); break;
+		case O_STAT:
+			if (strcmp(optarg, "mean") && strcmp(optarg, "median"))
+				return tool_bad("pd-coll", "--stat", optarg, "want mean or median");
+			o->median = !strcmp(optarg, "median");
+			break;
 		case O_CSV: o->csv = optarg; break;
 		case O_PLOT: o->plot = optarg; break;
-		case O_TIMEOUT: o->timeout_ms = atoi(optarg); break;
-		case O_NP: lo->np = atoi(optarg); break;
-		case O_RANK: lo->rank = atoi(optarg); break;
-		case O_NRANKS: lo->nranks = atoi(optarg); break;
+		case O_TIMEOUT:
+			if (INT_ARG("--timeout", 1, 24 * 3600 * 1000, &o->timeout_ms))
+				return -1;
+			break;
+		case O_NP: if (INT_ARG("--np", 2, MAX_RANKS, &lo->np)) return -1; break;
+		case O_RANK: if (INT_ARG("--rank", 0, MAX_RANKS - 1, &lo->rank)) return -1; break;
+		case O_NRANKS: if (INT_ARG("--nranks", 2, MAX_RANKS, &lo->nranks)) return -1; break;
 		case O_RDV: lo->rdv = optarg; break;
 		case O_CORRUPT: o->corrupt = 1; break;
-		case O_KILL: o->kill_rank = atoi(optarg); break;
+		case O_KILL: if (INT_ARG("--test-kill-rank", 1, MAX_RANKS - 1, &o->kill_rank)) return -1; break;
 		default: usage(); return -1;
 		}
 	}
 	if (o->ncolls == 1 && !o->colls[0])
 		o->colls[0] = C_ALLREDUCE;
-	if (optind != argc || !o->minb || o->minb > o->maxb || o->iters < 1 || o->warmup < 0 ||
-	    o->check < 0 || o->depth < 1 || o->depth > MAX_DEPTH || o->timeout_ms < 1 ||
-	    o->chunk < 4096 || o->chunk % 16 || (o->stepf != 0 && o->stepf <= 1) ||
-	    (!o->lanes[0] && !o->lanes[1] && !o->lanes[2])) {
-		usage();
+	if (optind != argc) {
+		fprintf(stderr, "pd-coll: unexpected argument '%s'\n",
+			argv[optind]);
+		return -1;
+	}
+	if (!o->minb || !o->stepb) {
+		fprintf(stderr, "pd-coll: %s 0: want a size above 0\n", o->minb ? "-i" : "-b");
+		return -1;
+	}
+	if (o->minb > o->maxb) {
+		fprintf(stderr, "pd-coll: -b %zu is above -e %zu\n", o->minb, o->maxb);
+		return -1;
+	}
+	if (o->chunk < 4096 || o->chunk % 16) {
+		fprintf(stderr, "pd-coll: --chunk %zu: want at least 4096 B, a multiple of 16\n", o->chunk);
+		return -1;
+	}
+	if (!o->lanes[0] && !o->lanes[1] && !o->lanes[2]) {
+		fprintf(stderr, "pd-coll: --paths: want one or more of direct, bounce and host\n");
 		return -1;
 	}
 	if (o->small_set == SMALL_MAX_SET && o->small_max == 0) {
@@ -506,14 +547,76 @@ static void table_header(const struct opts *o, enum coll_kind k, enum dtype t, i
 
 /* Every rank takes the same way out of here: nothing in it can fail on
  * one rank alone but the allgather, which fails on all. */
-static bool sweeps_agree(struct boot *b, uint64_t plan)
+/*
+ * Rank 0's --csv and --plot files are opened before anything runs, and a
+ * failure ends the run on every rank: a sweep of an hour whose results
+ * had nowhere to go is lost.  Opened for appending, so that a run refused
+ * for any reason leaves an earlier file as it was; emptied once the run
+ * goes ahead (outputs_begin()).
+ */
+static bool open_outputs(const struct opts *o, char *datpath, size_t len)
+{
+	if (o->csv && !(csv = fopen(o->csv, "a"))) {
+		fprintf(stderr, "pd-coll: --csv %s: %s\n", o->csv, strerror(errno));
+		return false;
+	}
+	if (o->plot) {
+		snprintf(datpath, len, "%s.dat", o->plot);
+		if (!(plotdat = fopen(datpath, "a"))) {
+			fprintf(stderr, "pd-coll: --plot %s: %s: %s\n", o->plot, datpath, strerror(errno));
+			return false;
+		}
+	}
+	return true;
+}
+
+/* A file is emptied; a pipe or terminal (--csv /dev/stdout) cannot be. */
+static bool output_begin(FILE *f, const char *what, const char *path)
+{
+	struct stat st;
+
+	if (!f || fstat(fileno(f), &st) || !S_ISREG(st.st_mode) || !ftruncate(fileno(f), 0))
+		return true;
+	fprintf(stderr, "pd-coll: %s %s: %s\n", what, path, strerror(errno));
+	return false;
+}
+
+static bool outputs_begin(const struct opts *o, const char *datpath)
+{
+	return output_begin(csv, "--csv", o->csv) && output_begin(plotdat, "--plot", datpath);
+}
+
+/* Written whole, or an error naming the file: a full disk shows here. */
+static bool close_output(FILE **f, const char *what, const char *path)
+{
+	bool ok = !ferror(*f);
+
+	if (fclose(*f))
+		ok = false;
+	*f = NULL;
+	if (!ok)
+		fprintf(stderr, "pd-coll: %s %s: could not write it whole\n", what, path);
+	return ok;
+}
+
+static bool sweeps_agree(struct boot *b, uint64_t plan, bool outputs_open)
 {
 	uint64_t all[MAX_RANKS];
-	bool ok = !b->allgather(b, &plan, sizeof(plan), all);
+	bool ok;
 	int p;
 
+	/* Rank 0 alone opens the outputs: its failure is a plan no rank runs. */
+	if (b->rank == 0 && !outputs_open)
+		plan = 0;
+	ok = !b->allgather(b, &plan, sizeof(plan), all);
 	if (!ok)
 		fprintf(stderr, "pd-coll: rank %d: comparing sweeps: %s\n", b->rank, pd_last_error());
+	if (ok && !all[0]) {
+		if (b->rank)
+			fprintf(stderr, "pd-coll: rank %d: rank 0 could not open its --csv or --plot file\n",
+				b->rank);
+		return false;
+	}
 	for (p = 1; ok && p < b->size; p++) {
 		if (all[p] == all[0])
 			continue;
@@ -605,7 +708,8 @@ int main(int argc, char **argv)
 	child = lo.np > 0 && b.rank > 0;
 	/* Before any lane is opened, which could fail on one rank alone; and
 	 * before the root check, which then fails on every rank or none. */
-	status = sweeps_agree(&b, sweep_plan(&o, sizes, nsizes)) ? 0 : 3;
+	status = sweeps_agree(&b, sweep_plan(&o, sizes, nsizes) | 1,
+			      b.rank || open_outputs(&o, datpath, sizeof(datpath))) ? 0 : 3;
 	if (status)
 		goto out_boot;
 	if (o.root < 0 || o.root >= b.size) {
@@ -643,7 +747,7 @@ int main(int argc, char **argv)
 	all = calloc((size_t)b.size, stride);
 	ri.pid = (int32_t)getpid();
 	gethostname(ri.host, sizeof(ri.host) - 1);
-	ri.ready = me && all;
+	ri.ready = !(me && all) ? 0 : b.rank || outputs_begin(&o, datpath) ? 1 : -1;
 	ri.piece = o.piece, ri.small_chunk = o.small_chunk, ri.small_max = o.small_max;
 	ri.rd_max = o.rd_max;
 	/* Every rank, even one without its buffers, so that all leave together. */
@@ -652,9 +756,12 @@ int main(int argc, char **argv)
 	/* Pieces and algorithms are derived on every rank: a rank on another
 	 * provider or environment would cut messages differently and hang. */
 	for (p = 0; !status && p < b.size; p++) {
-		if (!ris[p].ready) {
-			if (b.rank == 0)
+		if (ris[p].ready != 1) {
+			if (b.rank == 0 && !ris[p].ready)
 				fprintf(stderr, "pd-coll: rank %d could not allocate its samples\n", p);
+			else if (b.rank && p == 0)
+				fprintf(stderr, "pd-coll: rank %d: rank 0 could not begin its --csv or --plot file\n",
+					b.rank);
 			status = 3;
 		} else if (ris[p].piece != ris[0].piece || ris[p].small_chunk != ris[0].small_chunk ||
 			   ris[p].small_max != ris[0].small_max || ris[p].rd_max != ris[0].rd_max) {
@@ -703,15 +810,8 @@ int main(int argc, char **argv)
 		printf("# paths alternate per iteration; every checked iteration verifies every element on every rank\n");
 		if (o.corrupt)
 			printf("# --test-corrupt: one output element per checked iteration is put back to its poison\n");
-		if (o.csv && !(csv = fopen(o.csv, "w")))
-			fprintf(stderr, "pd-coll: --csv %s: %s\n", o.csv, strerror(errno));
 		if (csv)
 			csv_header();
-		if (o.plot) {
-			snprintf(datpath, sizeof(datpath), "%s.dat", o.plot);
-			if (!(plotdat = fopen(datpath, "w")))
-				fprintf(stderr, "pd-coll: --plot %s: %s\n", datpath, strerror(errno));
-		}
 		fflush(stdout);
 	}
 	/* Test only (--test-kill-rank): a rank lost mid-run, as to the OOM killer. */
@@ -844,16 +944,20 @@ out:
 	for (p = 0; p < NLANES; p++)
 		if (lanes[p].fab || lanes[p].src.map)
 			lane_close(&lanes[p]);
-	if (csv)
-		fclose(csv);
+	if (csv && !close_output(&csv, "--csv", o.csv))
+		status = status ? status : 1;
 	if (plotdat) {
-		fclose(plotdat);
-		if (nplot && run_plot(o.plot, datpath))
+		if (!close_output(&plotdat, "--plot", datpath) || (nplot && run_plot(o.plot, datpath)))
 			status = status ? status : 1;
 	}
 	free(me);
 	free(all);
 out_boot:
+	/* Refused before it ran: what was there stays. */
+	if (csv)
+		fclose(csv);
+	if (plotdat)
+		fclose(plotdat);
 	b.close(&b);
 	if (!child) {
 		int worst = launch_wait_children(status);
