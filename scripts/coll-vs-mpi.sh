@@ -33,6 +33,15 @@ while getopts n:b:e:i:r: opt; do
 	esac
 done
 shift $((OPTIND - 1))
+# Decimal bytes and counts: both programs must time the same sizes, and a
+# size of 0 would never double.
+for v in "$ranks" "$minb" "$maxb" "$iters" "$repeats"; do
+	[[ $v =~ ^(0|[1-9][0-9]{0,11})$ ]] || { echo "coll-vs-mpi: '$v' is not a whole decimal number (sizes in bytes: 4096, not 4K)" >&2; exit 2; }
+done
+if ((ranks < 2 || ranks > 64 || minb < 4 || maxb < minb || iters < 1 || repeats < 1)); then
+	echo "coll-vs-mpi: want -n 2 to 64 ranks, -b 4 B or more, -e at least -b, -i and -r 1 or more (got -n $ranks -b $minb -e $maxb -i $iters -r $repeats)" >&2
+	exit 2
+fi
 for tr in "$@"; do
 	case $tr in
 	tcp | net | shm | shm-nocma) ;;

@@ -514,6 +514,25 @@ TEST_F_TIMEOUT(coll1, coll_vs_mpi_prints_a_ratio_per_size, 240)
 	EXPECT_EQ(NULL, strstr(self->out, "# provider")) TH_LOG("%s", self->out);
 }
 
+/* Refused before anything runs, with or without Open MPI: sizes that
+ * pd-coll and MPI would read differently, or a sweep that never ends. */
+TEST_F(coll1, coll_vs_mpi_refuses_bad_numbers)
+{
+	static const char *const bad[][2] = {
+		{ "-b 4K -e 8192", "'4K' is not a whole decimal number (sizes in bytes: 4096, not 4K)" },
+		{ "-b 0 -e 4096", "want -n 2 to 64 ranks, -b 4 B or more" },
+		{ "-b 8192 -e 4096", "(got -n 2 -b 8192 -e 4096 -i 20 -r 3)" },
+		{ "-n 1", "(got -n 1 " },
+		{ "-i 0", "-i 0 -r 3)" },
+		{ "-r x", "'x' is not a whole decimal number" },
+	};
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		EXPECT_EQ(2, coll_vs_mpi("/nonexistent", bad[i][0], self->out)) TH_LOG("%s", bad[i][0]);
+		EXPECT_NE(NULL, strstr(self->out, bad[i][1])) TH_LOG("%s: %s", bad[i][0], self->out);
+	}
+}
+
 /* pd-coll needs 2 to 64 ranks, however they were started. */
 TEST_F_TIMEOUT(coll1, one_rank_under_mpirun_refuses, 120)
 {

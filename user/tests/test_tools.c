@@ -7,6 +7,7 @@
 #include "kselftest_harness.h"
 #include "peer_pair.h"
 #include "../tools/listen_port.h"
+#include "../tools/tool_args.h"
 
 static void tool_path(char *out, size_t len, const char *tool)
 {
@@ -134,6 +135,31 @@ static int tool_says(const char *tool, const char *args, const char *want)
 		return st;
 	fprintf(stderr, "# %s %s: no \"%s\" in:\n%s", tool, args, want, out);
 	return 98;
+}
+
+TEST(hostport_takes_names_ipv4_and_bracketed_ipv6)
+{
+	static const struct { const char *spec, *host; int port; } good[] = {
+		{ "node1:29500", "node1", 29500 }, { "10.9.0.1:1", "10.9.0.1", 1 },
+		{ "[::1]:65535", "::1", 65535 }, { "[fe80::1%eth0]:80", "fe80::1%eth0", 80 },
+	};
+	static const char *const bad[] = { "node1", "node1:", ":80", "node1:0", "node1:65536",
+					   "node1:80x", "node1:-1", "[]:80", "node1: 80" };
+	static char host[16];	/* static: the harness longjmps */
+	static uint16_t port;
+
+	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+		EXPECT_EQ(0, tool_hostport("t", "--rendezvous", good[i].spec, host, sizeof(host), &port))
+			TH_LOG("%s", good[i].spec);
+		EXPECT_STREQ(good[i].host, host);
+		EXPECT_EQ(good[i].port, port);
+	}
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		EXPECT_EQ(-1, tool_hostport("t", "--rendezvous", bad[i], host, sizeof(host), &port))
+			TH_LOG("%s", bad[i]);
+	}
+	/* a host longer than the buffer is refused, not cut */
+	EXPECT_EQ(-1, tool_hostport("t", "--rendezvous", "a-very-long-host-name:1", host, sizeof(host), &port));
 }
 
 TEST(xfer_refuses_bad_arguments)

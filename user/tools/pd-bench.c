@@ -569,24 +569,26 @@ static int mode_paths(const struct opts *o)
 
 static int mode_lifecycle(const struct opts *o)
 {
-	struct pd_fabric *fab = open_fabric(o, PD_PATH_AUTO);
 	struct pd_device *dev = NULL;
-	int ret;
+	struct pd_fabric *fab;
+	int ret, index;
 
+	/* Before the fabric: a bad --memory costs nothing to refuse. */
 	if (!strncmp(o->memory, "device:", 7)) {
-		int index;
-
 		if (tool_number(o->memory + 7, 0, 65535, &index)) {
 			tool_bad("pd-bench", "--memory", o->memory, "want device:N, N a device's index");
 			return 2;
 		}
+	} else if (strcmp(o->memory, "memfd")) {
+		fprintf(stderr, "pd-bench lifecycle: --memory device:N or memfd\n");
+		return 2;
+	}
+	fab = open_fabric(o, PD_PATH_AUTO);
+	if (!strncmp(o->memory, "device:", 7)) {
 		ret = pd_device_open((unsigned int)index, &dev) ?:
 		      pd_fabric_attach_device(fab, dev);
 		if (ret)
 			die("device", ret);
-	} else if (strcmp(o->memory, "memfd")) {
-		fprintf(stderr, "pd-bench lifecycle: --memory device:N or memfd\n");
-		return 2;
 	}
 	printf("# %s\n# provider %s, memory %s, path auto\n", cmdline, pd_fabric_provider(fab),
 	       o->memory);

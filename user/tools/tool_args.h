@@ -26,9 +26,12 @@ static inline int tool_number(const char *s, long lo, long hi, int *out)
 	char *end;
 	long v;
 
+	/* strtol skips leading blanks and takes a '+': "port 80" is not " 80" */
+	if (!(s[0] >= '0' && s[0] <= '9') && !(s[0] == '-' && s[1] >= '0' && s[1] <= '9'))
+		return -1;
 	errno = 0;
 	v = strtol(s, &end, 10);
-	if (errno || end == s || *end || v < lo || v > hi)
+	if (errno || *end || v < lo || v > hi)
 		return -1;
 	*out = (int)v;
 	return 0;
@@ -45,21 +48,23 @@ static inline int tool_int(const char *tool, const char *opt, const char *s, int
 	return tool_bad(tool, opt, s, want);
 }
 
-/* "HOST:PORT" (the last colon splits, so "[::1]:5000" keeps its brackets
- * for the resolver to refuse or take): host into host[hostlen], port 1 to
- * 65535. */
+/* "HOST:PORT", the last colon splitting; "[::1]:5000" for an IPv6
+ * address.  Host into host[hostlen], port 1 to 65535. */
 static inline int tool_hostport(const char *tool, const char *opt, const char *spec, char *host,
 				size_t hostlen, uint16_t *port)
 {
-	const char *colon = strrchr(spec, ':');
+	const char *colon = strrchr(spec, ':'), *h = spec;
+	size_t len = colon ? (size_t)(colon - spec) : 0;
 	int p;
 
-	if (!colon || colon == spec || (size_t)(colon - spec) >= hostlen)
+	if (len >= 2 && spec[0] == '[' && spec[len - 1] == ']')
+		h++, len -= 2;
+	if (!len || len >= hostlen)
 		return tool_bad(tool, opt, spec, "want HOST:PORT");
 	if (tool_number(colon + 1, 1, 65535, &p))
 		return tool_bad(tool, opt, spec, "want HOST:PORT with a port from 1 to 65535");
-	memcpy(host, spec, (size_t)(colon - spec));
-	host[colon - spec] = '\0';
+	memcpy(host, h, len);
+	host[len] = '\0';
 	*port = (uint16_t)p;
 	return 0;
 }

@@ -10,6 +10,7 @@
  *
  * Prints "size time_mean_us time_median_us busbw_mean_gbs" per size.
  */
+#include <errno.h>
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +20,21 @@ static int cmp_d(const void *a, const void *b)
 	double x = *(const double *)a, y = *(const double *)b;
 
 	return x < y ? -1 : x > y;
+}
+
+static int whole(const char *s, size_t lo, size_t hi, size_t *out)
+{
+	char *end;
+	unsigned long long v;
+
+	if (*s < '0' || *s > '9')
+		return -1;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno || *end || v < lo || v > hi)
+		return -1;
+	*out = (size_t)v;
+	return 0;
 }
 
 int main(int argc, char **argv)
@@ -35,10 +51,17 @@ int main(int argc, char **argv)
 		MPI_Finalize();
 		return 2;
 	}
-	minb = strtoull(argv[1], NULL, 0);
-	maxb = strtoull(argv[2], NULL, 0);
-	iters = atoi(argv[3]);
-	warm = atoi(argv[4]);
+	/* Whole numbers only: "4K" read as 4 would time other sizes than
+	 * pd-coll's, and a size of 0 would never double. */
+	if (whole(argv[1], 4, (size_t)1 << 40, &minb) || whole(argv[2], minb, (size_t)1 << 40, &maxb) ||
+	    whole(argv[3], 1, 100000, &i) || (iters = (int)i, whole(argv[4], 0, 100000, &i))) {
+		if (!rank)
+			fprintf(stderr, "pd-mpi-allreduce: want MINBYTES >= 4, MAXBYTES >= MINBYTES, ITERS >= 1 and WARMUP >= 0, in decimal; got %s %s %s %s\n",
+				argv[1], argv[2], argv[3], argv[4]);
+		MPI_Finalize();
+		return 2;
+	}
+	warm = (int)i;
 	float *in = malloc(maxb), *out = malloc(maxb);
 	double *t = calloc((size_t)iters, sizeof(double)), *tmax = calloc((size_t)iters, sizeof(double));
 
