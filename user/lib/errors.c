@@ -6,6 +6,8 @@
  * FI_MR_DMABUF").
  */
 #include <ctype.h>
+#include <limits.h>
+#include <stdbool.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -53,21 +55,31 @@ const char *pd_strerror(int err)
 int pd_parse_size(const char *s, size_t *out)
 {
 	unsigned long long v;
+	unsigned int shift = 0;
+	bool hex;
 	char *end;
 
-	if (!s || !*s || *s == '-')
+	/* Decimal, or hex after "0x": strtoull's base 0 read "0100" as 64.
+	 * A digit first: it would skip blanks and take a sign. */
+	if (!s || !isdigit((unsigned char)*s))
 		return -EINVAL;
+	hex = s[0] == '0' && (s[1] == 'x' || s[1] == 'X');
 	errno = 0;
-	v = strtoull(s, &end, 0);
-	if (errno || end == s)
+	v = strtoull(hex ? s + 2 : s, &end, hex ? 16 : 10);
+	if (errno == ERANGE)
+		return -ERANGE;
+	if (errno || end == (hex ? s + 2 : s) || (hex && !isxdigit((unsigned char)s[2])))
 		return -EINVAL;
 	switch (toupper((unsigned char)*end)) {
-	case 'G': v <<= 10; /* fall through */
-	case 'M': v <<= 10; /* fall through */
-	case 'K': v <<= 10; end++; break;
+	case 'G': shift += 10; /* fall through */
+	case 'M': shift += 10; /* fall through */
+	case 'K': shift += 10; end++; break;
 	case '\0': break;
 	default: return -EINVAL;
 	}
+	if (v > (ULLONG_MAX >> shift))
+		return -ERANGE;	/* "17179869188G" is not 4G */
+	v <<= shift;
 	if (*end == 'i' || *end == 'I')
 		end++;
 	if (*end == 'B' || *end == 'b')

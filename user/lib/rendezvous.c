@@ -13,6 +13,7 @@
  * from another job is turned away and a wrong rank count fails both sides.
  */
 #include <arpa/inet.h>
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netdb.h>
@@ -299,7 +300,7 @@ static uint64_t fnv1a(uint64_t h, const char *s)
 
 /*
  * The job this rank belongs to, so that rank 0 turns away a rank of
- * another job.  PEERDIRECT_RDV_JOB when set (a number).  Else what the
+ * another job.  PEERDIRECT_RDV_JOB when set (a number, or text, hashed).  Else what the
  * launcher gives every rank of one job alike, most specific first: PMIx's
  * namespace (mpirun of Open MPI 4/5, srun --mpi=pmix), Open MPI's job id,
  * then Slurm's job id alone -- not the step: under one mpirun in a batch
@@ -317,8 +318,18 @@ static uint64_t rdv_job(void)
 	uint64_t h;
 	size_t i;
 
-	if (env)
-		return strtoull(env, NULL, 0);
+	if (env) {
+		char *end;
+
+		/* A number as given; other text hashed, not read as 0 (which
+		 * would match every rank started by hand). */
+		errno = 0;
+		h = strtoull(env, &end, 10);
+		if (isdigit((unsigned char)*env) && !*end && !errno)
+			return h;
+		h = fnv1a(0xcbf29ce484222325ULL, env);
+		return h ? h : 1;
+	}
 	for (i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
 		env = getenv(vars[i]);
 		if (!env || !*env)

@@ -124,6 +124,19 @@ TEST(size_parser)
 	EXPECT_EQ(-EINVAL, pd_parse_size("-1", &v));
 	EXPECT_EQ(-EINVAL, pd_parse_size("12Q", &v));
 	EXPECT_EQ(-EINVAL, pd_parse_size("1KK", &v));
+	/* decimal, leading zeros and all; hex only after 0x */
+	EXPECT_EQ(0, pd_parse_size("0100", &v));
+	EXPECT_EQ(100, v);
+	EXPECT_EQ(0, pd_parse_size("0x1000", &v));
+	EXPECT_EQ(4096, v);
+	EXPECT_EQ(-EINVAL, pd_parse_size("0x", &v));
+	EXPECT_EQ(-EINVAL, pd_parse_size("0x-1", &v));
+	EXPECT_EQ(-EINVAL, pd_parse_size(" 4K", &v));
+	EXPECT_EQ(-EINVAL, pd_parse_size("+4K", &v));
+	/* out of range, not wrapped */
+	EXPECT_EQ(-ERANGE, pd_parse_size("17179869188G", &v));
+	EXPECT_EQ(-ERANGE, pd_parse_size("18014398509481984K", &v));
+	EXPECT_EQ(-ERANGE, pd_parse_size("99999999999999999999", &v));
 }
 
 TEST(device_missing_on_host_is_explained)

@@ -164,6 +164,8 @@ FIXTURE_VARIANT(job) {
 	const char *step0, *step1;	/* SLURM_STEP_ID of rank 0, of rank 1 */
 };
 FIXTURE_VARIANT_ADD(job, by_hand) { .var = "PEERDIRECT_RDV_JOB", .ours = "7", .stale = "6" };
+/* Not a number: hashed, not read as 0 like every rank started by hand. */
+FIXTURE_VARIANT_ADD(job, by_hand_text) { .var = "PEERDIRECT_RDV_JOB", .ours = "train-a", .stale = "train-b" };
 FIXTURE_VARIANT_ADD(job, slurm_job) { .var = "SLURM_JOB_ID", .ours = "4242", .stale = "4241" };
 /* One mpirun in a batch job: its ranks see different Slurm steps, and the
  * namespace decides. */
