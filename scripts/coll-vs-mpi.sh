@@ -38,8 +38,9 @@ shift $((OPTIND - 1))
 for v in "$ranks" "$minb" "$maxb" "$iters" "$repeats"; do
 	[[ $v =~ ^(0|[1-9][0-9]{0,11})$ ]] || { echo "coll-vs-mpi: '$v' is not a whole decimal number (sizes in bytes: 4096, not 4K)" >&2; exit 2; }
 done
-if ((ranks < 2 || ranks > 64 || minb < 4 || maxb < minb || iters < 1 || repeats < 1)); then
-	echo "coll-vs-mpi: want -n 2 to 64 ranks, -b 4 B or more, -e at least -b, -i and -r 1 or more (got -n $ranks -b $minb -e $maxb -i $iters -r $repeats)" >&2
+if ((ranks < 2 || ranks > 64 || minb < 4 || minb % 4 || maxb < minb || maxb > 1 << 32 ||
+      iters < 1 || iters > 100000 || repeats < 1)); then
+	echo "coll-vs-mpi: want -n 2 to 64 ranks, -b a multiple of 4 B, -e from -b to 4 GiB, -i 1 to 100000, -r 1 or more (got -n $ranks -b $minb -e $maxb -i $iters -r $repeats)" >&2
 	exit 2
 fi
 for tr in "$@"; do

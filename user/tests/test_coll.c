@@ -389,6 +389,7 @@ static void first_line(const char *path, char *line, size_t len)
 TEST_F_TIMEOUT(coll1, outputs_that_cannot_be_written_refuse_before_running, 120)
 {
 	char dir[] = "/tmp/pd-coll-test-XXXXXX", args[512], path[64], line[64];
+	char exe[PATH_MAX], cmd[PATH_MAX + 128];
 	FILE *f;
 
 	ASSERT_NE(NULL, mkdtemp(dir));
@@ -410,19 +411,48 @@ TEST_F_TIMEOUT(coll1, outputs_that_cannot_be_written_refuse_before_running, 120)
 	EXPECT_NE(NULL, strstr(self->out, "--plot ")) TH_LOG("%s", self->out);
 	first_line(path, line, sizeof(line));
 	EXPECT_STREQ("an earlier run\n", line);
-	/* refused for another reason once the file is open */
-	snprintf(args, sizeof(args), "--np 2 --provider tcp -b 4K -e 4K -n 1 -r 1 --csv %s", path);
-	EXPECT_EQ(0, run("", args, self->out)) TH_LOG("%s", self->out);
+	/* refused for other reasons once the file is open: a root out of
+	 * range, and ranks that would cut messages differently (found after
+	 * the last exchange before the run) */
 	snprintf(args, sizeof(args), "--np 2 --provider tcp -b 4K -e 4K -n 1 -r 2 --csv %s", path);
 	EXPECT_EQ(3, run("", args, self->out));
 	EXPECT_NE(NULL, strstr(self->out, "root 2 is not a rank of 2")) TH_LOG("%s", self->out);
 	first_line(path, line, sizeof(line));
+	EXPECT_STREQ("an earlier run\n", line);
+	snprintf(args, sizeof(args), "--provider shm -b 4K -e 8K -n 1 --csv %s", path);
+	EXPECT_PAIR_REFUSED(args, "--provider shm -b 4K -e 8K -n 1 --rd-max 8192", "would cut messages differently");
+	first_line(path, line, sizeof(line));
+	EXPECT_STREQ("an earlier run\n", line);
+	/* a run that goes ahead replaces it */
+	snprintf(args, sizeof(args), "--np 2 --provider tcp -b 4K -e 4K -n 1 -r 1 --csv %s", path);
+	EXPECT_EQ(0, run("", args, self->out)) TH_LOG("%s", self->out);
+	first_line(path, line, sizeof(line));
 	EXPECT_EQ(0, strncmp(line, "collective,path,", 16)) TH_LOG("%s", line);
 
-	/* not a file: written, not emptied */
+	/* not a file of its own: appended to, never emptied -- a pipe, and
+	 * the log that stdout already goes to */
 	EXPECT_EQ(0, run("", "--np 2 --provider tcp -b 4K -e 4K -n 1 --paths host --csv /dev/stdout",
 			 self->out));
 	EXPECT_NE(NULL, strstr(self->out, "\nallreduce,host,host,")) TH_LOG("%s", self->out);
+	snprintf(path, sizeof(path), "%s/log", dir);
+	f = fopen(path, "w");
+	ASSERT_NE(NULL, f);
+	fputs("yesterday\n", f);
+	fclose(f);
+	snprintf(args, sizeof(args), "--np 2 --provider tcp -b 4K -e 4K -n 1 --paths host --csv /dev/stdout >> %s",
+		 path);
+	EXPECT_EQ(0, run("", args, self->out)) TH_LOG("%s", self->out);
+	first_line(path, line, sizeof(line));
+	EXPECT_STREQ("yesterday\n", line);
+
+	/* results that could not be written: status 1, said */
+	EXPECT_EQ(1, run("", "--np 2 --provider tcp -b 4K -e 4K -n 1 --paths host --csv /dev/full", self->out));
+	EXPECT_NE(NULL, strstr(self->out, "--csv /dev/full: could not write it whole")) TH_LOG("%s", self->out);
+	tool_path(exe, sizeof(exe), "pd-coll");
+	snprintf(cmd, sizeof(cmd), "%s --np 2 --provider tcp -b 4K -e 4K -n 1 --paths host 2>&1 >/dev/full", exe);
+	EXPECT_EQ(1, run_cmd(cmd, self->out));
+	EXPECT_NE(NULL, strstr(self->out, "standard output: the results could not be written"))
+		TH_LOG("%s", self->out);
 	snprintf(args, sizeof(args), "rm -rf %s", dir);
 	EXPECT_EQ(0, system(args));
 }
@@ -487,7 +517,7 @@ static int coll_vs_mpi(const char *pd_coll, const char *args, char *out)
  * refusal where not; a transport it does not know refused. */
 TEST_F_TIMEOUT(coll1, coll_vs_mpi_prints_a_ratio_per_size, 240)
 {
-	char exe[PATH_MAX];
+	char exe[PATH_MAX], mpiar[PATH_MAX], cmd[PATH_MAX + 256];
 	int st;
 
 	SKIP_WITHOUT_MPIRUN();
@@ -498,6 +528,11 @@ TEST_F_TIMEOUT(coll1, coll_vs_mpi_prints_a_ratio_per_size, 240)
 	EXPECT_EQ(0, st) TH_LOG("%s", self->out);
 	EXPECT_NE(NULL, strstr(self->out, "\n# provider tcp")) TH_LOG("%s", self->out);
 	EXPECT_EQ(3, ratio_rows(self->out, "tcp")) TH_LOG("%s", self->out);
+	/* the MPI side checks its own arguments: "4102" is no whole float */
+	tool_path(mpiar, sizeof(mpiar), "pd-mpi-allreduce");
+	snprintf(cmd, sizeof(cmd), MPIRUN " -np 2 '%s' 4102 8192 2 1 2>&1", mpiar);
+	EXPECT_EQ(2, run_cmd(cmd, self->out));
+	EXPECT_NE(NULL, strstr(self->out, "pd-mpi-allreduce: want MINBYTES a multiple of 4")) TH_LOG("%s", self->out);
 	st = coll_vs_mpi(exe, "-b 4096 -e 8192 -i 2 -r 1 net", self->out);
 	if (st == 0) {
 		EXPECT_NE(NULL, strstr(self->out, "\n# provider net;")) TH_LOG("%s", self->out);
@@ -520,11 +555,13 @@ TEST_F(coll1, coll_vs_mpi_refuses_bad_numbers)
 {
 	static const char *const bad[][2] = {
 		{ "-b 4K -e 8192", "'4K' is not a whole decimal number (sizes in bytes: 4096, not 4K)" },
-		{ "-b 0 -e 4096", "want -n 2 to 64 ranks, -b 4 B or more" },
+		{ "-b 0 -e 4096", "want -n 2 to 64 ranks, -b a multiple of 4 B" },
 		{ "-b 8192 -e 4096", "(got -n 2 -b 8192 -e 4096 -i 20 -r 3)" },
 		{ "-n 1", "(got -n 1 " },
 		{ "-i 0", "-i 0 -r 3)" },
 		{ "-r x", "'x' is not a whole decimal number" },
+		{ "-b 4102 -e 8204", "(got -n 2 -b 4102 " },	/* MPI would not round to floats */
+		{ "-i 100001", "-i 100001 -r 3)" },
 	};
 
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
@@ -775,6 +812,8 @@ TEST_F(coll1, refuses_bad_arguments)
 		{ "--timeout 0", "pd-coll: --timeout 0: want a whole number" },
 		{ "--paths ,", "pd-coll: --paths: want one or more of direct, bounce and host" },
 		{ "-b 4K -e 4K extra", "pd-coll: unexpected argument 'extra'" },
+		{ "-b 8 -e 64 -f 1.05", "pd-coll: -f 1.05 does not grow 8 B" },
+		{ "-b 4K -e 1M -i 4K", "pd-coll: -b 4096 to -e 1048576 by that -i is more than 64 sizes" },
 	};
 	char args[128];
 

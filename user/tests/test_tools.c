@@ -144,7 +144,7 @@ TEST(hostport_takes_names_ipv4_and_bracketed_ipv6)
 		{ "[::1]:65535", "::1", 65535 }, { "[fe80::1%eth0]:80", "fe80::1%eth0", 80 },
 	};
 	static const char *const bad[] = { "node1", "node1:", ":80", "node1:0", "node1:65536",
-					   "node1:80x", "node1:-1", "[]:80", "node1: 80" };
+					   "node1:80x", "node1:-1", "[]:80", "node1: 80", "fe80::1", "::1:80" };
 	static char host[16];	/* static: the harness longjmps */
 	static uint16_t port;
 

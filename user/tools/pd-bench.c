@@ -678,8 +678,9 @@ static int parse(int argc, char **argv, struct opts *o)
 		case 's':
 			o->nsizes = 0;
 			o->sizes_given = true;
-			for (tok = strtok_r(optarg, ",", &save); tok && o->nsizes < MAX_SIZES;
-			     tok = strtok_r(NULL, ",", &save)) {
+			for (tok = strtok_r(optarg, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+				if (o->nsizes == MAX_SIZES)
+					return bad("--sizes", tok, "one size too many (at most 16)");
 				if (pd_parse_size(tok, &o->sizes[o->nsizes]) || !o->sizes[o->nsizes])
 					return bad("--sizes", tok, "not a size above 0 (a number with K, M or G)");
 				o->nsizes++;

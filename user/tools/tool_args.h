@@ -59,6 +59,8 @@ static inline int tool_hostport(const char *tool, const char *opt, const char *s
 
 	if (len >= 2 && spec[0] == '[' && spec[len - 1] == ']')
 		h++, len -= 2;
+	else if (len && memchr(spec, ':', len))
+		return tool_bad(tool, opt, spec, "want [IPv6 address]:PORT");	/* "fe80::1" was fe80: port 1 */
 	if (!len || len >= hostlen)
 		return tool_bad(tool, opt, spec, "want HOST:PORT");
 	if (tool_number(colon + 1, 1, 65535, &p))

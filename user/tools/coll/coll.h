@@ -144,4 +144,14 @@ size_t coll_out_off(struct run *r, const struct geom *g, bool ip);
 int corrupt(struct run *r, const struct geom *g, bool ip, int iter);
 int local_copy(struct run *r, size_t dst, size_t src, size_t len);
 
+/* outfile.c */
+struct outfile {
+	FILE *f;
+	const char *path, *what;
+	char tmp[4200];		/* written here, renamed to path; "" if in place */
+};
+
+int outfile_open(struct outfile *of, const char *path, const char *what);
+bool outfile_close(struct outfile *of, bool keep);
+
 #endif

@@ -283,7 +283,11 @@ int launch(int argc, char **argv, const char *rdv_spec, int rank_opt, int nranks
 	if (!rdv_spec)
 		rdv_spec = getenv("PD_COLL_RENDEZVOUS");
 	if (!rdv_spec && getenv("MASTER_ADDR") && getenv("MASTER_PORT")) {
-		snprintf(spec, sizeof(spec), "%s:%s", getenv("MASTER_ADDR"), getenv("MASTER_PORT"));
+		const char *addr = getenv("MASTER_ADDR");
+		bool v6 = strchr(addr, ':') && addr[0] != '[';
+
+		snprintf(spec, sizeof(spec), "%s%s%s:%s", v6 ? "[" : "", addr, v6 ? "]" : "",
+			 getenv("MASTER_PORT"));
 		rdv_spec = spec;
 	}
 	if (boot_rdv(b, rdv_spec))

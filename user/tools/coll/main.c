@@ -32,7 +32,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -52,7 +51,7 @@ const char *const type_names[NTYPES] = { "float", "bfloat16" };
 const char *const op_names[NOPS] = { "sum", "min", "max" };
 
 struct rankinfo {
-	int32_t pid, ready;	/* 1; 0: no sample buffers; -1: rank 0 could not begin its outputs */
+	int32_t pid, ready;	/* ready: its sample buffers are there */
 	char host[56];
 	uint64_t piece, small_chunk, small_max, rd_max;	/* every rank must agree */
 };
@@ -87,7 +86,7 @@ struct result {
 };
 
 static struct lane lanes[NLANES];
-static FILE *csv, *plotdat;
+static struct outfile csv, plotdat;	/* rank 0's */
 static int nplot;
 static char plotnames[256][48];
 
@@ -327,7 +326,7 @@ static int parse(int argc, char **argv, struct opts *o, struct launch_opts *lo)
 			argv[optind]);
 		return -1;
 	}
-	if (!o->minb || !o->stepb) {
+	if (!o->minb || (!o->stepf && !o->stepb)) {
 		fprintf(stderr, "pd-coll: %s 0: want a size above 0\n", o->minb ? "-i" : "-b");
 		return -1;
 	}
@@ -363,7 +362,7 @@ static int parse(int argc, char **argv, struct opts *o, struct launch_opts *lo)
 
 static void csv_header(void)
 {
-	fprintf(csv, "collective,path,path_used,provider,memory,nranks,size,count,type,redop,root,placement,time_us,algbw_gbs,busbw_gbs,wrong,iters\n");
+	fprintf(csv.f, "collective,path,path_used,provider,memory,nranks,size,count,type,redop,root,placement,time_us,algbw_gbs,busbw_gbs,wrong,iters\n");
 }
 
 /*
@@ -456,10 +455,10 @@ static void summarize(const struct opts *o, int n, const struct sample *all, siz
 
 static void plot_block(const char *coll, const char *path, const char *type, const char *op)
 {
-	if (!plotdat || nplot >= 256)
+	if (!plotdat.f || nplot >= 256)
 		return;
 	if (nplot)
-		fprintf(plotdat, "\n\n");
+		fprintf(plotdat.f, "\n\n");
 	snprintf(plotnames[nplot++], sizeof(plotnames[0]), "%s %s %s%s%s", coll, path, type,
 		 *op ? " " : "", op);
 }
@@ -474,8 +473,10 @@ static int run_plot(const char *png, const char *dat)
 
 	snprintf(script, sizeof(script), "%s.gp", png);
 	f = fopen(script, "w");
-	if (!f)
-		return -errno;
+	if (!f) {
+		fprintf(stderr, "pd-coll: --plot: %s: %s\n", script, strerror(errno));
+		return -EIO;
+	}
 	fprintf(f, "set terminal pngcairo size 1100,650 noenhanced\nset output '%s'\n"
 		   "set title 'pd-coll: out-of-place bus bandwidth'\nset logscale x 2\n"
 		   "set format x '%%.0b %%BB'\nset yrange [0:*]\nset xlabel 'size'\nset ylabel 'busbw (GB/s)'\n"
@@ -484,7 +485,10 @@ static int run_plot(const char *png, const char *dat)
 		fprintf(f, "%s'%s' index %d using 1:2 with linespoints title '%s'", i ? ", \\\n  " : "",
 			dat, i, plotnames[i]);
 	fprintf(f, "\n");
-	fclose(f);
+	if (ferror(f) | fclose(f)) {
+		fprintf(stderr, "pd-coll: --plot: %s: could not write it whole\n", script);
+		return -EIO;
+	}
 	if (posix_spawnp(&pid, "gnuplot", NULL, NULL, argv, environ)) {
 		fprintf(stderr, "pd-coll: --plot: cannot run gnuplot (apt-get install gnuplot-nox)\n");
 		return -ENOENT;
@@ -545,60 +549,42 @@ static void table_header(const struct opts *o, enum coll_kind k, enum dtype t, i
 	       "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "");
 }
 
-/* Every rank takes the same way out of here: nothing in it can fail on
- * one rank alone but the allgather, which fails on all. */
-/*
- * Rank 0's --csv and --plot files are opened before anything runs, and a
- * failure ends the run on every rank: a sweep of an hour whose results
- * had nowhere to go is lost.  Opened for appending, so that a run refused
- * for any reason leaves an earlier file as it was; emptied once the run
- * goes ahead (outputs_begin()).
- */
+/* -b to -e by -f or -i: at most 64 sizes, each larger than the last. */
+static int sweep_sizes(const struct opts *o, size_t *sizes, int *n)
+{
+	size_t s = o->minb, next;
+
+	for (*n = 0; s <= o->maxb; s = next) {
+		if (*n == 64) {
+			fprintf(stderr, "pd-coll: -b %zu to -e %zu by %s is more than 64 sizes\n", o->minb,
+				o->maxb, o->stepf ? "that -f" : "that -i");
+			return -1;
+		}
+		sizes[(*n)++] = s;
+		next = o->stepf ? (size_t)((double)s * o->stepf) : s + o->stepb;
+		if (next <= s) {
+			fprintf(stderr, "pd-coll: -f %g does not grow %zu B\n", o->stepf, s);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* Rank 0's: before anything runs, so that every rank refuses together. */
 static bool open_outputs(const struct opts *o, char *datpath, size_t len)
 {
-	if (o->csv && !(csv = fopen(o->csv, "a"))) {
-		fprintf(stderr, "pd-coll: --csv %s: %s\n", o->csv, strerror(errno));
+	if (o->csv && outfile_open(&csv, o->csv, "--csv"))
 		return false;
-	}
 	if (o->plot) {
 		snprintf(datpath, len, "%s.dat", o->plot);
-		if (!(plotdat = fopen(datpath, "a"))) {
-			fprintf(stderr, "pd-coll: --plot %s: %s: %s\n", o->plot, datpath, strerror(errno));
+		if (outfile_open(&plotdat, datpath, "--plot"))
 			return false;
-		}
 	}
 	return true;
 }
 
-/* A file is emptied; a pipe or terminal (--csv /dev/stdout) cannot be. */
-static bool output_begin(FILE *f, const char *what, const char *path)
-{
-	struct stat st;
-
-	if (!f || fstat(fileno(f), &st) || !S_ISREG(st.st_mode) || !ftruncate(fileno(f), 0))
-		return true;
-	fprintf(stderr, "pd-coll: %s %s: %s\n", what, path, strerror(errno));
-	return false;
-}
-
-static bool outputs_begin(const struct opts *o, const char *datpath)
-{
-	return output_begin(csv, "--csv", o->csv) && output_begin(plotdat, "--plot", datpath);
-}
-
-/* Written whole, or an error naming the file: a full disk shows here. */
-static bool close_output(FILE **f, const char *what, const char *path)
-{
-	bool ok = !ferror(*f);
-
-	if (fclose(*f))
-		ok = false;
-	*f = NULL;
-	if (!ok)
-		fprintf(stderr, "pd-coll: %s %s: could not write it whole\n", what, path);
-	return ok;
-}
-
+/* Every rank takes the same way out of here: nothing in it can fail on
+ * one rank alone but the allgather, which fails on all. */
 static bool sweeps_agree(struct boot *b, uint64_t plan, bool outputs_open)
 {
 	uint64_t all[MAX_RANKS];
@@ -689,15 +675,15 @@ int main(int argc, char **argv)
 	struct pd_fabric *first = NULL;
 	size_t region, stride, sizes[64], wire_chunk;
 	int nsizes = 0, ci, ti, oi, si, p, ret, status = 0, child;
+	bool began = false;	/* rank 0 printed its header: the run went ahead */
 	char datpath[4200] = "", small[80] = "", wire[40] = "";
 
 	tool_env_defaults();
 	record_cmdline(argc, argv);
 	if (parse(argc, argv, &o, &lo))
 		return 3;
-	for (size_t s = o.minb; s <= o.maxb && nsizes < 64;
-	     s = o.stepf > 1 ? (size_t)((double)s * o.stepf) : s + o.stepb)
-		sizes[nsizes++] = s;
+	if (sweep_sizes(&o, sizes, &nsizes))
+		return 3;
 	ret = launch(argc, argv, lo.rdv, lo.rank, lo.nranks, lo.np, &b);
 	if (ret) {
 		/* Forked ranks fail their rendezvous too: reap them. */
@@ -747,7 +733,7 @@ int main(int argc, char **argv)
 	all = calloc((size_t)b.size, stride);
 	ri.pid = (int32_t)getpid();
 	gethostname(ri.host, sizeof(ri.host) - 1);
-	ri.ready = !(me && all) ? 0 : b.rank || outputs_begin(&o, datpath) ? 1 : -1;
+	ri.ready = me && all;
 	ri.piece = o.piece, ri.small_chunk = o.small_chunk, ri.small_max = o.small_max;
 	ri.rd_max = o.rd_max;
 	/* Every rank, even one without its buffers, so that all leave together. */
@@ -756,12 +742,9 @@ int main(int argc, char **argv)
 	/* Pieces and algorithms are derived on every rank: a rank on another
 	 * provider or environment would cut messages differently and hang. */
 	for (p = 0; !status && p < b.size; p++) {
-		if (ris[p].ready != 1) {
-			if (b.rank == 0 && !ris[p].ready)
+		if (!ris[p].ready) {
+			if (b.rank == 0)
 				fprintf(stderr, "pd-coll: rank %d could not allocate its samples\n", p);
-			else if (b.rank && p == 0)
-				fprintf(stderr, "pd-coll: rank %d: rank 0 could not begin its --csv or --plot file\n",
-					b.rank);
 			status = 3;
 		} else if (ris[p].piece != ris[0].piece || ris[p].small_chunk != ris[0].small_chunk ||
 			   ris[p].small_max != ris[0].small_max || ris[p].rd_max != ris[0].rd_max) {
@@ -810,7 +793,8 @@ int main(int argc, char **argv)
 		printf("# paths alternate per iteration; every checked iteration verifies every element on every rank\n");
 		if (o.corrupt)
 			printf("# --test-corrupt: one output element per checked iteration is put back to its poison\n");
-		if (csv)
+		began = true;
+		if (csv.f)
 			csv_header();
 		fflush(stdout);
 	}
@@ -881,8 +865,8 @@ int main(int argc, char **argv)
 								printf("  %7s  %6s  %6s    N/A", ts, as, bs);
 							avg[p] += res[p][ip].bus;
 							wrong += res[p][ip].wrong;
-							if (csv)
-								fprintf(csv, "%s,%s,%s,%s,%s,%d,%zu,%zu,%s,%s,%d,%s,%.3f,%.6f,%.6f,%llu,%d\n",
+							if (csv.f)
+								fprintf(csv.f, "%s,%s,%s,%s,%s,%d,%zu,%zu,%s,%s,%d,%s,%.3f,%.6f,%.6f,%llu,%d\n",
 									coll_names[k], lane_names[p],
 									pd_path_name(pd_mr_path(lanes[p].mr)),
 									pd_fabric_provider(lanes[p].fab),
@@ -924,14 +908,14 @@ int main(int argc, char **argv)
 					if (o.lanes[p])
 						printf("# %-20s : %g %s\n", "Avg bus bandwidth",
 						       rows ? avg[p] / (2.0 * rows) : 0.0, lane_names[p]);
-				if (plotdat) {
+				if (plotdat.f) {
 					for (p = 0; p < NLANES; p++) {
 						if (!o.lanes[p])
 							continue;
 						plot_block(coll_names[k], lane_names[p], type_names[r.t],
 							   reducing(k) ? op_names[r.op] : "");
 						for (si = 0; si < nrat; si++)
-							fprintf(plotdat, "%.0f %.6f\n", ratio_sz[si][0], pbus[p][si]);
+							fprintf(plotdat.f, "%.0f %.6f\n", ratio_sz[si][0], pbus[p][si]);
 					}
 				}
 				fflush(stdout);
@@ -944,20 +928,22 @@ out:
 	for (p = 0; p < NLANES; p++)
 		if (lanes[p].fab || lanes[p].src.map)
 			lane_close(&lanes[p]);
-	if (csv && !close_output(&csv, "--csv", o.csv))
+	/* Kept if the run went ahead, whatever it found. */
+	if (!outfile_close(&csv, began))
 		status = status ? status : 1;
-	if (plotdat) {
-		if (!close_output(&plotdat, "--plot", datpath) || (nplot && run_plot(o.plot, datpath)))
-			status = status ? status : 1;
+	if (plotdat.f && (!outfile_close(&plotdat, began) || (began && nplot && run_plot(o.plot, datpath))))
+		status = status ? status : 1;
+	if (b.rank == 0 && (fflush(stdout) || ferror(stdout))) {
+		fprintf(stderr, "pd-coll: standard output: the results could not be written: %s\n",
+			strerror(errno));
+		status = status ? status : 1;
 	}
 	free(me);
 	free(all);
 out_boot:
 	/* Refused before it ran: what was there stays. */
-	if (csv)
-		fclose(csv);
-	if (plotdat)
-		fclose(plotdat);
+	outfile_close(&csv, false);
+	outfile_close(&plotdat, false);
 	b.close(&b);
 	if (!child) {
 		int worst = launch_wait_children(status);

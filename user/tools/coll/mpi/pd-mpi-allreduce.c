@@ -53,10 +53,12 @@ int main(int argc, char **argv)
 	}
 	/* Whole numbers only: "4K" read as 4 would time other sizes than
 	 * pd-coll's, and a size of 0 would never double. */
-	if (whole(argv[1], 4, (size_t)1 << 40, &minb) || whole(argv[2], minb, (size_t)1 << 40, &maxb) ||
+	/* Sizes in whole floats, and counts that fit MPI's int. */
+	if (whole(argv[1], 4, (size_t)1 << 32, &minb) || minb % 4 ||
+	    whole(argv[2], minb, (size_t)1 << 32, &maxb) ||
 	    whole(argv[3], 1, 100000, &i) || (iters = (int)i, whole(argv[4], 0, 100000, &i))) {
 		if (!rank)
-			fprintf(stderr, "pd-mpi-allreduce: want MINBYTES >= 4, MAXBYTES >= MINBYTES, ITERS >= 1 and WARMUP >= 0, in decimal; got %s %s %s %s\n",
+			fprintf(stderr, "pd-mpi-allreduce: want MINBYTES a multiple of 4, MINBYTES <= MAXBYTES <= 4 GiB, ITERS 1 to 100000 and WARMUP 0 to 100000, in decimal; got %s %s %s %s\n",
 				argv[1], argv[2], argv[3], argv[4]);
 		MPI_Finalize();
 		return 2;
