@@ -7,7 +7,6 @@
  */
 #include <ctype.h>
 #include <limits.h>
-#include <stdbool.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -56,19 +55,17 @@ int pd_parse_size(const char *s, size_t *out)
 {
 	unsigned long long v;
 	unsigned int shift = 0;
-	bool hex;
 	char *end;
 
-	/* Decimal, or hex after "0x": strtoull's base 0 read "0100" as 64.
-	 * A digit first: it would skip blanks and take a sign. */
+	/* Decimal: strtoull's base 0 read "0100" as 64.  A digit first: it
+	 * would skip blanks and take a sign. */
 	if (!s || !isdigit((unsigned char)*s))
 		return -EINVAL;
-	hex = s[0] == '0' && (s[1] == 'x' || s[1] == 'X');
 	errno = 0;
-	v = strtoull(hex ? s + 2 : s, &end, hex ? 16 : 10);
+	v = strtoull(s, &end, 10);
 	if (errno == ERANGE)
 		return -ERANGE;
-	if (errno || end == (hex ? s + 2 : s) || (hex && !isxdigit((unsigned char)s[2])))
+	if (errno || end == s)
 		return -EINVAL;
 	switch (toupper((unsigned char)*end)) {
 	case 'G': shift += 10; /* fall through */

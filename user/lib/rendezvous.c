@@ -318,7 +318,7 @@ static uint64_t rdv_job(void)
 	uint64_t h;
 	size_t i;
 
-	if (env) {
+	if (env && *env) {	/* empty: unset, as the launchers' below */
 		char *end;
 
 		/* A number as given; other text hashed, not read as 0 (which

@@ -571,7 +571,7 @@ static int mode_lifecycle(const struct opts *o)
 {
 	struct pd_device *dev = NULL;
 	struct pd_fabric *fab;
-	int ret, index;
+	int ret, index = 0;
 
 	/* Before the fabric: a bad --memory costs nothing to refuse. */
 	if (!strncmp(o->memory, "device:", 7)) {

@@ -364,7 +364,7 @@ static int parse(int argc, char **argv, struct opts *o)
 		default: usage(); return -1;
 		}
 	}
-	if (optind != argc || !o->nranks || o->rank < 0 || !o->host[0]) {
+	if (optind != argc || !o->nranks || o->rank < 0 || !o->host[0] || !o->nsizes) {
 		usage();
 		return -1;
 	}

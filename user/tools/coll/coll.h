@@ -146,9 +146,11 @@ int local_copy(struct run *r, size_t dst, size_t src, size_t len);
 
 /* outfile.c */
 struct outfile {
-	FILE *f;
+	FILE *f;		/* in memory until the end */
+	char *buf;
+	size_t len;
 	const char *path, *what;
-	char tmp[4200];		/* written here, renamed to path; "" if in place */
+	bool created;		/* by outfile_open: removed if the run is refused */
 };
 
 int outfile_open(struct outfile *of, const char *path, const char *what);

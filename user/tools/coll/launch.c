@@ -200,9 +200,9 @@ static int env_int(const char *a, const char *b, int *ra, int *rb)
 
 	if (!x || !y)
 		return 0;
-	if (tool_number(x, 0, MAX_RANKS, ra))
+	if (tool_number(x, 0, 1 << 30, ra))
 		*ra = -1;
-	if (tool_number(y, 0, MAX_RANKS, rb))
+	if (tool_number(y, 0, 1 << 30, rb))
 		*rb = -1;
 	return 1;
 }
@@ -274,7 +274,7 @@ int launch(int argc, char **argv, const char *rdv_spec, int rank_opt, int nranks
 		how = "--rank/--nranks";
 	}
 	if (n < 2 || n > MAX_RANKS || r < 0 || r >= n) {
-		fprintf(stderr, "pd-coll: no rank/size (%s gave rank %d of %d): run under mpirun, srun or a PMI launcher, or give --np N, or --rank R --nranks N\n",
+		fprintf(stderr, "pd-coll: no rank/size of 2 to 64 ranks (%s gave rank %d of %d): run under mpirun, srun or a PMI launcher, or give --np N, or --rank R --nranks N\n",
 			how ? how : "nothing", r, n);
 		return -EINVAL;
 	}

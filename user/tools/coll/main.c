@@ -191,6 +191,7 @@ static int size_arg(const char *s, size_t *out, const char *what)
 }
 
 #define MAX_ITERS 100000
+#define MAX_BYTES (1ULL << 40)
 #define INT_ARG(opt, lo, hi, out) tool_int("pd-coll", opt, optarg, lo, hi, out)
 
 /* -f: a factor above 1 (0, nccl-tests' "unset", is taken too). */
@@ -330,6 +331,11 @@ static int parse(int argc, char **argv, struct opts *o, struct launch_opts *lo)
 		fprintf(stderr, "pd-coll: %s 0: want a size above 0\n", o->minb ? "-i" : "-b");
 		return -1;
 	}
+	if (o->maxb > MAX_BYTES) {
+		fprintf(stderr, "pd-coll: -e %zu: want at most %llu B (each path holds three times it)\n",
+			o->maxb, (unsigned long long)MAX_BYTES);
+		return -1;
+	}
 	if (o->minb > o->maxb) {
 		fprintf(stderr, "pd-coll: -b %zu is above -e %zu\n", o->minb, o->maxb);
 		return -1;
@@ -467,7 +473,7 @@ static int run_plot(const char *png, const char *dat)
 {
 	char script[4200];
 	FILE *f;
-	int i, st;
+	int i, st, bad;
 	pid_t pid;
 	char *argv[] = { "gnuplot", script, NULL };
 
@@ -485,7 +491,8 @@ static int run_plot(const char *png, const char *dat)
 		fprintf(f, "%s'%s' index %d using 1:2 with linespoints title '%s'", i ? ", \\\n  " : "",
 			dat, i, plotnames[i]);
 	fprintf(f, "\n");
-	if (ferror(f) | fclose(f)) {
+	bad = ferror(f);
+	if (fclose(f) || bad) {
 		fprintf(stderr, "pd-coll: --plot: %s: could not write it whole\n", script);
 		return -EIO;
 	}
@@ -563,6 +570,8 @@ static int sweep_sizes(const struct opts *o, size_t *sizes, int *n)
 		sizes[(*n)++] = s;
 		next = o->stepf ? (size_t)((double)s * o->stepf) : s + o->stepb;
 		if (next <= s) {
+			if (!o->stepf)	/* wrapped */
+				break;
 			fprintf(stderr, "pd-coll: -f %g does not grow %zu B\n", o->stepf, s);
 			return -1;
 		}
@@ -934,8 +943,7 @@ out:
 	if (plotdat.f && (!outfile_close(&plotdat, began) || (began && nplot && run_plot(o.plot, datpath))))
 		status = status ? status : 1;
 	if (b.rank == 0 && (fflush(stdout) || ferror(stdout))) {
-		fprintf(stderr, "pd-coll: standard output: the results could not be written: %s\n",
-			strerror(errno));
+		fprintf(stderr, "pd-coll: standard output: the results could not be written\n");
 		status = status ? status : 1;
 	}
 	free(me);

@@ -1,15 +1,18 @@
 // SPDX-License-Identifier: MIT
 /*
  * pd-coll's result files (--csv, and --plot's data), rank 0's alone.
- * Opened before anything runs, so that a path that cannot be written is
- * refused before an hour's sweep.  A file is written under a temporary
- * name beside it and renamed over the old one at the end: a run refused,
- * killed or short of disk leaves an earlier file as it was.  What is not
- * a file of its own -- a pipe, a terminal, or the file that stdout or
- * stderr already goes to (--csv /dev/stdout >> log) -- is appended to in
- * place, never emptied or replaced.
+ *
+ * Checked before anything runs, so that a path that cannot be written is
+ * refused before an hour's sweep; filled in memory during the run; written
+ * when the run went ahead, whatever it found.  So a refused run leaves an
+ * earlier file as it was, and the file keeps what it is: a symlink's
+ * target is written, owner, mode and links stay.  The file that stdout or
+ * stderr already goes to (--csv /dev/stdout > log) is written through that
+ * stream, at its offset.  A killed run writes nothing (a new file stays
+ * empty).
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,71 +21,86 @@
 
 #include "coll.h"
 
-static bool same_file_as_fd(const struct stat *st, int fd)
+static bool same_file_as_fd(const char *path, int fd)
 {
-	struct stat o;
+	struct stat a, b;
 
-	return !fstat(fd, &o) && o.st_dev == st->st_dev && o.st_ino == st->st_ino;
+	return !stat(path, &a) && !fstat(fd, &b) && a.st_dev == b.st_dev && a.st_ino == b.st_ino;
 }
 
 int outfile_open(struct outfile *of, const char *path, const char *what)
 {
 	struct stat st;
-	bool exists = !stat(path, &st);
-	mode_t mask;
-	int fd;
+	int fd = -1, err;
 
 	*of = (struct outfile) { .path = path, .what = what };
-	if (exists && (!S_ISREG(st.st_mode) || same_file_as_fd(&st, 1) || same_file_as_fd(&st, 2))) {
-		of->f = fopen(path, "a");
-	} else if ((size_t)snprintf(of->tmp, sizeof(of->tmp), "%s.XXXXXX", path) >= sizeof(of->tmp)) {
-		errno = ENAMETOOLONG;
-	} else if ((fd = mkstemp(of->tmp)) >= 0) {
-		/* The mode the file had, or what open() would give a new one. */
-		mask = umask(0);
-		umask(mask);
-		if (fchmod(fd, exists ? st.st_mode & 07777 : 0666 & ~mask) || !(of->f = fdopen(fd, "w"))) {
-			int err = errno;
-
-			close(fd);
-			unlink(of->tmp);
-			errno = err;
-		}
+	if (!stat(path, &st)) {
+		if (S_ISDIR(st.st_mode))
+			errno = EISDIR;
+		else if (!S_ISREG(st.st_mode))	/* a pipe or a device: opened at the end */
+			fd = dup(2);
+		else
+			fd = open(path, O_WRONLY | O_APPEND | O_CLOEXEC);	/* may we? */
+	} else if (errno == ENOENT) {
+		fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+		of->created = fd >= 0;
+	}
+	if (fd >= 0) {
+		close(fd);
+		of->f = open_memstream(&of->buf, &of->len);
+		if (!of->f && of->created)
+			unlink(path);
 	}
 	if (!of->f) {
-		fprintf(stderr, "pd-coll: %s %s: %s\n", what, path, strerror(errno));
-		of->tmp[0] = '\0';
-		return -errno;
+		err = errno;
+		fprintf(stderr, "pd-coll: %s %s: %s\n", what, path, strerror(err));
+		return -err;
 	}
 	return 0;
 }
 
+/* 0, or the errno of the first write that failed. */
+static int write_all(const struct outfile *of)
+{
+	FILE *f = NULL;
+	int err = 0;
+
+	if (same_file_as_fd(of->path, 1))
+		f = stdout;
+	else if (same_file_as_fd(of->path, 2))
+		f = stderr;
+	else if (!(f = fopen(of->path, "w")))
+		return errno;
+	if (fwrite(of->buf, 1, of->len, f) != of->len || fflush(f))
+		err = errno ? errno : EIO;
+	if (f != stdout && f != stderr && fclose(f) && !err)
+		err = errno ? errno : EIO;
+	return err;
+}
+
 /*
- * keep: the run went ahead, and what it wrote replaces the old file.
- * Otherwise the temporary file goes and the old one stays.  False if kept
- * output could not be written whole (the old file then stays too).
+ * keep: the run went ahead, and what it gathered is written.  Otherwise
+ * nothing is, and a file created by outfile_open() goes.  False if kept
+ * results could not be written whole.
  */
 bool outfile_close(struct outfile *of, bool keep)
 {
-	bool ok, beside = of->tmp[0];
+	int err = 0;
 
 	if (!of->f)
 		return true;
-	ok = !ferror(of->f);
-	if (fclose(of->f))
-		ok = false;
+	errno = 0;
+	if (fclose(of->f) || !of->buf)
+		err = errno ? errno : ENOMEM;
 	of->f = NULL;
-	if (beside) {
-		if (keep && ok && rename(of->tmp, of->path)) {
-			fprintf(stderr, "pd-coll: %s %s: %s\n", of->what, of->path, strerror(errno));
-			ok = false;
-		}
-		if (!keep || !ok)
-			unlink(of->tmp);
-		of->tmp[0] = '\0';
-	}
-	if (keep && !ok)
-		fprintf(stderr, "pd-coll: %s %s: could not write it whole%s\n", of->what, of->path,
-			beside ? "; an earlier file of that name is left as it was" : "");
-	return ok || !keep;
+	if (keep && !err)
+		err = write_all(of);
+	if (keep && err)
+		fprintf(stderr, "pd-coll: %s %s: could not write it whole: %s\n", of->what, of->path,
+			strerror(err));
+	if (!keep && of->created)
+		unlink(of->path);
+	free(of->buf);
+	of->buf = NULL;
+	return !keep || !err;
 }
