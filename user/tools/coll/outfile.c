@@ -31,6 +31,7 @@ static bool same_file_as_fd(const char *path, int fd)
 int outfile_open(struct outfile *of, const char *path, const char *what)
 {
 	struct stat st;
+	bool may = false;
 	int fd = -1, err;
 
 	*of = (struct outfile) { .path = path, .what = what };
@@ -38,15 +39,17 @@ int outfile_open(struct outfile *of, const char *path, const char *what)
 		if (S_ISDIR(st.st_mode))
 			errno = EISDIR;
 		else if (!S_ISREG(st.st_mode))	/* a pipe or a device: opened at the end */
-			fd = dup(2);
-		else
-			fd = open(path, O_WRONLY | O_APPEND | O_CLOEXEC);	/* may we? */
+			may = true;
+		else	/* may we write it?  Without emptying it */
+			may = (fd = open(path, O_WRONLY | O_APPEND | O_CLOEXEC)) >= 0;
+	} else if (errno == ENOENT && !lstat(path, &st)) {
+		may = true;	/* a dangling symlink: its target is made at the end */
 	} else if (errno == ENOENT) {
-		fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-		of->created = fd >= 0;
+		may = of->created = (fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666)) >= 0;
 	}
-	if (fd >= 0) {
+	if (fd >= 0)
 		close(fd);
+	if (may) {
 		of->f = open_memstream(&of->buf, &of->len);
 		if (!of->f && of->created)
 			unlink(path);
