@@ -300,14 +300,15 @@ static uint64_t fnv1a(uint64_t h, const char *s)
 
 /*
  * The job this rank belongs to, so that rank 0 turns away a rank of
- * another job.  PEERDIRECT_RDV_JOB when set (a number, or text, hashed).  Else what the
- * launcher gives every rank of one job alike, most specific first: PMIx's
- * namespace (mpirun of Open MPI 4/5, srun --mpi=pmix), Open MPI's job id,
- * then Slurm's job id alone -- not the step: under one mpirun in a batch
- * job, ranks forked on mpirun's node see the batch step and ranks under
- * the remote daemons another, and ranks started by separate srun calls
- * are one job to their user.  Else 0 (ranks started by hand share no other
- * channel).  Launcher values are hashed with their name.
+ * another job.  PEERDIRECT_RDV_JOB when set (a number, or text, hashed).
+ * Else what the launcher gives every rank of one job alike, most specific
+ * first: PMIx's namespace (mpirun of Open MPI 4/5, srun --mpi=pmix), Open
+ * MPI's job id, then Slurm's job id alone -- not the step: under one
+ * mpirun in a batch job, ranks forked on mpirun's node see the batch step
+ * and ranks under the remote daemons another, and ranks started by
+ * separate srun calls are one job to their user.  Else 0 (ranks started
+ * by hand share no other channel).  Launcher values are hashed with their
+ * name.
  */
 static uint64_t rdv_job(void)
 {

@@ -384,6 +384,18 @@ static void first_line(const char *path, char *line, size_t len)
 		fclose(f);
 }
 
+/* path made to hold text alone; 0 or -1. */
+static int write_file(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "w");
+	int bad;
+
+	if (!f)
+		return -1;
+	bad = fputs(text, f) < 0;
+	return fclose(f) || bad ? -1 : 0;
+}
+
 /* How many lines of path hold s. */
 static int lines_with(const char *path, const char *s)
 {
@@ -405,7 +417,6 @@ TEST_F_TIMEOUT(coll1, outputs_that_cannot_be_written_refuse_before_running, 120)
 	char dir[] = "/tmp/pd-coll-test-XXXXXX", args[512], path[64], line[64];
 	char exe[PATH_MAX], cmd[PATH_MAX + 128];
 	struct stat sb;
-	FILE *f;
 
 	ASSERT_NE(NULL, mkdtemp(dir));
 	snprintf(args, sizeof(args), "--np 3 --provider tcp -b 4K -e 4K -n 1 --csv %s/none/r.csv", dir);
@@ -416,10 +427,7 @@ TEST_F_TIMEOUT(coll1, outputs_that_cannot_be_written_refuse_before_running, 120)
 	EXPECT_EQ(NULL, strstr(self->out, "# Collective")) TH_LOG("%s", self->out);
 
 	snprintf(path, sizeof(path), "%s/r.csv", dir);
-	f = fopen(path, "w");
-	ASSERT_NE(NULL, f);
-	fputs("an earlier run\n", f);
-	fclose(f);
+	ASSERT_EQ(0, write_file(path, "an earlier run\n"));
 	snprintf(args, sizeof(args), "--np 2 --provider tcp -b 4K -e 4K -n 1 --csv %s --plot %s/none/r.png",
 		 path, dir);
 	EXPECT_EQ(3, run("", args, self->out));
@@ -450,10 +458,7 @@ TEST_F_TIMEOUT(coll1, outputs_that_cannot_be_written_refuse_before_running, 120)
 			 self->out));
 	EXPECT_NE(NULL, strstr(self->out, "\nallreduce,host,host,")) TH_LOG("%s", self->out);
 	snprintf(path, sizeof(path), "%s/log", dir);
-	f = fopen(path, "w");
-	ASSERT_NE(NULL, f);
-	fputs("yesterday\n", f);
-	fclose(f);
+	ASSERT_EQ(0, write_file(path, "yesterday\n"));
 	snprintf(args, sizeof(args), "--np 2 --provider tcp -b 4K -e 4K -n 1 --paths host --csv /dev/stdout >> %s",
 		 path);
 	EXPECT_EQ(0, run("", args, self->out)) TH_LOG("%s", self->out);

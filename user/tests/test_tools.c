@@ -174,27 +174,31 @@ TEST(xfer_refuses_bad_arguments)
 	snprintf(cmd, sizeof(cmd), "%s --rank 0 --rendezvous 127.0.0.1:1 --memory memfd --remap >/dev/null 2>&1",
 		 exe);
 	EXPECT_EQ(3, WEXITSTATUS(system(cmd)));
-	/* Numbers whole and in range, ports too: each refused, named. */
-	EXPECT_EQ(3, tool_says("pd-xfer", "--rank 0 --rendezvous 127.0.0.1:99999",
-			       "pd-xfer: --rendezvous 127.0.0.1:99999: want HOST:PORT with a port from 1 to 65535"));
-	EXPECT_EQ(3, tool_says("pd-xfer", "--rank 0 --rendezvous 127.0.0.1:x", "want HOST:PORT with a port"));
-	EXPECT_EQ(3, tool_says("pd-xfer", "--rank 0 --rendezvous :5000", "pd-xfer: --rendezvous :5000: want HOST:PORT"));
-	EXPECT_EQ(3, tool_says("pd-xfer", "--rank 1x --rendezvous 127.0.0.1:1",
-			       "pd-xfer: --rank 1x: want a whole number from 0 to 1"));
-	EXPECT_EQ(3, tool_says("pd-xfer", "--rank 0 --rendezvous 127.0.0.1:1 --iters 0",
-			       "pd-xfer: --iters 0: want a whole number from 1"));
-	EXPECT_EQ(3, tool_says("pd-xfer", "--rank 0 --rendezvous 127.0.0.1:1 --timeout 5s",
-			       "pd-xfer: --timeout 5s: want a whole number from 1"));
-	EXPECT_EQ(3, tool_says("pd-xfer", "--rank 0 --rendezvous 127.0.0.1:1 --memory device:zero --timeout 200",
-			       "memory 'device:zero': want device:N or handed:N"));
-	EXPECT_EQ(3, tool_says("pd-collective", "--rank 2 --nranks 2 --rendezvous 127.0.0.1:1",
-			       "pd-collective: --rank 2 is not a rank of --nranks 2"));
-	EXPECT_EQ(3, tool_says("pd-collective", "--rank 0 --nranks 65 --rendezvous 127.0.0.1:1",
-			       "pd-collective: --nranks 65: want a whole number from 2 to 64"));
-	EXPECT_EQ(3, tool_says("pd-collective", "--rank 0 --nranks 2 --rendezvous 127.0.0.1:0",
-			       "pd-collective: --rendezvous 127.0.0.1:0: want HOST:PORT with a port"));
-	EXPECT_EQ(3, tool_says("pd-collective", "--rank 0 --nranks 2 --rendezvous 127.0.0.1:1 --iters 2x",
-			       "pd-collective: --iters 2x: want a whole number"));
+	/* Numbers whole and in range, ports too: each refused (exit 3), named. */
+	static const char *const bad[][3] = {
+		{ "pd-xfer", "--rank 0 --rendezvous 127.0.0.1:99999",
+		  "pd-xfer: --rendezvous 127.0.0.1:99999: want HOST:PORT with a port from 1 to 65535" },
+		{ "pd-xfer", "--rank 0 --rendezvous 127.0.0.1:x", "want HOST:PORT with a port" },
+		{ "pd-xfer", "--rank 0 --rendezvous :5000", "pd-xfer: --rendezvous :5000: want HOST:PORT" },
+		{ "pd-xfer", "--rank 1x --rendezvous 127.0.0.1:1", "pd-xfer: --rank 1x: want a whole number from 0 to 1" },
+		{ "pd-xfer", "--rank 0 --rendezvous 127.0.0.1:1 --iters 0", "pd-xfer: --iters 0: want a whole number from 1" },
+		{ "pd-xfer", "--rank 0 --rendezvous 127.0.0.1:1 --timeout 5s",
+		  "pd-xfer: --timeout 5s: want a whole number from 1" },
+		{ "pd-xfer", "--rank 0 --rendezvous 127.0.0.1:1 --memory device:zero --timeout 200",
+		  "memory 'device:zero': want device:N or handed:N" },
+		{ "pd-collective", "--rank 2 --nranks 2 --rendezvous 127.0.0.1:1",
+		  "pd-collective: --rank 2 is not a rank of --nranks 2" },
+		{ "pd-collective", "--rank 0 --nranks 65 --rendezvous 127.0.0.1:1",
+		  "pd-collective: --nranks 65: want a whole number from 2 to 64" },
+		{ "pd-collective", "--rank 0 --nranks 2 --rendezvous 127.0.0.1:0",
+		  "pd-collective: --rendezvous 127.0.0.1:0: want HOST:PORT with a port" },
+		{ "pd-collective", "--rank 0 --nranks 2 --rendezvous 127.0.0.1:1 --iters 2x",
+		  "pd-collective: --iters 2x: want a whole number" },
+	};
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		EXPECT_EQ(3, tool_says(bad[i][0], bad[i][1], bad[i][2])) TH_LOG("%s %s", bad[i][0], bad[i][1]);
+	}
 	/* No module on the host: a setup failure, not a hang. */
 	snprintf(cmd, sizeof(cmd), "%s --rank 0 --rendezvous 127.0.0.1:1 --memory device:0 --timeout 200 >/dev/null 2>&1",
 		 exe);

@@ -77,6 +77,12 @@ static inline int udmabuf_open(size_t len)
 	return fd >= 0 ? fd : err;
 }
 
+/* N of "device:N" or "handed:N": the module's device index. */
+static inline int source_device_index(const char *spec, int *index)
+{
+	return tool_number(spec + 7, 0, 65535, index);
+}
+
 /*
  * spec: "host", "memfd", "udmabuf", "device:N", or "handed:N": a module
  * dma-buf exported through another handle of /dev/peerdirectN, as a runtime
@@ -115,7 +121,7 @@ static inline int source_open(struct dmabuf_source *s, const char *spec, size_t 
 		struct pd_device **exporter = spec[0] == 'h' ? &s->owner : &s->dev;
 		int index;
 
-		if (tool_number(spec + 7, 0, 65535, &index)) {
+		if (source_device_index(spec, &index)) {
 			fprintf(stderr, "memory '%s': want device:N or handed:N, N a device's index\n", spec);
 			return -EINVAL;
 		}

@@ -51,6 +51,7 @@
 #include "errors.h"
 #include "fabric.h"
 
+#define TOOL_NAME "pd-bench"
 #define MAX_SIZES 16
 #define RAW_WINDOW 64
 #define MAX_REPEATS 31
@@ -575,8 +576,8 @@ static int mode_lifecycle(const struct opts *o)
 
 	/* Before the fabric: a bad --memory costs nothing to refuse. */
 	if (!strncmp(o->memory, "device:", 7)) {
-		if (tool_number(o->memory + 7, 0, 65535, &index)) {
-			tool_bad("pd-bench", "--memory", o->memory, "want device:N, N a device's index");
+		if (source_device_index(o->memory, &index)) {
+			tool_bad(TOOL_NAME, "--memory", o->memory, "want device:N, N a device's index");
 			return 2;
 		}
 	} else if (strcmp(o->memory, "memfd")) {
@@ -602,7 +603,7 @@ static int mode_lifecycle(const struct opts *o)
 
 static int bad(const char *opt, const char *val, const char *want)
 {
-	return tool_bad("pd-bench", opt, val, want);
+	return tool_bad(TOOL_NAME, opt, val, want);
 }
 
 /* "A,B": rank 0 and what runs beside it on A, rank 1 and its peer on B;

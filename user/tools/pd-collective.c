@@ -35,7 +35,7 @@
 
 #define MAX_SIZES 16
 #define MAX_RANKS 64
-#define INT_ARG(opt, lo, hi, out) tool_int("pd-collective", opt, optarg, lo, hi, out)
+#define TOOL_NAME "pd-collective"
 
 struct opts {
 	int rank, nranks, warmup, iters, timeout_ms, nsizes;
@@ -338,18 +338,18 @@ static int parse(int argc, char **argv, struct opts *o)
 	memcpy(o->sizes, defsizes, sizeof(defsizes));
 	while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
 		switch (c) {
-		case 'r': if (INT_ARG("--rank", 0, MAX_RANKS - 1, &o->rank)) return -1; break;
-		case 'n': if (INT_ARG("--nranks", 2, MAX_RANKS, &o->nranks)) return -1; break;
+		case 'r': if (TOOL_INT_ARG("--rank", 0, MAX_RANKS - 1, &o->rank)) return -1; break;
+		case 'n': if (TOOL_INT_ARG("--nranks", 2, MAX_RANKS, &o->nranks)) return -1; break;
 		case 'R':
-			if (tool_hostport("pd-collective", "--rendezvous", optarg, o->host,
+			if (tool_hostport(TOOL_NAME, "--rendezvous", optarg, o->host,
 					  sizeof(o->host), &o->port))
 				return -1;
 			break;
 		case 'm': o->memory = optarg; break;
 		case 'p': o->provider = optarg; break;
-		case 'w': if (INT_ARG("--warmup", 0, 100000, &o->warmup)) return -1; break;
-		case 'i': if (INT_ARG("--iters", 1, 100000, &o->iters)) return -1; break;
-		case 't': if (INT_ARG("--timeout", 1, 24 * 3600 * 1000, &o->timeout_ms)) return -1; break;
+		case 'w': if (TOOL_INT_ARG("--warmup", 0, 100000, &o->warmup)) return -1; break;
+		case 'i': if (TOOL_INT_ARG("--iters", 1, 100000, &o->iters)) return -1; break;
+		case 't': if (TOOL_INT_ARG("--timeout", 1, 24 * 3600 * 1000, &o->timeout_ms)) return -1; break;
 		case 's':
 			o->nsizes = 0;
 			for (tok = strtok_r(optarg, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {

@@ -19,6 +19,8 @@
 #include "tool_env.h"
 #include "errors.h"
 
+#define TOOL_NAME "pd-xfer"
+
 struct opts {
 	int rank, iters, timeout_ms, revoke_after, remap;
 	size_t size;
@@ -76,12 +78,9 @@ static int parse(int argc, char **argv, struct opts *o)
 			     .size = 4 << 20, .memory = "device:0" };
 	while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
 		switch (c) {
-		case 'r':
-			if (tool_int("pd-xfer", "--rank", optarg, 0, 1, &o->rank))
-				return -1;
-			break;
+		case 'r': if (TOOL_INT_ARG("--rank", 0, 1, &o->rank)) return -1; break;
 		case 'R':
-			if (tool_hostport("pd-xfer", "--rendezvous", optarg, o->host, sizeof(o->host),
+			if (tool_hostport(TOOL_NAME, "--rendezvous", optarg, o->host, sizeof(o->host),
 					  &o->port))
 				return -1;
 			break;
@@ -91,21 +90,12 @@ static int parse(int argc, char **argv, struct opts *o)
 				return -1;
 			}
 			break;
-		case 'i':
-			if (tool_int("pd-xfer", "--iters", optarg, 1, 1000000, &o->iters))
-				return -1;
-			break;
+		case 'i': if (TOOL_INT_ARG("--iters", 1, 1000000, &o->iters)) return -1; break;
 		case 'm': o->memory = optarg; break;
 		case 'p': o->provider = optarg; break;
 		case 'P': o->path = optarg; break;
-		case 't':
-			if (tool_int("pd-xfer", "--timeout", optarg, 1, 24 * 3600 * 1000, &o->timeout_ms))
-				return -1;
-			break;
-		case 'v':
-			if (tool_int("pd-xfer", "--revoke-after", optarg, 0, 1000000, &o->revoke_after))
-				return -1;
-			break;
+		case 't': if (TOOL_INT_ARG("--timeout", 1, 24 * 3600 * 1000, &o->timeout_ms)) return -1; break;
+		case 'v': if (TOOL_INT_ARG("--revoke-after", 0, 1000000, &o->revoke_after)) return -1; break;
 		case 'M': o->remap = 1; break;
 		default: usage(); return -1;
 		}

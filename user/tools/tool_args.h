@@ -21,17 +21,30 @@ static inline int tool_bad(const char *tool, const char *opt, const char *val, c
 }
 
 /* A whole decimal number in [lo, hi], silently. */
-static inline int tool_number(const char *s, long lo, long hi, int *out)
+static inline int tool_ull(const char *s, unsigned long long lo, unsigned long long hi,
+			   unsigned long long *out)
 {
+	unsigned long long v;
 	char *end;
-	long v;
 
-	/* strtol skips leading blanks and takes a '+': "port 80" is not " 80" */
-	if (!(s[0] >= '0' && s[0] <= '9') && !(s[0] == '-' && s[1] >= '0' && s[1] <= '9'))
+	/* strtoull skips leading blanks and takes a sign: "port 80" is not " 80" */
+	if (s[0] < '0' || s[0] > '9')
 		return -1;
 	errno = 0;
-	v = strtol(s, &end, 10);
+	v = strtoull(s, &end, 10);
 	if (errno || *end || v < lo || v > hi)
+		return -1;
+	*out = v;
+	return 0;
+}
+
+/* The same for an int in [lo, hi], lo >= 0: every count, index and port
+ * the tools take. */
+static inline int tool_number(const char *s, int lo, int hi, int *out)
+{
+	unsigned long long v;
+
+	if (tool_ull(s, (unsigned long long)lo, (unsigned long long)hi, &v))
 		return -1;
 	*out = (int)v;
 	return 0;
@@ -47,6 +60,9 @@ static inline int tool_int(const char *tool, const char *opt, const char *s, int
 	snprintf(want, sizeof(want), "want a whole number from %d to %d", lo, hi);
 	return tool_bad(tool, opt, s, want);
 }
+
+/* In a tool's option switch, with TOOL_NAME defined before use. */
+#define TOOL_INT_ARG(opt, lo, hi, out) tool_int(TOOL_NAME, opt, optarg, lo, hi, out)
 
 /* "HOST:PORT", the last colon splitting; "[::1]:5000" for an IPv6
  * address.  Host into host[hostlen], port 1 to 65535. */

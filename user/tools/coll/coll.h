@@ -7,6 +7,7 @@
  *   lane.c    one fabric per path, pipelined exchange, barrier, waiting
  *   algo.c    the collectives (ring, chain, pairwise, recursive doubling)
  *   data.c    types, reductions, fill, poison and check
+ *   outfile.c the --csv and --plot files, written when the run went ahead
  */
 #ifndef PD_COLL_H
 #define PD_COLL_H
@@ -18,6 +19,7 @@
 #include "peerdirect.h"
 #include "../dmabuf_source.h"
 
+#define TOOL_NAME "pd-coll"
 #define MAX_RANKS 64
 #define MAX_DEPTH 64
 

@@ -61,7 +61,7 @@ static int boot_rdv(struct boot *b, const char *spec)
 			b->rank, b->size);
 		return -EINVAL;
 	}
-	if (tool_hostport("pd-coll", "rendezvous", spec, host, sizeof(host), &port))
+	if (tool_hostport(TOOL_NAME, "rendezvous", spec, host, sizeof(host), &port))
 		return -EINVAL;
 	ret = pd_rdv_open(host, port, b->rank, b->size, 300000, &rdv);
 	if (ret) {

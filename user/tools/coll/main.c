@@ -192,7 +192,6 @@ static int size_arg(const char *s, size_t *out, const char *what)
 
 #define MAX_ITERS 100000
 #define MAX_BYTES (1ULL << 40)
-#define INT_ARG(opt, lo, hi, out) tool_int("pd-coll", opt, optarg, lo, hi, out)
 
 /* -f: a factor above 1 (0, nccl-tests' "unset", is taken too). */
 static int factor_arg(const char *s, double *out)
@@ -202,7 +201,7 @@ static int factor_arg(const char *s, double *out)
 	errno = 0;
 	*out = strtod(s, &end);
 	if (errno || end == s || *end || !isfinite(*out) || (*out != 0 && *out <= 1) || *out > 1024)
-		return tool_bad("pd-coll", "-f", s, "want a factor above 1, at most 1024 (or 0: add -i)");
+		return tool_bad(TOOL_NAME, "-f", s, "want a factor above 1, at most 1024 (or 0: add -i)");
 	return 0;
 }
 
@@ -246,10 +245,10 @@ static int parse(int argc, char **argv, struct opts *o, struct launch_opts *lo)
 			if (factor_arg(optarg, &o->stepf))
 				return -1;
 			break;
-		case 'n': if (INT_ARG("-n", 1, MAX_ITERS, &o->iters)) return -1; break;
-		case 'w': if (INT_ARG("-w", 0, MAX_ITERS, &o->warmup)) return -1; break;
-		case 'c': if (INT_ARG("-c", 0, MAX_ITERS, &o->check)) return -1; break;
-		case 'r': if (INT_ARG("-r", 0, MAX_RANKS - 1, &o->root)) return -1; break;
+		case 'n': if (TOOL_INT_ARG("-n", 1, MAX_ITERS, &o->iters)) return -1; break;
+		case 'w': if (TOOL_INT_ARG("-w", 0, MAX_ITERS, &o->warmup)) return -1; break;
+		case 'c': if (TOOL_INT_ARG("-c", 0, MAX_ITERS, &o->check)) return -1; break;
+		case 'r': if (TOOL_INT_ARG("-r", 0, MAX_RANKS - 1, &o->root)) return -1; break;
 		case 'o':
 			if ((o->nops = parse_list(optarg, op_names, NOPS, o->ops, "op")) < 0)
 				return -1;
@@ -271,7 +270,7 @@ static int parse(int argc, char **argv, struct opts *o, struct launch_opts *lo)
 			break;
 		case O_MEMORY: o->memory = optarg; break;
 		case O_PROVIDER: o->provider = optarg; break;
-		case O_DEPTH: if (INT_ARG("--depth", 1, MAX_DEPTH, &o->depth)) return -1; break;
+		case O_DEPTH: if (TOOL_INT_ARG("--depth", 1, MAX_DEPTH, &o->depth)) return -1; break;
 		case O_CHUNK:
 			if (size_arg(optarg, &o->chunk, "--chunk"))
 				return -1;
@@ -302,21 +301,21 @@ static int parse(int argc, char **argv, struct opts *o, struct launch_opts *lo)
 			break;
 		case O_STAT:
 			if (strcmp(optarg, "mean") && strcmp(optarg, "median"))
-				return tool_bad("pd-coll", "--stat", optarg, "want mean or median");
+				return tool_bad(TOOL_NAME, "--stat", optarg, "want mean or median");
 			o->median = !strcmp(optarg, "median");
 			break;
 		case O_CSV: o->csv = optarg; break;
 		case O_PLOT: o->plot = optarg; break;
 		case O_TIMEOUT:
-			if (INT_ARG("--timeout", 1, 24 * 3600 * 1000, &o->timeout_ms))
+			if (TOOL_INT_ARG("--timeout", 1, 24 * 3600 * 1000, &o->timeout_ms))
 				return -1;
 			break;
-		case O_NP: if (INT_ARG("--np", 2, MAX_RANKS, &lo->np)) return -1; break;
-		case O_RANK: if (INT_ARG("--rank", 0, MAX_RANKS - 1, &lo->rank)) return -1; break;
-		case O_NRANKS: if (INT_ARG("--nranks", 2, MAX_RANKS, &lo->nranks)) return -1; break;
+		case O_NP: if (TOOL_INT_ARG("--np", 2, MAX_RANKS, &lo->np)) return -1; break;
+		case O_RANK: if (TOOL_INT_ARG("--rank", 0, MAX_RANKS - 1, &lo->rank)) return -1; break;
+		case O_NRANKS: if (TOOL_INT_ARG("--nranks", 2, MAX_RANKS, &lo->nranks)) return -1; break;
 		case O_RDV: lo->rdv = optarg; break;
 		case O_CORRUPT: o->corrupt = 1; break;
-		case O_KILL: if (INT_ARG("--test-kill-rank", 1, MAX_RANKS - 1, &o->kill_rank)) return -1; break;
+		case O_KILL: if (TOOL_INT_ARG("--test-kill-rank", 1, MAX_RANKS - 1, &o->kill_rank)) return -1; break;
 		default: usage(); return -1;
 		}
 	}
@@ -600,9 +599,9 @@ static bool sweeps_agree(struct boot *b, uint64_t plan, bool outputs_open)
 	bool ok;
 	int p;
 
-	/* Rank 0 alone opens the outputs: its failure is a plan no rank runs. */
-	if (b->rank == 0 && !outputs_open)
-		plan = 0;
+	/* Rank 0 alone opens the outputs: its failure is plan 0, which no
+	 * rank's own plan is. */
+	plan = b->rank || outputs_open ? plan | 1 : 0;
 	ok = !b->allgather(b, &plan, sizeof(plan), all);
 	if (!ok)
 		fprintf(stderr, "pd-coll: rank %d: comparing sweeps: %s\n", b->rank, pd_last_error());
@@ -703,7 +702,7 @@ int main(int argc, char **argv)
 	child = lo.np > 0 && b.rank > 0;
 	/* Before any lane is opened, which could fail on one rank alone; and
 	 * before the root check, which then fails on every rank or none. */
-	status = sweeps_agree(&b, sweep_plan(&o, sizes, nsizes) | 1,
+	status = sweeps_agree(&b, sweep_plan(&o, sizes, nsizes),
 			      b.rank || open_outputs(&o, datpath, sizeof(datpath))) ? 0 : 3;
 	if (status)
 		goto out_boot;

@@ -10,10 +10,11 @@
  *
  * Prints "size time_mean_us time_median_us busbw_mean_gbs" per size.
  */
-#include <errno.h>
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
+
+#include "../../tool_args.h"
 
 static int cmp_d(const void *a, const void *b)
 {
@@ -22,24 +23,10 @@ static int cmp_d(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-static int whole(const char *s, size_t lo, size_t hi, size_t *out)
-{
-	char *end;
-	unsigned long long v;
-
-	if (*s < '0' || *s > '9')
-		return -1;
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (errno || *end || v < lo || v > hi)
-		return -1;
-	*out = (size_t)v;
-	return 0;
-}
-
 int main(int argc, char **argv)
 {
-	size_t minb, maxb, size, i;
+	unsigned long long minb, maxb;
+	size_t size, i;
 	int rank, n, iters, warm, it, bad = 0;
 
 	MPI_Init(&argc, &argv);
@@ -51,19 +38,17 @@ int main(int argc, char **argv)
 		MPI_Finalize();
 		return 2;
 	}
-	/* Whole numbers only: "4K" read as 4 would time other sizes than
-	 * pd-coll's, and a size of 0 would never double. */
-	/* Sizes in whole floats, and counts that fit MPI's int. */
-	if (whole(argv[1], 4, (size_t)1 << 32, &minb) || minb % 4 ||
-	    whole(argv[2], minb, (size_t)1 << 32, &maxb) ||
-	    whole(argv[3], 1, 100000, &i) || (iters = (int)i, whole(argv[4], 0, 100000, &i))) {
+	/* Decimal bytes in whole floats, counts that fit MPI's int: "4K" read
+	 * as 4 would time other sizes than pd-coll's, and 0 never doubles. */
+	if (tool_ull(argv[1], 4, 1ULL << 32, &minb) || minb % 4 ||
+	    tool_ull(argv[2], minb, 1ULL << 32, &maxb) || tool_number(argv[3], 1, 100000, &iters) ||
+	    tool_number(argv[4], 0, 100000, &warm)) {
 		if (!rank)
 			fprintf(stderr, "pd-mpi-allreduce: want MINBYTES a multiple of 4, MINBYTES <= MAXBYTES <= 4 GiB, ITERS 1 to 100000 and WARMUP 0 to 100000, in decimal; got %s %s %s %s\n",
 				argv[1], argv[2], argv[3], argv[4]);
 		MPI_Finalize();
 		return 2;
 	}
-	warm = (int)i;
 	float *in = malloc(maxb), *out = malloc(maxb);
 	double *t = calloc((size_t)iters, sizeof(double)), *tmax = calloc((size_t)iters, sizeof(double));
 
