@@ -65,7 +65,7 @@ int pd_parse_size(const char *s, size_t *out)
 	v = strtoull(s, &end, 10);
 	if (errno == ERANGE)
 		return -ERANGE;
-	if (errno || end == s)
+	if (errno)
 		return -EINVAL;
 	switch (toupper((unsigned char)*end)) {
 	case 'G': shift += 10; /* fall through */

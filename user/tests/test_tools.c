@@ -162,6 +162,23 @@ TEST(hostport_takes_names_ipv4_and_bracketed_ipv6)
 	EXPECT_EQ(-1, tool_hostport("t", "--rendezvous", "a-very-long-host-name:1", host, sizeof(host), &port));
 }
 
+TEST(numbers_are_whole_decimal_and_in_range)
+{
+	static const char *const bad[] = { "", "x", "5x", " 5", "+5", "-0", "-1", "0x10", "65536",
+					   "99999999999999999999" };
+	static int v;	/* static: the harness longjmps */
+
+	EXPECT_EQ(0, tool_number("0", 0, 65535, &v));
+	EXPECT_EQ(0, v);
+	EXPECT_EQ(0, tool_number("065535", 0, 65535, &v));	/* decimal, not octal */
+	EXPECT_EQ(65535, v);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		EXPECT_EQ(-1, tool_number(bad[i], 0, 65535, &v)) TH_LOG("'%s'", bad[i]);
+	}
+	EXPECT_EQ(-1, tool_number("5", 6, 9, &v));	/* below lo */
+	EXPECT_EQ(-1, tool_number("0", -1, 9, &v));	/* lo < 0 is not for these */
+}
+
 TEST(xfer_refuses_bad_arguments)
 {
 	char exe[PATH_MAX], cmd[PATH_MAX + 128];

@@ -77,9 +77,12 @@ static inline int udmabuf_open(size_t len)
 	return fd >= 0 ? fd : err;
 }
 
-/* N of "device:N" or "handed:N": the module's device index. */
+/* N of "device:N" or "handed:N": the module's device index; -1 for
+ * another spec or a bad N. */
 static inline int source_device_index(const char *spec, int *index)
 {
+	if (strncmp(spec, "device:", 7) && strncmp(spec, "handed:", 7))
+		return -1;
 	return tool_number(spec + 7, 0, 65535, index);
 }
 

@@ -572,7 +572,7 @@ static int mode_lifecycle(const struct opts *o)
 {
 	struct pd_device *dev = NULL;
 	struct pd_fabric *fab;
-	int ret, index = 0;
+	int ret, index = -1;	/* -1: memfd */
 
 	/* Before the fabric: a bad --memory costs nothing to refuse. */
 	if (!strncmp(o->memory, "device:", 7)) {
@@ -585,7 +585,7 @@ static int mode_lifecycle(const struct opts *o)
 		return 2;
 	}
 	fab = open_fabric(o, PD_PATH_AUTO);
-	if (!strncmp(o->memory, "device:", 7)) {
+	if (index >= 0) {
 		ret = pd_device_open((unsigned int)index, &dev) ?:
 		      pd_fabric_attach_device(fab, dev);
 		if (ret)

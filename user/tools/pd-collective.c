@@ -349,7 +349,7 @@ static int parse(int argc, char **argv, struct opts *o)
 		case 'p': o->provider = optarg; break;
 		case 'w': if (TOOL_INT_ARG("--warmup", 0, 100000, &o->warmup)) return -1; break;
 		case 'i': if (TOOL_INT_ARG("--iters", 1, 100000, &o->iters)) return -1; break;
-		case 't': if (TOOL_INT_ARG("--timeout", 1, 24 * 3600 * 1000, &o->timeout_ms)) return -1; break;
+		case 't': if (TOOL_INT_ARG("--timeout", 1, TOOL_MAX_TIMEOUT_MS, &o->timeout_ms)) return -1; break;
 		case 's':
 			o->nsizes = 0;
 			for (tok = strtok_r(optarg, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {

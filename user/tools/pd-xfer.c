@@ -94,7 +94,7 @@ static int parse(int argc, char **argv, struct opts *o)
 		case 'm': o->memory = optarg; break;
 		case 'p': o->provider = optarg; break;
 		case 'P': o->path = optarg; break;
-		case 't': if (TOOL_INT_ARG("--timeout", 1, 24 * 3600 * 1000, &o->timeout_ms)) return -1; break;
+		case 't': if (TOOL_INT_ARG("--timeout", 1, TOOL_MAX_TIMEOUT_MS, &o->timeout_ms)) return -1; break;
 		case 'v': if (TOOL_INT_ARG("--revoke-after", 0, 1000000, &o->revoke_after)) return -1; break;
 		case 'M': o->remap = 1; break;
 		default: usage(); return -1;

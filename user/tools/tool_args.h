@@ -39,12 +39,12 @@ static inline int tool_ull(const char *s, unsigned long long lo, unsigned long l
 }
 
 /* The same for an int in [lo, hi], lo >= 0: every count, index and port
- * the tools take. */
+ * the tools take ("-0" and "+1" are not numbers here). */
 static inline int tool_number(const char *s, int lo, int hi, int *out)
 {
 	unsigned long long v;
 
-	if (tool_ull(s, (unsigned long long)lo, (unsigned long long)hi, &v))
+	if (lo < 0 || tool_ull(s, (unsigned long long)lo, (unsigned long long)hi, &v))
 		return -1;
 	*out = (int)v;
 	return 0;
@@ -60,6 +60,9 @@ static inline int tool_int(const char *tool, const char *opt, const char *s, int
 	snprintf(want, sizeof(want), "want a whole number from %d to %d", lo, hi);
 	return tool_bad(tool, opt, s, want);
 }
+
+/* Every wait a tool bounds: a day. */
+#define TOOL_MAX_TIMEOUT_MS (24 * 3600 * 1000)
 
 /* In a tool's option switch, with TOOL_NAME defined before use. */
 #define TOOL_INT_ARG(opt, lo, hi, out) tool_int(TOOL_NAME, opt, optarg, lo, hi, out)

@@ -307,7 +307,7 @@ static int parse(int argc, char **argv, struct opts *o, struct launch_opts *lo)
 		case O_CSV: o->csv = optarg; break;
 		case O_PLOT: o->plot = optarg; break;
 		case O_TIMEOUT:
-			if (TOOL_INT_ARG("--timeout", 1, 24 * 3600 * 1000, &o->timeout_ms))
+			if (TOOL_INT_ARG("--timeout", 1, TOOL_MAX_TIMEOUT_MS, &o->timeout_ms))
 				return -1;
 			break;
 		case O_NP: if (TOOL_INT_ARG("--np", 2, MAX_RANKS, &lo->np)) return -1; break;
@@ -599,9 +599,9 @@ static bool sweeps_agree(struct boot *b, uint64_t plan, bool outputs_open)
 	bool ok;
 	int p;
 
-	/* Rank 0 alone opens the outputs: its failure is plan 0, which no
-	 * rank's own plan is. */
-	plan = b->rank || outputs_open ? plan | 1 : 0;
+	/* Rank 0 alone opens the outputs (outputs_open is true on the
+	 * others): its failure is plan 0, which no rank's own plan is. */
+	plan = outputs_open ? plan | 1 : 0;
 	ok = !b->allgather(b, &plan, sizeof(plan), all);
 	if (!ok)
 		fprintf(stderr, "pd-coll: rank %d: comparing sweeps: %s\n", b->rank, pd_last_error());

@@ -16,6 +16,9 @@
 
 #include "../../tool_args.h"
 
+/* MAXBYTES up to 4 GiB is a size_t here. */
+_Static_assert(sizeof(size_t) >= 8, "pd-mpi-allreduce needs a 64-bit size_t");
+
 static int cmp_d(const void *a, const void *b)
 {
 	double x = *(const double *)a, y = *(const double *)b;
