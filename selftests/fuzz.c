@@ -16,6 +16,7 @@
  * "fuzz -s SEED -n OPS" replays the same choices (thread timing aside).
  */
 #define _GNU_SOURCE
+#include <limits.h>
 #include <poll.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -635,16 +636,16 @@ int main(int argc, char **argv)
 	while ((c = getopt(argc, argv, "s:n:t:j:")) != -1) {
 		switch (c) {
 		case 's':
-			seed = strtoul(optarg, NULL, 0);
+			seed = pd_arg_ull("fuzz: -s", optarg, 0, UINT32_MAX);
 			break;
 		case 'n':
-			max_ops = strtoull(optarg, NULL, 0);
+			max_ops = pd_arg_ull("fuzz: -n", optarg, 1, ULLONG_MAX);
 			break;
 		case 't':
-			ms = atoll(optarg);
+			ms = pd_arg_ull("fuzz: -t (ms)", optarg, 1, 24 * 3600 * 1000);
 			break;
 		case 'j':
-			threads = atoi(optarg);
+			threads = pd_arg_ull("fuzz: -j", optarg, 1, MAX_THREADS);
 			break;
 		default:
 			fprintf(stderr, "usage: fuzz [-s SEED] [-n OPS] [-t MS] [-j THREADS] [DEVICE]\n");
@@ -653,8 +654,6 @@ int main(int argc, char **argv)
 	}
 	if (optind < argc)
 		devpath = argv[optind];
-	if (threads < 1 || threads > MAX_THREADS)
-		threads = 4;
 
 	ksft_print_header();
 	ksft_set_plan(3);

@@ -230,7 +230,7 @@ int main(int argc, char **argv)
 	if (argc > 1)
 		dev = argv[1];
 	if (argc > 2)
-		goal = atoi(argv[2]);
+		goal = pd_arg_ull("kbench: exports", argv[2], 1, 1 << 24);
 	ksft_print_header();
 	ksft_set_plan(1);
 	fd = pd_open(dev);

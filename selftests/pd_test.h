@@ -175,6 +175,28 @@ static inline int pd_param_read(const char *name, char *buf, size_t len)
 	return 0;
 }
 
+/*
+ * A test program's numeric argument: whole, decimal or 0x hex, in
+ * [lo, hi], or the program stops with exit 2 and says which argument.  A
+ * mistyped "-t 5s" must not run a 5 ms test that passes.
+ */
+static inline unsigned long long pd_arg_ull(const char *what, const char *s,
+					    unsigned long long lo,
+					    unsigned long long hi)
+{
+	unsigned long long v;
+	char *end;
+
+	errno = 0;
+	v = s && *s >= '0' && *s <= '9' ? strtoull(s, &end, 0) : 0;
+	if (!s || *s < '0' || *s > '9' || errno || *end || v < lo || v > hi) {
+		fprintf(stderr, "%s '%s': want a number from %llu to %llu\n",
+			what, s ? s : "", lo, hi);
+		exit(2);
+	}
+	return v;
+}
+
 /* Monotonic milliseconds. */
 static inline long long pd_now_ms(void)
 {

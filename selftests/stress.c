@@ -42,7 +42,7 @@ static long long budget_ms(void)
 {
 	const char *s = getenv("PD_STRESS_MS");
 
-	return s ? atoll(s) : 2000;
+	return s ? pd_arg_ull("PD_STRESS_MS", s, 1, 3600 * 1000) : 2000;
 }
 
 static void race_bad(struct race *r, const char *fmt, long a, long b)
