@@ -128,5 +128,5 @@ int pd_mr_reg_imported(struct pd_dmabuf *b, uint64_t offset, size_t len,
 		ret = reg_miss(b, &k, &e);
 	if (ret)
 		return ret;
-	return pd_mr_wrap(b->fab, e, 0, len, out);
+	return pd_mr_wrap(b->fab, e, 0, len, access, out);
 }

@@ -121,6 +121,9 @@ struct pd_mr {
 	struct pd_mr_reg *reg;
 	size_t delta;		/* the user's range within the registration */
 	size_t len;
+	/* PD_ACCESS_* this handle was asked for: what its transfers may do,
+	 * even when the cache serves it from an entry that allows more. */
+	uint32_t access;
 };
 
 /* First byte of the user's range for the CPU, or NULL; as libfabric
@@ -154,7 +157,7 @@ struct stat;
 int pd_mr_check_access(const char *fn, unsigned int *access, bool readonly, int fd);
 uint64_t pd_dmabuf_size(int fd, const struct stat *st);
 int pd_mr_wrap(struct pd_fabric *fab, struct pd_mr_cache_entry *e, size_t delta,
-	       size_t len, struct pd_mr **out);
+	       size_t len, unsigned int access, struct pd_mr **out);
 /* Creates the staging pool on first use of the bounce path. */
 int pd_fabric_bounce_pool(struct pd_fabric *fab, struct pd_bounce_pool **out);
 

@@ -334,7 +334,7 @@ uint64_t pd_dmabuf_size(int fd, const struct stat *st)
 
 /* delta: where the user's range starts inside the cached registration. */
 int pd_mr_wrap(struct pd_fabric *fab, struct pd_mr_cache_entry *e, size_t delta,
-		size_t len, struct pd_mr **out)
+		size_t len, unsigned int access, struct pd_mr **out)
 {
 	struct pd_mr_reg *r = pd_mr_entry_handle(e);
 	struct pd_mr *mr = malloc(sizeof(*mr));
@@ -343,7 +343,8 @@ int pd_mr_wrap(struct pd_fabric *fab, struct pd_mr_cache_entry *e, size_t delta,
 		pd_mr_cache_put(fab->cache, e);
 		return pd_error(-ENOMEM, "registration: out of memory");
 	}
-	*mr = (struct pd_mr) { .fab = fab, .entry = e, .reg = r, .delta = delta, .len = len };
+	*mr = (struct pd_mr) { .fab = fab, .entry = e, .reg = r, .delta = delta, .len = len,
+			      .access = access };
 	pd_fabric_get(fab);
 	*out = mr;
 	return 0;
@@ -374,7 +375,7 @@ int pd_mr_reg_host(struct pd_fabric *fab, void *ptr, size_t len,
 	ret = pd_mr_cache_get(fab->cache, &k, -1, &e);
 	if (ret)
 		return ret;
-	return pd_mr_wrap(fab, e, start - pd_mr_entry_key(e)->start, len, out);
+	return pd_mr_wrap(fab, e, start - pd_mr_entry_key(e)->start, len, access, out);
 }
 
 int pd_mr_reg_dmabuf(struct pd_fabric *fab, int fd, uint64_t offset,
@@ -433,7 +434,7 @@ int pd_mr_reg_dmabuf(struct pd_fabric *fab, int fd, uint64_t offset,
 	}
 	if (ret)
 		return ret == -ESTALE ? pd_error(-EAGAIN, "pd_mr_reg_dmabuf: revocations keep arriving; try again") : ret;
-	return pd_mr_wrap(fab, e, 0, len, out);
+	return pd_mr_wrap(fab, e, 0, len, access, out);
 }
 
 /* Requests on mr hold the entry themselves: releasing the handle first is
@@ -475,7 +476,7 @@ int pd_mr_rkey_sz(const struct pd_mr *mr, struct pd_rkey *out, size_t size,
 	if (!mr->reg->mr)
 		return pd_error(-EOPNOTSUPP, "pd_mr_rkey: a %s-path registration cannot be an RMA target (%s)",
 				pd_path_name(mr->reg->path), mr->reg->reason);
-	if (!(pd_mr_entry_key(mr->entry)->access & PD_ACCESS_REMOTE_WRITE))
+	if (!(mr->access & PD_ACCESS_REMOTE_WRITE))
 		return pd_error(-EACCES, "pd_mr_rkey: the registration does not allow PD_ACCESS_REMOTE_WRITE (access 0 grants local access only): register with it to be an RMA target");
 	rk = (struct pd_rkey) { .addr = pd_mr_rma_addr(mr), .key = mr->reg->rkey, .len = mr->len };
 	return pd_copy_out("pd_mr_rkey", out, size, &rk, sizeof(rk), PD_RKEY_SIZE_1_0, filled);

@@ -954,6 +954,8 @@ static int start(struct pd_fabric *fab, enum req_kind kind, struct pd_mr *mr,
 		 const struct pd_rkey *rk, uint64_t roff, struct pd_req **out)
 {
 	const char *fn = kind == REQ_SEND ? "pd_tsend" : kind == REQ_RECV ? "pd_trecv" : "pd_write";
+	unsigned int need = kind == REQ_SEND ? PD_ACCESS_SEND :
+			    kind == REQ_RECV ? PD_ACCESS_RECV : PD_ACCESS_WRITE;
 	struct pd_peer *p;
 	struct pd_req *r;
 	size_t nchunks, i;
@@ -970,6 +972,12 @@ static int start(struct pd_fabric *fab, enum req_kind kind, struct pd_mr *mr,
 	if (tag >> fab->tag_bits)
 		return pd_error(-EINVAL, "%s: tag 0x%llx needs more than the %u bits %s leaves for tags",
 				fn, (unsigned long long)tag, fab->tag_bits, fab->provider);
+	if (!(mr->access & need))
+		return pd_error(-EACCES, "%s: the registration was made for access 0x%x, without %s%s",
+				fn, mr->access, kind == REQ_SEND ? "PD_ACCESS_SEND" :
+				kind == REQ_RECV ? "PD_ACCESS_RECV" : "PD_ACCESS_WRITE",
+				kind == REQ_RECV && pd_mr_entry_key(mr->entry)->readonly ?
+				" (the dma-buf fd is read-only)" : "");
 	if (kind != REQ_RECV && peer == PD_ANY_PEER)
 		return pd_error(-EINVAL, "%s: a destination peer is required", fn);
 	if (kind == REQ_RECV && peer != PD_ANY_PEER && !fab->directed_recv)

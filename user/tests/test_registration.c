@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
  * What a registration grants and covers: access 0 grants no remote access,
- * a read-only export registers for sending, and a range must lie inside
- * the dma-buf.  Memfds stand in for dma-bufs, over tcp loopback.
+ * a read-only export registers for sending, a transfer needs the access
+ * it uses, and a range must lie inside the dma-buf.  Memfds stand in for dma-bufs, over tcp loopback.
  */
 #include <fcntl.h>
 
@@ -109,6 +109,57 @@ TEST_F(reg, read_only_export_registers_for_sending)
 		EXPECT_NE(NULL, strstr(pd_last_error(), "read-only")) TH_LOG("%s", pd_last_error());
 	}
 	pd_mr_dereg(d);
+	close(ro);
+}
+
+/*
+ * A transfer is held to the access its registration asked for, not only
+ * the registration: a read-only export registered with access 0 must not
+ * become a receive (the bounce path would memcpy into a PROT_READ mapping
+ * and the process would die), and a host registration made for sending
+ * only must not receive, even when the cache serves it from a wider entry.
+ */
+TEST_F(reg, transfers_need_the_access_they_use)
+{
+	static char page[4096] __attribute__((aligned(4096)));
+	static char wide[8192] __attribute__((aligned(4096)));
+	enum pd_path paths[] = { PD_PATH_MAPPED, PD_PATH_BOUNCE };
+	struct pd_rkey rk = { .len = sizeof(page) };
+	struct pd_mr *snd, *rcv, *all, *ro_mr;
+	struct pd_req *req = NULL;
+	int ro = reopen_readonly(self->fd);
+	unsigned int i;
+
+	ASSERT_LE(0, ro);
+	ASSERT_EQ(0, pd_mr_reg_host(self->fab, page, sizeof(page), PD_ACCESS_SEND, &snd));
+	ASSERT_EQ(0, pd_mr_reg_host(self->fab, page, sizeof(page), PD_ACCESS_RECV, &rcv));
+	EXPECT_EQ(-EACCES, pd_trecv(self->fab, snd, 0, 64, self->me, 3, &req));
+	EXPECT_NE(NULL, strstr(pd_last_error(), "PD_ACCESS_RECV")) TH_LOG("%s", pd_last_error());
+	EXPECT_EQ(NULL, req);
+	EXPECT_EQ(-EACCES, pd_tsend(self->fab, rcv, 0, 64, self->me, 3, &req));
+	EXPECT_NE(NULL, strstr(pd_last_error(), "PD_ACCESS_SEND")) TH_LOG("%s", pd_last_error());
+	EXPECT_EQ(-EACCES, pd_write(self->fab, rcv, 0, 64, self->me, &rk, 0, &req));
+	EXPECT_NE(NULL, strstr(pd_last_error(), "PD_ACCESS_WRITE")) TH_LOG("%s", pd_last_error());
+	EXPECT_EQ(NULL, req);
+	pd_mr_dereg(snd);
+	pd_mr_dereg(rcv);
+	/* A wider entry serves a narrower request: the request's access holds. */
+	ASSERT_EQ(0, pd_mr_reg_host(self->fab, wide, sizeof(wide), PD_ACCESS_ALL, &all));
+	ASSERT_EQ(0, pd_mr_reg_host(self->fab, wide, 4096, PD_ACCESS_SEND, &snd));
+	EXPECT_EQ(-EACCES, pd_trecv(self->fab, snd, 0, 64, self->me, 3, &req));
+	EXPECT_EQ(-EACCES, pd_mr_rkey(snd, &rk));
+	EXPECT_EQ(0, pd_mr_rkey(all, &rk)) TH_LOG("%s", pd_last_error());
+	pd_mr_dereg(snd);
+	pd_mr_dereg(all);
+	for (i = 0; i < 2; i++) {
+		ASSERT_EQ(0, pd_fabric_set_path(self->fab, paths[i]));
+		ASSERT_EQ(0, pd_mr_reg_dmabuf(self->fab, ro, 0, LEN, 0, &ro_mr)) TH_LOG("%s", pd_last_error());
+		EXPECT_EQ(-EACCES, pd_trecv(self->fab, ro_mr, 0, 4096, self->me, 4, &req))
+			TH_LOG("%s", pd_path_name(paths[i]));
+		EXPECT_NE(NULL, strstr(pd_last_error(), "PD_ACCESS_RECV")) TH_LOG("%s", pd_last_error());
+		EXPECT_EQ(NULL, req);
+		pd_mr_dereg(ro_mr);
+	}
 	close(ro);
 }
 
