@@ -288,6 +288,19 @@ int pd_mr_rkey_sz(const struct pd_mr *mr, struct pd_rkey *out, size_t size,
 
 /* ---- versioned function table for dlopen users ------------------------ */
 
+/*
+ * The table's 1.0 slots for growable structs take the 1.0 layouts only, as
+ * the plain symbols do: fields added since are ignored (attr) or left
+ * unwritten (outputs).  A caller compiled against this header is warned
+ * off them; it calls the _sz slots with its own sizeof.
+ */
+#if defined(__GNUC__) && !defined(PD_BUILDING_LIB) && !defined(PD_NO_SIZED_CALLS)
+#define PD_API_1_0_LAYOUT \
+	__attribute__((deprecated("takes the 1.0 struct layout only: call the _sz slot with sizeof")))
+#else
+#define PD_API_1_0_LAYOUT
+#endif
+
 /* Fields are only ever appended; size tells how many the library has. */
 struct pd_api {
 	uint32_t size;
@@ -296,16 +309,16 @@ struct pd_api {
 	const char *(*strerror)(int err);
 	int (*device_open)(unsigned int, struct pd_device **);
 	void (*device_close)(struct pd_device *);
-	int (*device_query)(struct pd_device *, struct pd_device_info *);
+	int (*device_query)(struct pd_device *, struct pd_device_info *) PD_API_1_0_LAYOUT;
 	int (*device_alloc)(struct pd_device *, uint64_t, uint64_t *, uint64_t *);
 	int (*device_free)(struct pd_device *, uint64_t);
 	int (*device_export)(struct pd_device *, uint64_t, uint64_t, uint64_t,
-			     unsigned int, struct pd_export_info *);
+			     unsigned int, struct pd_export_info *) PD_API_1_0_LAYOUT;
 	int (*device_revoke)(struct pd_device *, unsigned int, uint64_t,
 			     uint32_t *, uint32_t *);
 	int (*device_read_events)(struct pd_device *, struct pd_event *,
-				  size_t, int);
-	void (*fabric_attr_init)(struct pd_fabric_attr *);
+				  size_t, int) PD_API_1_0_LAYOUT;
+	void (*fabric_attr_init)(struct pd_fabric_attr *) PD_API_1_0_LAYOUT;
 	int (*fabric_open)(const struct pd_fabric_attr *, struct pd_fabric **);
 	void (*fabric_close)(struct pd_fabric *);
 	int (*fabric_set_path)(struct pd_fabric *, enum pd_path);
@@ -321,8 +334,8 @@ struct pd_api {
 	void (*mr_dereg)(struct pd_mr *);
 	enum pd_path (*mr_path)(const struct pd_mr *);
 	const char *(*mr_reason)(const struct pd_mr *);
-	int (*mr_rkey)(const struct pd_mr *, struct pd_rkey *);
-	int (*fabric_cache_stats)(struct pd_fabric *, struct pd_cache_stats *);
+	int (*mr_rkey)(const struct pd_mr *, struct pd_rkey *) PD_API_1_0_LAYOUT;
+	int (*fabric_cache_stats)(struct pd_fabric *, struct pd_cache_stats *) PD_API_1_0_LAYOUT;
 	int (*fabric_set_cache_limits)(struct pd_fabric *, size_t, size_t);
 	int (*tsend)(struct pd_fabric *, struct pd_mr *, size_t, size_t,
 		     uint64_t, uint64_t, struct pd_req **);

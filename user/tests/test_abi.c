@@ -334,6 +334,42 @@ TEST(old_binary_attr_init_writes_only_its_struct)
 	dlclose(h);
 }
 
+/*
+ * A dlopen caller built against 1.1 initialises its attr through the
+ * table's sized slot: the library sees the whole struct and the fields
+ * 1.1 added (max_pending here) take effect.  The 1.0 slot would have
+ * written the 1.0 size and they would be ignored; the header warns a
+ * caller off it (the Makefile's header check compiles one).
+ */
+TEST(table_sized_attr_init_carries_the_1_1_fields)
+{
+	struct pd_mr *mr;
+	struct pd_req *r1 = NULL, *r2 = NULL;
+	static char page[8192] __attribute__((aligned(4096)));
+	const struct pd_api *api;
+	struct pd_fabric_attr attr;
+	struct pd_fabric *fab;
+	uint64_t me;
+
+	ASSERT_EQ(0, pd_get_api(PD_ABI_MAJOR, PD_ABI_MINOR, &api));
+	memset(&attr, GUARD, sizeof(attr));
+	api->fabric_attr_init_sz(&attr, sizeof(attr));
+	EXPECT_EQ(sizeof(attr), attr.size);
+	attr.max_pending = 1;
+	attr.chunk_size = 4096;
+	ASSERT_EQ(0, open_loopback(&attr, &fab, &me)) TH_LOG("%s", pd_last_error());
+	ASSERT_EQ(0, api->mr_reg_host(fab, page, sizeof(page), 0, &mr));
+	/* Two-chunk receives from any peer, nobody sending: chunk 1 waits for
+	 * chunk 0 to name its sender, so one request stays pending and the
+	 * second is one too many. */
+	EXPECT_EQ(0, api->trecv(fab, mr, 0, sizeof(page), PD_ANY_PEER, 1, &r1)) TH_LOG("%s", pd_last_error());
+	EXPECT_EQ(-EAGAIN, api->trecv(fab, mr, 0, sizeof(page), PD_ANY_PEER, 1, &r2));
+	api->req_free(r1);
+	api->req_free(r2);
+	api->mr_dereg(mr);
+	api->fabric_close(fab);
+}
+
 /* A caller newer than the library: zero fields it added are fine, set
  * ones are refused rather than silently ignored. */
 TEST(newer_callers_attr_is_read_up_to_what_the_library_knows)

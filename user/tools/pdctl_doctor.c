@@ -1133,7 +1133,7 @@ static void library_choice(const struct pd_api *api, int idx, const char *prov)
 	step = "pd_device_open";
 	ret = api->device_open(idx, &dev);
 	if (!ret) {
-		api->fabric_attr_init(&attr);
+		api->fabric_attr_init_sz(&attr, sizeof(attr));
 		attr.provider = prov;
 		step = "pd_fabric_open";
 		ret = api->fabric_open(&attr, &fab);
@@ -1148,8 +1148,8 @@ static void library_choice(const struct pd_api *api, int idx, const char *prov)
 	}
 	if (!ret) {
 		step = "pd_device_export";
-		ret = api->device_export(dev, handle, 0, len, PD_EXPORT_RDWR | PD_EXPORT_CLOEXEC,
-					 &info);
+		ret = api->device_export_sz(dev, handle, 0, len, PD_EXPORT_RDWR | PD_EXPORT_CLOEXEC,
+					    &info, sizeof(info), NULL);
 	}
 	if (!ret) {
 		step = "pd_mr_reg_dmabuf";
