@@ -188,6 +188,34 @@ TEST(fabric_open_rejects_bad_settings)
 }
 
 /*
+ * With no provider named, the library takes one that reaches other nodes.
+ * On libfabric 2.1 only shm offered FI_HMEM, the first thing asked for, so
+ * "auto" was shm, and a multi-node job's remote peers never answered.  A
+ * provider named outright, shm included, is still taken.
+ */
+TEST(auto_provider_reaches_other_nodes)
+{
+	struct pd_fabric_attr attr;
+	struct pd_fabric *fab;
+
+	unsetenv("PEERDIRECT_PROVIDER");
+	ASSERT_EQ(0, pd_fabric_open(NULL, &fab)) TH_LOG("%s", pd_last_error());
+	EXPECT_TRUE(fab->info->caps & FI_REMOTE_COMM) TH_LOG("auto chose %s", pd_fabric_provider(fab));
+	EXPECT_EQ(NULL, strstr(pd_fabric_provider(fab), "shm")) TH_LOG("auto chose %s", pd_fabric_provider(fab));
+	pd_fabric_close(fab);
+	setenv("PEERDIRECT_PROVIDER", "auto", 1);
+	ASSERT_EQ(0, pd_fabric_open(NULL, &fab)) TH_LOG("%s", pd_last_error());
+	EXPECT_TRUE(fab->info->caps & FI_REMOTE_COMM) TH_LOG("auto chose %s", pd_fabric_provider(fab));
+	pd_fabric_close(fab);
+	unsetenv("PEERDIRECT_PROVIDER");
+	pd_fabric_attr_init(&attr);
+	attr.provider = "shm";
+	ASSERT_EQ(0, pd_fabric_open(&attr, &fab)) TH_LOG("%s", pd_last_error());
+	EXPECT_STREQ("shm", pd_fabric_provider(fab));
+	pd_fabric_close(fab);
+}
+
+/*
  * The library never writes the environment: setenv races with other
  * threads' getenv, and FI_UNIVERSE_SIZE would leak into every other
  * libfabric user of the process.  The universe size reaches libfabric as
