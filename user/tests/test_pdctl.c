@@ -351,6 +351,33 @@ TEST_F(pdctl, doctor_rdma_not_probed_is_unknown)
 }
 
 /*
+ * Without a usable libfabric the library cannot run at all, whatever the
+ * NIC would take: every pair is "unknown" and the failed check is exit 1,
+ * never a verdict and 0.  An empty libfabric.so.1 ahead in the search path
+ * stands in for a missing or broken one.
+ */
+TEST_F(pdctl, doctor_without_libfabric_is_never_a_verdict)
+{
+	char dir[PATH_MAX];
+
+	doctor_tree(self->fake);
+	snprintf(dir, sizeof(dir), "%s/lib", self->fake);
+	put(self->fake, "lib/libfabric.so.1", "");
+	ASSERT_EQ(0, setenv("LD_LIBRARY_PATH", dir, 1));
+	EXPECT_EQ(1, doctor(self->fake, self->out, sizeof(self->out), NULL, false,
+			    "doctor --nic fakerdma0"));
+	EXPECT_NE(NULL, strstr(self->out, "libfabric      FI_HMEM                    fail"))
+		TH_LOG("%s", self->out);
+	EXPECT_NE(NULL, strstr(self->out, "rdma     unknown  the library cannot run without "
+			       "libfabric")) TH_LOG("%s", self->out);
+	EXPECT_EQ(1, doctor(self->fake, self->out, sizeof(self->out), NULL, false,
+			    "doctor --nic eth9"));
+	EXPECT_NE(NULL, strstr(self->out, "netdev   unknown  the library cannot run without "
+			       "libfabric")) TH_LOG("%s", self->out);
+	unsetenv("LD_LIBRARY_PATH");
+}
+
+/*
  * A device in reset (or unplugged) is not probed: the test ALLOC would
  * wait for the reset, and what failed would say nothing of the NIC.  Not
  * knowing is "unknown" and exit 1, never "bounce" and 7.

@@ -789,7 +789,44 @@ static struct {
 	bool loaded, dmabuf;
 	uint32_t version;
 	char why[TEXT];		/* why not loaded, or why no dma-buf registrations */
+	char hmem[TEXT];	/* the providers offering FI_HMEM, space-separated */
 } lf;
+
+/* Whether word is one of the space-separated words of list. */
+static bool has_word(const char *list, const char *word)
+{
+	size_t n = strlen(word);
+	const char *hit;
+
+	for (hit = strstr(list, word); n && hit; hit = strstr(hit + 1, word))
+		if ((hit == list || hit[-1] == ' ') && (hit[n] == ' ' || !hit[n]))
+			return true;
+	return false;
+}
+
+/* The libfabric provider the library would drive an RDMA NIC with. */
+static const char *rdma_provider(const struct nic *nic)
+{
+	return !strncmp(nic->name, "efa", 3) ? "efa" : "verbs";
+}
+
+/* Whether list names core alone or layered under a utility provider
+ * ("verbs;ofi_rxm"). */
+static bool has_provider(const char *list, const char *core)
+{
+	const char *w = list;
+	size_t n = strlen(core);
+
+	while (*w) {
+		size_t len = strcspn(w, " ");
+
+		if (len >= n && !strncmp(w, core, n) && (len == n || w[n] == ';'))
+			return true;
+		w += len;
+		w += strspn(w, " ");
+	}
+	return false;
+}
 
 static char verbs_error[TEXT];
 static bool verbs_too_old;	/* loaded, but without ibv_reg_dmabuf_mr */
@@ -960,6 +997,11 @@ static void pair_rdma(const struct dev *d, const struct nic *nic, struct pair *p
 		return;
 	}
 #ifndef PDCTL_NO_DLOPEN
+	if (!lf.loaded) {
+		set_text(p->reason, "the library cannot run without libfabric: %s", lf.why);
+		set_text(p->fix, "apt install libfabric1");
+		return;
+	}
 	if (!load_verbs()) {
 		if (verbs_too_old)
 			p->verdict = "bounce";
@@ -978,6 +1020,17 @@ static void pair_rdma(const struct dev *d, const struct nic *nic, struct pair *p
 			 FI_MINOR(lf.version), lf.why);
 		set_text(p->fix, "libfabric >= 1.20 (Debian 13), and libpeerdirect built "
 			 "against it");
+	} else if (!strcmp(p->verdict, "dmabuf") && !has_provider(lf.hmem, rdma_provider(nic))) {
+		/* The library asks the NIC's provider for FI_HMEM; without it,
+		 * it opens the provider plain and stages (its "lacks FI_HMEM"). */
+		p->verdict = "bounce";
+		set_text(p->reason, "ibv_reg_dmabuf_mr on %s accepted a peerdirect%d export, but "
+			 "libfabric %u.%u's %s provider does not offer FI_HMEM (providers that do: "
+			 "%s): the library stages through host memory", nic->name, d->idx,
+			 FI_MAJOR(lf.version), FI_MINOR(lf.version), rdma_provider(nic),
+			 lf.hmem[0] ? lf.hmem : "none");
+		set_text(p->fix, "a libfabric whose %s provider is built with FI_HMEM (dma-buf) "
+			 "support", rdma_provider(nic));
 	}
 #endif
 }
@@ -1065,10 +1118,8 @@ static void check_libfabric(void)
 	for (i = ret ? NULL : info; i; i = i->next) {
 		const char *name = i->fabric_attr && i->fabric_attr->prov_name ?
 				   i->fabric_attr->prov_name : "?";
-		char *hit = strstr(provs, name);
-		size_t nl = strlen(name);
 
-		if (hit && (hit == provs || hit[-1] == ' ') && (hit[nl] == ' ' || !hit[nl]))
+		if (has_word(provs, name))
 			continue;
 		if (used < sizeof(provs))
 			used += snprintf(provs + used, sizeof(provs) - used, "%s%s",
@@ -1093,6 +1144,7 @@ static void check_libfabric(void)
 	dmabuf = false;
 #endif
 	lf.dmabuf = dmabuf;
+	set_text(lf.hmem, "%s", provs);
 	if (dmabuf_why)
 		set_text(lf.why, "%s", dmabuf_why);
 	if (used)
@@ -1453,6 +1505,10 @@ int cmd_doctor(int argc, char **argv)
 				ret = worse(ret, EX_FAIL);
 		}
 	check_libpeerdirect(devs, nr_devs, nics, nr_nics);
+	/* A failed check is exit 1 at least, whatever the pairs said. */
+	for (i = 0; i < nr_checks; i++)
+		if (!strcmp(checks[i].status, "fail"))
+			ret = worse(ret, EX_FAIL);
 	for (i = 0; i < nr_devs; i++)
 		if (devs[i].fd >= 0)
 			close(devs[i].fd);
