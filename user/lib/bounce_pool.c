@@ -5,6 +5,7 @@
  * path never registers; transfers pipeline through them chunk by chunk.
  */
 #include <errno.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
@@ -33,7 +34,7 @@ int pd_bounce_pool_create(struct fid_domain *domain, size_t slot_size,
 	size_t i;
 	int ret;
 
-	if (!slot_size || !nslots || nslots > 4096)
+	if (!slot_size || !nslots || nslots > 4096 || slot_size > SIZE_MAX / nslots)
 		return pd_error(-EINVAL, "bounce pool: %zu slots of %zu bytes (need 1..4096 slots, non-zero size)",
 				nslots, slot_size);
 	p = calloc(1, sizeof(*p) + nslots * sizeof(p->free_slots[0]));

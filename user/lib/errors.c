@@ -100,3 +100,16 @@ int pd_env_size(const char *name, size_t *out)
 				name, s);
 	return 0;
 }
+
+int pd_env_count(const char *name, size_t *out)
+{
+	const char *s = getenv(name);
+	size_t len = s ? strspn(s, "0123456789") : 0;
+
+	if (!s)
+		return 0;
+	if (!len || s[len] || pd_parse_size(s, out))
+		return pd_error(-EINVAL, "%s='%s' is not a whole number (decimal digits, no suffix)",
+				name, s);
+	return 0;
+}

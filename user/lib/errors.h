@@ -13,6 +13,8 @@ void pd_clear_error(void);
  * *out untouched when the variable is unset; -EINVAL with a message naming
  * the variable when it does not parse. */
 int pd_env_size(const char *name, size_t *out);
+/* The same for a count or a time: decimal digits only, no suffix. */
+int pd_env_count(const char *name, size_t *out);
 /* A size parser shared by the environment and tools ("4k", "1M", "64MiB"). */
 int pd_parse_size(const char *s, size_t *out);
 

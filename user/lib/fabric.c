@@ -22,6 +22,9 @@
 #include "fabric.h"
 
 #define DEFAULT_CHUNK		(4u << 20)
+/* A chunk is a bounce slot too: 1 GiB of them, times up to 4096 slots,
+ * stays far from wrapping a size, and so does a message's chunk count. */
+#define MAX_CHUNK		((size_t)1 << 30)
 #define DEFAULT_BOUNCE_SLOTS	8
 #define DEFAULT_CACHE_ENTRIES	1024
 #define DEFAULT_CACHE_BYTES	(64ULL << 30)
@@ -54,6 +57,8 @@ int pd_path_parse(const char *name, enum pd_path *out)
 {
 	unsigned int i;
 
+	if (!out)
+		return pd_error(-EINVAL, "pd_path_parse: out is NULL");
 	for (i = 0; name && i < sizeof(path_names) / sizeof(path_names[0]); i++) {
 		if (!strcmp(name, path_names[i])) {
 			*out = (enum pd_path)i;
@@ -149,14 +154,15 @@ static bool unknown_tail_is_zero(const struct pd_fabric_attr *a)
 }
 
 /* API value if given, else the environment, else the default. */
-static int setting(size_t api, const char *env, size_t dflt, size_t *out)
+/* bytes: the environment may say 4K, 8M; counts and times are digits. */
+static int setting(size_t api, const char *env, size_t dflt, bool bytes, size_t *out)
 {
 	*out = dflt;
 	if (api) {
 		*out = api;
 		return 0;
 	}
-	return pd_env_size(env, out);
+	return bytes ? pd_env_size(env, out) : pd_env_count(env, out);
 }
 
 struct settings {
@@ -196,26 +202,29 @@ static int read_settings(const struct pd_fabric_attr *a, struct settings *s)
 			return pd_error(-EINVAL, "PEERDIRECT_PATH='%s' is not one of auto|dmabuf|mapped|bounce",
 					env_path);
 	}
-	if ((ret = setting(a->chunk_size, "PEERDIRECT_CHUNK_SIZE", DEFAULT_CHUNK, &s->chunk)) ||
-	    (ret = setting(a->bounce_slots, "PEERDIRECT_BOUNCE_SLOTS", DEFAULT_BOUNCE_SLOTS, &s->slots)) ||
+	if ((ret = setting(a->chunk_size, "PEERDIRECT_CHUNK_SIZE", DEFAULT_CHUNK, true,
+			   &s->chunk)) ||
+	    (ret = setting(a->bounce_slots, "PEERDIRECT_BOUNCE_SLOTS", DEFAULT_BOUNCE_SLOTS, false,
+			   &s->slots)) ||
 	    (ret = setting(a->cache_max_entries, "PEERDIRECT_MR_CACHE_MAX_ENTRIES",
-			   DEFAULT_CACHE_ENTRIES, &s->max_entries)) ||
+			   DEFAULT_CACHE_ENTRIES, false, &s->max_entries)) ||
 	    (ret = setting(a->cache_max_bytes, "PEERDIRECT_MR_CACHE_MAX_BYTES",
-			   DEFAULT_CACHE_BYTES, &s->max_bytes)) ||
-	    (ret = setting(a->queue_size, "PEERDIRECT_QUEUE_SIZE", 0, &s->queue)) ||
-	    (ret = setting(a->universe_size, "PEERDIRECT_UNIVERSE_SIZE", DEFAULT_UNIVERSE,
+			   DEFAULT_CACHE_BYTES, true, &s->max_bytes)) ||
+	    (ret = setting(a->queue_size, "PEERDIRECT_QUEUE_SIZE", 0, false, &s->queue)) ||
+	    (ret = setting(a->universe_size, "PEERDIRECT_UNIVERSE_SIZE", DEFAULT_UNIVERSE, false,
 			   &s->universe)) ||
 	    (ret = setting(ATTR_FIELD(a, max_pending), "PEERDIRECT_MAX_PENDING",
-			   DEFAULT_MAX_PENDING, &s->max_pending)) ||
+			   DEFAULT_MAX_PENDING, false, &s->max_pending)) ||
 	    (ret = setting(ATTR_FIELD(a, peer_timeout_ms) < 0 ? SIZE_MAX :
 			   (size_t)ATTR_FIELD(a, peer_timeout_ms), "PEERDIRECT_PEER_TIMEOUT_MS",
-			   DEFAULT_PEER_TIMEOUT_MS, &timeout)))
+			   DEFAULT_PEER_TIMEOUT_MS, false, &timeout)))
 		return ret;
 	/* SIZE_MAX, or 0 from the environment: never declare a peer dead. */
 	s->peer_timeout_ms = timeout == SIZE_MAX || timeout == 0 ? -1 :
 			     timeout > INT32_MAX ? INT32_MAX : (int)timeout;
-	if (s->chunk < 4096 || s->slots < 2 || s->slots > 4096 || !s->universe || !s->max_pending)
-		return pd_error(-EINVAL, "pd_fabric_open: chunk_size %zu (min 4096), bounce_slots %zu (2..4096), universe_size %zu, max_pending %zu (min 1)",
+	if (s->chunk < 4096 || s->chunk > MAX_CHUNK || s->slots < 2 || s->slots > 4096 ||
+	    !s->universe || !s->max_pending)
+		return pd_error(-EINVAL, "pd_fabric_open: chunk_size %zu (4096..1G), bounce_slots %zu (2..4096), universe_size %zu, max_pending %zu (min 1)",
 				s->chunk, s->slots, s->universe, s->max_pending);
 	return 0;
 }

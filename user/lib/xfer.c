@@ -995,7 +995,7 @@ static int start(struct pd_fabric *fab, enum req_kind kind, struct pd_mr *mr,
 	ret = pd_mr_entry_check(mr->entry);
 	if (ret)
 		return ret;
-	nchunks = (len + fab->chunk - 1) / fab->chunk;
+	nchunks = len / fab->chunk + (len % fab->chunk != 0);	/* len + chunk - 1 may wrap */
 	if (nchunks > MAX_CHUNKS)
 		return pd_error(-EMSGSIZE, "%s: %zu bytes need %zu chunks of %zu, more than %u",
 				fn, len, nchunks, fab->chunk, MAX_CHUNKS);

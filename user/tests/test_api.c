@@ -105,6 +105,8 @@ TEST(path_names_parse_and_reject)
 	EXPECT_NE(NULL, strstr(pd_last_error(), "auto|dmabuf|mapped|bounce"));
 	EXPECT_EQ(-EINVAL, pd_path_parse("", &p));
 	EXPECT_EQ(-EINVAL, pd_path_parse(NULL, &p));
+	EXPECT_EQ(-EINVAL, pd_path_parse("auto", NULL));
+	EXPECT_NE(NULL, strstr(pd_last_error(), "NULL")) TH_LOG("%s", pd_last_error());
 	EXPECT_STREQ("invalid", pd_path_name((enum pd_path)99));
 }
 
@@ -181,7 +183,37 @@ TEST(fabric_open_rejects_bad_settings)
 	setenv("PEERDIRECT_CHUNK_SIZE", "lots", 1);
 	EXPECT_EQ(-EINVAL, pd_fabric_open(NULL, &fab));
 	EXPECT_NE(NULL, strstr(pd_last_error(), "PEERDIRECT_CHUNK_SIZE='lots'"));
+	/* A chunk so large that a message's chunk count would wrap to 0 and
+	 * the message "complete" with nothing sent. */
+	setenv("PEERDIRECT_CHUNK_SIZE", "17179869183G", 1);
+	EXPECT_EQ(-EINVAL, pd_fabric_open(NULL, &fab));
+	EXPECT_NE(NULL, strstr(pd_last_error(), "chunk_size")) TH_LOG("%s", pd_last_error());
+	pd_fabric_attr_init(&attr);
+	attr.chunk_size = ((size_t)1 << 30) + 4096;
+	EXPECT_EQ(-EINVAL, pd_fabric_open(&attr, &fab));
 	unsetenv("PEERDIRECT_CHUNK_SIZE");
+	/* Counts and milliseconds are whole numbers: "10K" ms is not 10240. */
+	{
+		static const char *const counts[] = {
+			"PEERDIRECT_PEER_TIMEOUT_MS", "PEERDIRECT_BOUNCE_SLOTS",
+			"PEERDIRECT_MR_CACHE_MAX_ENTRIES", "PEERDIRECT_QUEUE_SIZE",
+			"PEERDIRECT_UNIVERSE_SIZE", "PEERDIRECT_MAX_PENDING",
+		};
+		unsigned int i;
+
+		for (i = 0; i < sizeof(counts) / sizeof(counts[0]); i++) {
+			setenv(counts[i], "4K", 1);
+			EXPECT_EQ(-EINVAL, pd_fabric_open(NULL, &fab)) TH_LOG("%s", counts[i]);
+			EXPECT_NE(NULL, strstr(pd_last_error(), "whole number")) TH_LOG("%s", pd_last_error());
+			EXPECT_NE(NULL, strstr(pd_last_error(), counts[i])) TH_LOG("%s", pd_last_error());
+			unsetenv(counts[i]);
+		}
+		setenv("PEERDIRECT_PEER_TIMEOUT_MS", "2500", 1);
+		ASSERT_EQ(0, pd_fabric_open(NULL, &fab)) TH_LOG("%s", pd_last_error());
+		EXPECT_EQ(2500, fab->peer_timeout_ms);
+		pd_fabric_close(fab);
+		unsetenv("PEERDIRECT_PEER_TIMEOUT_MS");
+	}
 	/* Nothing was lost: a good open still works. */
 	ASSERT_EQ(0, pd_fabric_open(NULL, &fab));
 	pd_fabric_close(fab);
