@@ -123,6 +123,10 @@ TEST_F(pdctl, usage_errors_exit_2)
 		"", "bogus", "-d x list", "-d -1 list", "--nosuch list", "list extra",
 		"revoke", "revoke 0", "revoke 12x", "revoke -5", "reset", "events --all",
 		"events --bogus", "info x", "info 0 1", "version extra",
+		/* numbers whole and plain: no blank, sign or empty string */
+		"info ''", "info ' 1'", "info +1", "info 256", "-d ' 1' list", "-d +1 list",
+		"-d '' list", "-d 0x1 list", "revoke ' 17'", "revoke +17", "revoke ''",
+		"revoke 18446744073709551616",
 	};
 	unsigned int i;
 	int rc;

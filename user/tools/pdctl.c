@@ -37,6 +37,7 @@
 #include <linux/peerdirect.h>
 
 #include "pdctl.h"
+#include "tool_args.h"
 
 #ifndef PD_VERSION
 #define PD_VERSION "unknown"
@@ -483,15 +484,9 @@ static int cmd_info(int argc, char **argv)
 		err("info takes at most one device index");
 		return EX_USAGE;
 	}
-	if (argc == 2) {
-		char *end;
-		long v = strtol(argv[1], &end, 10);
-
-		if (*end || v < 0 || v > 255) {
-			err("info: bad device index '%s'", argv[1]);
-			return EX_USAGE;
-		}
-		want_dev = (int)v;
+	if (argc == 2 && tool_number(argv[1], 0, 255, &want_dev)) {
+		err("info: bad device index '%s' (0 to 255)", argv[1]);
+		return EX_USAGE;
 	}
 	ret = select_devices(devs, &n);
 	if (ret)
@@ -905,18 +900,17 @@ static int cmd_revoke(int argc, char **argv)
 {
 	struct peerdirect_revoke r = { .argsz = sizeof(r), .flags = PEERDIRECT_REVOKE_EXPORT };
 	int devs[MAX_DEVS], n, fd, ret;
-	char *end;
+	unsigned long long id;
 
 	if (argc != 2) {
 		err("usage: pdctl [-d N] revoke EXPORT_ID");
 		return EX_USAGE;
 	}
-	errno = 0;
-	r.export_id = strtoull(argv[1], &end, 10);
-	if (errno || *end || !r.export_id || argv[1][0] == '-') {
-		err("revoke: bad export id '%s'", argv[1]);
+	if (tool_ull(argv[1], 1, UINT64_MAX, &id)) {
+		err("revoke: bad export id '%s' (a whole number from 1)", argv[1]);
 		return EX_USAGE;
 	}
+	r.export_id = id;
 	if (want_dev < 0)
 		want_dev = 0;
 	ret = select_devices(devs, &n);
@@ -1327,8 +1321,6 @@ int main(int argc, char **argv)
 		{ "reset", cmd_reset }, { "version", cmd_version }, { "doctor", cmd_doctor },
 	};
 	unsigned int i;
-	char *end;
-	long v;
 	int c;
 
 	if (getenv("PDCTL_SYSFS"))
@@ -1342,12 +1334,10 @@ int main(int argc, char **argv)
 			json = true;
 			break;
 		case 'd':
-			v = strtol(optarg, &end, 10);
-			if (*end || end == optarg || v < 0 || v > 255) {
-				err("bad device index '%s'", optarg);
+			if (tool_number(optarg, 0, 255, &want_dev)) {
+				err("bad device index '%s' (0 to 255)", optarg);
 				return EX_USAGE;
 			}
-			want_dev = (int)v;
 			break;
 		case 'h':
 			usage(stdout);
