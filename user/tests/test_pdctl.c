@@ -171,6 +171,19 @@ TEST_F(pdctl, list_json_field_by_field)
 			       "\"backend\":\"pci-bar\",\"abi_version\":\"2.1\",\"state\":null,"))
 		TH_LOG("%s", self->out);
 	EXPECT_NE(NULL, strstr(self->out, "\"p2pdma\":true,"));
+	/* peerdirect1 (an older module's attributes) has no counters: null,
+	 * never a 0 that monitoring would read as "none in use" */
+	EXPECT_NE(NULL, strstr(self->out, "\"state\":null,\"mem_size\":null,\"mem_free\":null,"
+			       "\"page_size\":null,\"quota\":null,\"quarantined\":null,"
+			       "\"nr_allocs\":null,\"nr_exports\":null,\"exports_total\":null,"
+			       "\"importer_mappings\":null,\"features\":4095,")) TH_LOG("%s", self->out);
+	EXPECT_NE(NULL, strstr(self->out, "\"revoked\":{\"free\":null,\"revoke\":null,"
+			       "\"reset\":null,\"admin\":null,\"unplug\":null},"
+			       "\"revoke_timeouts\":null,\"resets\":null}")) TH_LOG("%s", self->out);
+	/* nor is a value that is not a number */
+	put(self->fake, "class/misc/peerdirect0/nr_allocs", "lots");
+	ASSERT_EQ(0, pdctl(self->fake, self->out, sizeof(self->out), false, "--json -d 0 list"));
+	EXPECT_NE(NULL, strstr(self->out, "\"nr_allocs\":null,")) TH_LOG("%s", self->out);
 	EXPECT_EQ(3, pdctl(self->fake, self->out, sizeof(self->out), false, "-d 7 list"));
 }
 

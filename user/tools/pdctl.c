@@ -228,11 +228,33 @@ int attr_str(int idx, const char *name, char *buf, size_t len)
 
 unsigned long long attr_u64(int idx, const char *name)
 {
-	char buf[64];
+	unsigned long long v;
 
-	if (attr_str(idx, name, buf, sizeof(buf)))
-		return 0;
-	return strtoull(buf, NULL, 0);
+	return attr_num(idx, name, &v) ? 0 : v;
+}
+
+/* An attribute that is a number (decimal, or 0x for features): 0, else -1
+ * (absent, an older module, or not a number). */
+int attr_num(int idx, const char *name, unsigned long long *out)
+{
+	char buf[64], *end;
+
+	if (attr_str(idx, name, buf, sizeof(buf)) || buf[0] < '0' || buf[0] > '9')
+		return -1;
+	errno = 0;
+	*out = strtoull(buf, &end, 0);
+	return errno || *end ? -1 : 0;
+}
+
+/* A counter in JSON: its value, or null when the module does not have it. */
+static void jattr(const char *k, int idx, const char *name)
+{
+	unsigned long long v;
+
+	if (attr_num(idx, name, &v))
+		jstr(k, NULL);
+	else
+		ju64(k, v);
 }
 
 bool module_loaded(void)
@@ -379,16 +401,16 @@ static void json_device(int idx, bool full)
 	jstr("backend", attr_str(idx, "backend", s, sizeof(s)) ? NULL : s);
 	jstr("abi_version", attr_str(idx, "abi_version", s, sizeof(s)) ? NULL : s);
 	jstr("state", attr_str(idx, "state", s, sizeof(s)) ? NULL : s);
-	ju64("mem_size", attr_u64(idx, "mem_size"));
-	ju64("mem_free", attr_u64(idx, "mem_free"));
-	ju64("page_size", attr_u64(idx, "page_size"));
-	ju64("quota", attr_u64(idx, "quota"));
-	ju64("quarantined", attr_u64(idx, "quarantined"));
-	ju64("nr_allocs", attr_u64(idx, "nr_allocs"));
-	ju64("nr_exports", attr_u64(idx, "nr_exports"));
-	ju64("exports_total", attr_u64(idx, "exports_total"));
-	ju64("importer_mappings", attr_u64(idx, "importer_mappings"));
-	ju64("features", f);
+	jattr("mem_size", idx, "mem_size");
+	jattr("mem_free", idx, "mem_free");
+	jattr("page_size", idx, "page_size");
+	jattr("quota", idx, "quota");
+	jattr("quarantined", idx, "quarantined");
+	jattr("nr_allocs", idx, "nr_allocs");
+	jattr("nr_exports", idx, "nr_exports");
+	jattr("exports_total", idx, "exports_total");
+	jattr("importer_mappings", idx, "importer_mappings");
+	jattr("features", idx, "features");
 	jopen("feature_names", '[');
 	for (i = 0; i < sizeof(feats) / sizeof(feats[0]); i++)
 		if (f & feats[i].bit) {
@@ -399,13 +421,13 @@ static void json_device(int idx, bool full)
 	jbool("p2pdma", attr_u64(idx, "p2pdma"));
 	jopen("revoked", '{');
 	for (i = 0; i < 5; i++)
-		ju64(revoked_attrs[i] + 8, attr_u64(idx, revoked_attrs[i]));
+		jattr(revoked_attrs[i] + 8, idx, revoked_attrs[i]);
 	jclose('}');
-	ju64("revoke_timeouts", attr_u64(idx, "revoke_timeouts"));
-	ju64("resets", attr_u64(idx, "resets"));
+	jattr("revoke_timeouts", idx, "revoke_timeouts");
+	jattr("resets", idx, "resets");
 	if (full) {
-		ju64("max_exports", attr_u64(idx, "max_exports"));
-		ju64("max_events", attr_u64(idx, "max_events"));
+		jattr("max_exports", idx, "max_exports");
+		jattr("max_events", idx, "max_events");
 		dev_parent(idx, s, sizeof(s));
 		jstr("parent", s[0] ? s : NULL);
 	}
@@ -1127,9 +1149,9 @@ static int cmd_events(int argc, char **argv)
 				jstr("device", name);
 				jopen("revoked", '{');
 				for (k = 0; k < 5; k++)
-					ju64(revoked_attrs[k] + 8, attr_u64(devs[i], revoked_attrs[k]));
+					jattr(revoked_attrs[k] + 8, devs[i], revoked_attrs[k]);
 				jclose('}');
-				ju64("revoke_timeouts", attr_u64(devs[i], "revoke_timeouts"));
+				jattr("revoke_timeouts", devs[i], "revoke_timeouts");
 				jclose('}');
 				continue;
 			}

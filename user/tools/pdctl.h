@@ -37,6 +37,7 @@ void term_safe(char *s);
 int read_file(const char *path, char *buf, size_t len);
 int attr_str(int idx, const char *name, char *buf, size_t len);
 unsigned long long attr_u64(int idx, const char *name);
+int attr_num(int idx, const char *name, unsigned long long *out);
 bool module_loaded(void);
 int list_devices(int *out, int max);
 
