@@ -99,11 +99,12 @@ static u32 pd_revoke_nr_attach(struct pd_export *exp)
 static void pd_revoke_locked(struct pd_revoke_ctx *ctx, struct pd_export *exp)
 {
 	struct dma_resv *resv = exp->dmabuf->resv;
-	bool first = false;
+	bool first = false, earlier;
 	u32 nr_attach = 0;
 
 	dma_resv_lock(resv, NULL);
-	if (!exp->revoked && lockref_get_not_dead(&exp->dentry->d_lockref)) {
+	earlier = exp->revoked;
+	if (!earlier && lockref_get_not_dead(&exp->dentry->d_lockref)) {
 		mutex_lock(&exp->vmap_lock);
 		exp->revoked = true;
 		exp->reason = ctx->reason;
@@ -124,8 +125,12 @@ static void pd_revoke_locked(struct pd_revoke_ctx *ctx, struct pd_export *exp)
 		ctx->revoked++;
 		pd_file_queue_event(exp->pfile, exp, ctx->reason);
 		pd_subs_notify(exp, ctx->reason);
-	} else if (ctx->reason == PD_REVOKE_UNPLUG) {
-		/* Revoked earlier, but its owner still learns the device is gone. */
+	} else if (ctx->reason == PD_REVOKE_UNPLUG && earlier) {
+		/*
+		 * Revoked earlier, but its owner still learns the device is
+		 * gone; not one whose last fd was closed (its dentry is dying):
+		 * that export is gone, uncounted in revoked/unplug.
+		 */
 		pd_file_queue_event(exp->pfile, exp, PD_REVOKE_UNPLUG);
 	}
 }
