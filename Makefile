@@ -20,7 +20,7 @@ KSFT := $(BUILD)/kselftest/kselftest_harness.h
 KSRC = $(filter-out %.mod.c,$(wildcard kmod/*.[ch] selftests/importer/*.[ch] uapi/linux/*.h))
 
 .PHONY: all deps modules selftests user check demo bench kbench checkpatch sparse install clean \
-	support-matrix install-modules install-user install-man dkms-source man-lint \
+	support-matrix install-modules install-udev install-user install-man uninstall dkms-source man-lint \
 	package package-test dkms-test
 
 all: modules selftests user
@@ -118,16 +118,36 @@ KVER = $(if $(filter /lib/modules/%/build,$(KDIR)),$(patsubst /lib/modules/%/bui
 
 install: install-modules install-user install-man
 
-install-modules:
+install-modules: install-udev
 	$(MAKE) -C $(KDIR) M=$(CURDIR) PD_TEST_IMPORTER=n modules
 	$(MAKE) -C $(KDIR) M=$(CURDIR) PD_TEST_IMPORTER=n $(PD_NOSIGN) \
 		INSTALL_MOD_PATH=$(INSTALL_MOD_PATH) modules_install
-	install -D -m 0644 kmod/60-peerdirect.rules $(DESTDIR)$(UDEVRULESDIR)/60-peerdirect.rules
 ifeq ($(INSTALL_MOD_PATH)$(DESTDIR),)
 	depmod -a $(KVER)
+endif
+
+# The rule and the group alone: for a module DKMS builds.
+install-udev:
+	install -D -m 0644 kmod/60-peerdirect.rules $(DESTDIR)$(UDEVRULESDIR)/60-peerdirect.rules
+ifeq ($(DESTDIR),)
 	getent group peerdirect > /dev/null || groupadd --system peerdirect
 	if udevadm control --reload 2> /dev/null; then \
 		udevadm trigger --action=change --subsystem-match=misc --sysname-match='peerdirect*'; fi
+endif
+
+# What make install put there, for the kernel in KDIR; before the packages
+# go on a node that had it: DKMS does not replace a module of the same
+# version it finds installed.  The group stays (files may belong to it).
+uninstall:
+	rm -f $(wildcard $(INSTALL_MOD_PATH)/lib/modules/$(KVER)/extra/kmod/peerdirect.ko* \
+		$(INSTALL_MOD_PATH)/lib/modules/$(KVER)/updates/kmod/peerdirect.ko*)
+	rm -f $(DESTDIR)$(UDEVRULESDIR)/60-peerdirect.rules
+	$(MAKE) -C user uninstall PREFIX=$(PREFIX) DESTDIR=$(DESTDIR)
+	for p in $(MANPAGES); do rm -f $(DESTDIR)$(MANDIR)/man$${p##*.}/$${p##*/}; done
+	scripts/packaging/man-links.sh $(MANPAGES) | while read -r page alias; do \
+		rm -f $(DESTDIR)$(MANDIR)/man$${page##*.}/$$alias; done
+ifeq ($(INSTALL_MOD_PATH)$(DESTDIR),)
+	depmod -a $(KVER)
 endif
 
 install-user:

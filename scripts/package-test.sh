@@ -70,6 +70,13 @@ bad=$(find "$work/destdir" -iname '*importer*' 2> /dev/null)
 check "make install: no pd_test_importer${bad:+ ($bad)}" test -z "$bad"
 check "make install: nothing installed outside DESTDIR (no depmod, no group)" \
 	bash -c '! grep -qE "^\s*(depmod|groupadd|udevadm)" "$1"' _ "$log/make-install.log"
+# make uninstall takes back every file make install put there (a node
+# moving to the packages needs that: DKMS will not replace a module of the
+# same version it finds installed).
+make -C "$work/tree" uninstall KDIR="$kdir" PREFIX=/usr DESTDIR="$work/destdir" \
+	> "$log/make-uninstall.log" 2>&1 || true
+left=$(find "$work/destdir" -type f -o -type l 2> /dev/null | grep -v '/modules\.[a-z.]*$' | head -5 | tr '\n' ' ')
+check "make uninstall: no file left${left:+ ($left)}" test -z "$left"
 # The selftests' build (make modules, scripts/check.sh) still has both.
 if make -C "$kdir" M="$work/tree" -j"$(nproc)" modules > "$log/make-modules.log" 2>&1 &&
 	[ -f "$work/tree/kmod/peerdirect.ko" ] && [ -f "$work/tree/selftests/importer/pd_test_importer.ko" ]; then
