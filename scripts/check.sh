@@ -144,6 +144,11 @@ stage_static() {
 	else
 		f=$((f + 1)); echo "not ok kernel allocations on a caller's behalf are memcg-charged"; grep "^not ok" "$out/check-gfp.log"
 	fi
+	if scripts/check-params-doc.sh . > "$out/check-params-doc.log" 2>&1; then
+		p=$((p + 1)); echo "ok every module parameter is documented, and only those"
+	else
+		f=$((f + 1)); echo "not ok every module parameter is documented, and only those"; grep "^not ok" "$out/check-params-doc.log"
+	fi
 	add static $p $f 0 $((SECONDS - t0))
 }
 
