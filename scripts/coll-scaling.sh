@@ -11,24 +11,35 @@
 #
 #   scripts/coll-scaling.sh [-p PROVIDER] [-c COLL] [-b MIN] [-e MAX] [-n ITERS] [RANKS...]
 #
-# RANKS default to 2 4 8.  Extra pd-coll options go in PD_COLL_ARGS.
+# RANKS default to 2 4 8.  Extra pd-coll options go in PD_COLL_ARGS; PD_COLL
+# names another pd-coll build (a test's own).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 prov=tcp coll=allreduce minb=1M maxb=32M iters=5
 while getopts p:c:b:e:n: opt; do
 	case $opt in
 	p) prov=$OPTARG ;; c) coll=$OPTARG ;; b) minb=$OPTARG ;; e) maxb=$OPTARG ;; n) iters=$OPTARG ;;
-	*) sed -n '2,14p' "$0"; exit 2 ;;
+	*) sed -n '2,15p' "$0"; exit 2 ;;
 	esac
 done
 shift $((OPTIND - 1))
 ranks=${*:-2 4 8}
-make -s -C user build/pd-coll >/dev/null
+# One collective: a table row is one size of one collective, one type and
+# one reduction (the first the CSV has, if PD_COLL_ARGS asks for several).
+case $coll in
+*,* | all) echo "coll-scaling: -c takes one collective, not '$coll'" >&2; exit 2 ;;
+esac
+if [ -n "${PD_COLL:-}" ]; then
+	pdcoll=$PD_COLL
+else
+	MAKEFLAGS='' MAKELEVEL='' make -s -C user build/pd-coll >/dev/null
+	pdcoll=user/build/pd-coll
+fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 echo "# $(date -u '+%F %T') $(uname -n), $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg), commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
 for n in $ranks; do
-	cmd=(user/build/pd-coll --np "$n" --provider "$prov" --coll "$coll" -b "$minb" -e "$maxb" -f 4
+	cmd=("$pdcoll" --np "$n" --provider "$prov" --coll "$coll" -b "$minb" -e "$maxb" -f 4
 	     -n "$iters" --stat median --csv "$tmp/$n.csv" --algo ring ${PD_COLL_ARGS:-})
 	echo "# ${cmd[*]}"
 	"${cmd[@]}" > "$tmp/$n.out" || { cat "$tmp/$n.out"; echo "coll-scaling: pd-coll failed at $n ranks" >&2; exit 1; }
@@ -39,15 +50,29 @@ printf "# %-7s %10s" path size
 for n in $ranks; do printf " %9s" "busbw@$n"; done
 for n in $ranks; do printf " %8s" "eff@$n"; done
 echo "   (busbw GB/s, out of place; eff = busbw(N) / busbw($first))"
+# Rows pair up by their place in the sweep, not by the size column: for
+# allgather, reducescatter and alltoall that size is rounded to the rank
+# count (1M is 1048560 at 3 ranks).
+type=$(awk -F, 'NR == 2 { print $9 }' "$tmp/$first.csv")
+op=$(awk -F, 'NR == 2 { print $10 }' "$tmp/$first.csv")
+row() { # CSV PATH K: out-of-place busbw of the K-th size
+	awk -F, -v c="$coll" -v p="$2" -v t="$type" -v o="$op" -v k="$3" \
+		'$1 == c && $2 == p && $9 == t && $10 == o && $12 == "out-of-place" && ++i == k { print $15 }' "$1"
+}
 for path in direct bounce host; do
-	for z in $(awk -F, -v p=$path '$2 == p && $12 == "out-of-place" { print $7 }' "$tmp/$first.csv"); do
+	k=0
+	for z in $(awk -F, -v c="$coll" -v p=$path -v t="$type" -v o="$op" \
+		'$1 == c && $2 == p && $9 == t && $10 == o && $12 == "out-of-place" { print $7 }' "$tmp/$first.csv"); do
+		k=$((k + 1))
 		printf "  %-7s %10s" "$path" "$z"
+		b0=$(row "$tmp/$first.csv" $path $k)
 		for n in $ranks; do
-			awk -F, -v p=$path -v z="$z" '$2 == p && $7 == z && $12 == "out-of-place" { printf " %9.3f", $15 }' "$tmp/$n.csv"
+			b=$(row "$tmp/$n.csv" $path $k)
+			if [ -n "$b" ]; then printf " %9.3f" "$b"; else printf " %9s" -; fi
 		done
-		b0=$(awk -F, -v p=$path -v z="$z" '$2 == p && $7 == z && $12 == "out-of-place" { print $15 }' "$tmp/$first.csv")
 		for n in $ranks; do
-			awk -F, -v p=$path -v z="$z" -v b0="$b0" '$2 == p && $7 == z && $12 == "out-of-place" { printf " %7.2fx", $15 / b0 }' "$tmp/$n.csv"
+			b=$(row "$tmp/$n.csv" $path $k)
+			if [ -n "$b" ]; then awk -v b="$b" -v b0="$b0" 'BEGIN { printf " %7.2fx", b / b0 }'; else printf " %8s" -; fi
 		done
 		echo
 	done

@@ -107,6 +107,7 @@ static int run_slurm_pair(int port, const char *args0, const char *args1, char *
 
 struct table {
 	int rows, tables, bad_rows;
+	int clean;	/* rows where a placement counted no wrong element */
 	double wrong;
 };
 
@@ -134,6 +135,7 @@ static void parse(const char *out, struct table *t)
 					   &v[4], &v[5], &v[6], &v[7], path) == 14) {
 			t->rows++;
 			t->wrong += v[3] + v[7];
+			t->clean += !v[3] || !v[7];
 			if (!(v[0] > 0 && v[1] >= 0 && v[2] >= 0 && v[4] > 0 && v[5] >= 0 && v[6] >= 0) ||
 			    !size || !count)
 				t->bad_rows++;
@@ -294,6 +296,29 @@ TEST_F_TIMEOUT(coll1, corrupted_result_is_counted, 120)
 	EXPECT_EQ(3, t.tables);
 	EXPECT_NE(NULL, strstr(self->out, "# Out of bounds values : 72 FAILED"));
 	EXPECT_NE(NULL, strstr(self->out, "element 0 of"));
+}
+
+/*
+ * Data in the wrong place is wrong: every checked output's second half
+ * overwritten with its first, in whole 64-byte lines, must be counted in
+ * every row of every collective whose output differs from half to half.
+ * Inputs that repeated every 16 elements (as they once did) passed this
+ * for allreduce, broadcast and sendrecv: a transport sending piece 0 for
+ * every piece, or alltoall blocks swapped, went unseen.
+ */
+TEST_F_TIMEOUT(coll1, misplaced_data_is_counted, 120)
+{
+	struct table t;
+	int st = run("", "--np 2 --provider tcp -b 64K -e 64K -w 0 -n 1 -c 1 --test-misplace "
+		     "--coll allreduce,allgather,reducescatter,broadcast,alltoall,sendrecv "
+		     "-d float,bfloat16", self->out);
+
+	parse(self->out, &t);
+	EXPECT_EQ(2, st) TH_LOG("%s", self->out);
+	EXPECT_EQ(0, t.bad_rows) TH_LOG("%s", self->out);
+	EXPECT_EQ(12, t.tables) TH_LOG("%s", self->out);
+	EXPECT_EQ(0, t.clean) TH_LOG("%s", self->out);
+	EXPECT_NE(NULL, strstr(self->out, "# --test-misplace")) TH_LOG("%s", self->out);
 }
 
 /* Timed iterations are not refilled, so an in-place sum over 4 ranks
@@ -621,6 +646,41 @@ TEST_F(coll1, coll_vs_mpi_refuses_bad_numbers)
 	}
 }
 
+/*
+ * The scaling table pairs rows by their place in the sweep: allgather's
+ * size column at 3 ranks is rounded to the rank count (64K is 65520), and
+ * matching on it left the 3-rank cells empty.  One collective at a time.
+ */
+TEST_F_TIMEOUT(coll1, scaling_pairs_sizes_across_rank_counts, 240)
+{
+	char exe[PATH_MAX], cmd[PATH_MAX + 512];
+	const char *row;
+	int st, rows = 0;
+
+	if (access(PD_TOP "/scripts/coll-scaling.sh", X_OK))
+		SKIP(return, "no scripts/ beside this build (the stack tier copies user/ alone)");
+	tool_path(exe, sizeof(exe), "pd-coll");
+	snprintf(cmd, sizeof(cmd), "env -u MAKEFLAGS -u MAKELEVEL PD_COLL='%s' ASAN_OPTIONS=detect_leaks=0 "
+		 "PD_COLL_ARGS='-w 0 -c 1' '" PD_TOP "/scripts/coll-scaling.sh' -c allgather -b 64K -e 256K "
+		 "-n 1 2 3 2>&1", exe);
+	st = run_cmd(cmd, self->out);
+	EXPECT_EQ(0, st) TH_LOG("%s", self->out);
+	for (row = self->out; (row = strstr(row, "\n  ")); row++) {
+		double b2, b3, e2, e3;
+		char path[16];
+		size_t z;
+
+		if (sscanf(row, " %15s %zu %lf %lf %lfx %lfx", path, &z, &b2, &b3, &e2, &e3) == 6) {
+			rows++;
+			EXPECT_TRUE(b2 > 0 && b3 > 0 && e2 == 1.0) TH_LOG("%.40s", row + 1);
+		}
+	}
+	EXPECT_EQ(6, rows) TH_LOG("%s", self->out);	/* 3 paths x 64K, 256K */
+	EXPECT_EQ(2, run_cmd("'" PD_TOP "/scripts/coll-scaling.sh' -c allreduce,allgather 2 2>&1",
+			     self->out));
+	EXPECT_NE(NULL, strstr(self->out, "one collective")) TH_LOG("%s", self->out);
+}
+
 /* pd-coll needs 2 to 64 ranks, however they were started. */
 TEST_F_TIMEOUT(coll1, one_rank_under_mpirun_refuses, 120)
 {
@@ -670,6 +730,11 @@ TEST_F_TIMEOUT(coll1, a_lost_rank_is_named, 120)
 	EXPECT_NE(NULL, strstr(self->out, "pd-coll: rank 2 (pid ")) TH_LOG("%s", self->out);
 	EXPECT_NE(NULL, strstr(self->out, "died of signal 9 (Killed)")) TH_LOG("%s", self->out);
 	EXPECT_NE(NULL, strstr(self->out, "no completion after 3000 ms")) TH_LOG("%s", self->out);
+	/* the table cut short still says so, and the run does not claim to
+	 * have concluded */
+	EXPECT_NE(NULL, strstr(self->out, "# Out of bounds values : 0 INCOMPLETE")) TH_LOG("%s", self->out);
+	EXPECT_NE(NULL, strstr(self->out, "# Collective test ended early: pd-coll")) TH_LOG("%s", self->out);
+	EXPECT_EQ(NULL, strstr(self->out, "concluded")) TH_LOG("%s", self->out);
 }
 
 /* Ring allreduce of 3 ranks at 98308 B: segments of 32768, 32768 and 32772

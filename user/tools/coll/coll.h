@@ -54,6 +54,8 @@ struct lane {
 	char ctl[MAX_RANKS];	/* host bytes for the barrier */
 };
 
+enum { CORRUPT_POISON = 1, CORRUPT_MISPLACE = 2 };
+
 struct opts {
 	size_t minb, maxb, stepb, chunk;	/* chunk: the lanes' wire chunk */
 	size_t piece;		/* pieces of a message past small_max: chunk or a provider's */
@@ -68,7 +70,9 @@ struct opts {
 	size_t small_chunk, small_max;
 	unsigned int small_set;	/* SMALL_CHUNK_SET | SMALL_MAX_SET */
 	const char *provider, *memory, *csv, *plot;
-	int corrupt;		/* test only: undo one element of a received result */
+	/* test only: undo one element of a received result (CORRUPT_POISON),
+	 * or deliver its first half in place of its second (CORRUPT_MISPLACE) */
+	int corrupt;
 	int kill_rank;		/* test only: this rank raises SIGKILL before the first collective */
 };
 

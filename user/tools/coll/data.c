@@ -2,11 +2,14 @@
 /*
  * pd-coll data: float32 and bfloat16, sum/min/max, and the checks.
  *
- * Every input element is a small integer, 1 + (7i + 13 iter + 5 rank +
- * 3 path + 11 in-place) mod m, with m = min(16, 256 / ranks): distinct per
- * rank, iteration, path and placement, and every sum stays exact in
- * bfloat16 (8 significant bits) whatever the order of the additions, so the
- * expected result is known exactly.  Before every checked iteration the
+ * Every input element is a small integer, 1 + h mod m, with m = min(16,
+ * 256 / ranks) and h a hash of the element's index and of the rank,
+ * iteration, path and placement: every sum stays exact in bfloat16 (8
+ * significant bits) whatever the order of the additions, so the expected
+ * result is known exactly, and the sequence has no period, so data in the
+ * wrong place (a piece, a block, another rank's segment) is wrong in all
+ * but about 1 element in m.  (A linear formula, 7i + ... mod 16, repeated
+ * every 16 elements: a piece delivered in place of another passed.)  Before every checked iteration the
  * output and the scratch region are poisoned (0xa5 bytes, which no
  * expected value has), so a receive that writes nothing is counted wrong.  The CPU touches
  * device memory only inside SYNC brackets, as an accelerator runtime would.
@@ -123,14 +126,24 @@ void reduce_into(enum dtype t, enum redop op, void *dst, const void *a, const vo
 		store(t, dst, i, apply(op, load(t, a, i), load(t, b, i)));
 }
 
+/* splitmix64's finalizer: every input bit reaches every output bit. */
+static inline uint64_t mix(uint64_t x)
+{
+	x ^= x >> 30;
+	x *= 0xbf58476d1ce4e5b9ULL;
+	x ^= x >> 27;
+	x *= 0x94d049bb133111ebULL;
+	return x ^ (x >> 31);
+}
+
 float value(const struct run *r, int rank, size_t i, int iter, int ip)
 {
-	uint64_t m = (uint64_t)(256 / r->n), k;
+	uint64_t m = (uint64_t)(256 / r->n), seed;
 
 	m = m > 16 ? 16 : m < 1 ? 1 : m;
-	k = (uint64_t)i * 7 + (uint64_t)iter * 13 + (uint64_t)rank * 5 + (uint64_t)r->l->kind * 3 +
-	    (uint64_t)ip * 11;
-	return (float)(1 + k % m);
+	seed = ((uint64_t)(uint32_t)iter << 8 | (uint32_t)rank) << 3 |
+	       (uint64_t)r->l->kind << 1 | (uint64_t)(ip != 0);
+	return (float)(1 + mix(mix(seed) + i) % m);
 }
 
 static char *at(struct run *r, size_t off)
@@ -243,14 +256,25 @@ int verify(struct run *r, enum coll_kind k, const struct geom *g, bool ip, int i
 	return cpu_end(r);
 }
 
-/* Test only (--test-corrupt): put the poison back into one output element,
- * as a receive that wrote nothing would leave it. */
+/*
+ * Test only.  --test-corrupt: put the poison back into one output element,
+ * as a receive that wrote nothing would leave it.  --test-misplace: copy
+ * the output's first half over its second, in whole 64-byte lines, as a
+ * transport that delivered one piece (or a stale bounce slot) in place of
+ * another would leave it; data that repeated with a short period would
+ * pass.
+ */
 int corrupt(struct run *r, const struct geom *g, bool ip, int iter)
 {
+	char *out = at(r, coll_out_off(r, g, ip));
+	size_t half = g->recvcount * r->esz / 2 & ~(size_t)63;
 	int ret = cpu_begin(r);
 
 	if (ret)
 		return ret;
-	memset(at(r, coll_out_off(r, g, ip)) + ((size_t)iter % g->recvcount) * r->esz, POISON, r->esz);
+	if (r->o->corrupt == CORRUPT_MISPLACE)
+		memcpy(out + half, out, half);
+	else
+		memset(out + ((size_t)iter % g->recvcount) * r->esz, POISON, r->esz);
 	return cpu_end(r);
 }

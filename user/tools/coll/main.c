@@ -14,13 +14,15 @@
  * For every size, placement (out-of-place, then in-place) and iteration,
  * the paths take turns: device memory on the direct path, device memory
  * through bounce, host memory.  After the warmups, -c checked iterations
- * each fill the input (values distinct per rank, iteration, path and
- * placement), poison output and scratch, barrier over the lane's fabric,
- * run the collective and check every element on every rank; they are not
- * timed.  Then -n timed iterations: barrier and collective, on what the
- * one before left, as nccl-tests times them (measure()).
- * Its time is the slowest rank's; the table shows the mean over the
- * iterations (nccl-tests' statistic; --stat median for the median).
+ * each fill the input (hashed values, see data.c), poison output and
+ * scratch, barrier over the lane's fabric, run the collective and check
+ * every element on every rank; they are not timed.  Then -n timed
+ * iterations: barrier and collective, on what the one before left, as
+ * nccl-tests does (measure()).  Unlike nccl-tests, which times its
+ * iterations back to back and averages over the ranks, each iteration here
+ * starts from a barrier (the paths take turns per iteration) and its time
+ * is the slowest rank's, release skew included; the table shows the mean
+ * over the iterations (--stat median for the median).
  * Exit status: 0 all verified, 1 transfer error, 2 any wrong element, 3
  * setup failed.
  */
@@ -213,7 +215,8 @@ struct launch_opts {
 static int parse(int argc, char **argv, struct opts *o, struct launch_opts *lo)
 {
 	enum { O_COLL = 256, O_PATHS, O_MEMORY, O_PROVIDER, O_DEPTH, O_CHUNK, O_ALGO, O_RDMAX,
-	       O_SMALL_CHUNK, O_SMALL_MAX, O_STAT, O_CSV, O_PLOT, O_TIMEOUT, O_NP, O_RANK, O_NRANKS, O_RDV, O_CORRUPT, O_KILL };
+	       O_SMALL_CHUNK, O_SMALL_MAX, O_STAT, O_CSV, O_PLOT, O_TIMEOUT, O_NP, O_RANK, O_NRANKS, O_RDV, O_CORRUPT,
+	       O_MISPLACE, O_KILL };
 	static const struct option lopts[] = {
 		{ "minbytes", 1, 0, 'b' }, { "maxbytes", 1, 0, 'e' }, { "stepfactor", 1, 0, 'f' },
 		{ "stepbytes", 1, 0, 'i' }, { "iters", 1, 0, 'n' }, { "warmup_iters", 1, 0, 'w' },
@@ -226,7 +229,8 @@ static int parse(int argc, char **argv, struct opts *o, struct launch_opts *lo)
 		{ "stat", 1, 0, O_STAT }, { "csv", 1, 0, O_CSV }, { "plot", 1, 0, O_PLOT },
 		{ "timeout", 1, 0, O_TIMEOUT }, { "np", 1, 0, O_NP }, { "rank", 1, 0, O_RANK },
 		{ "nranks", 1, 0, O_NRANKS }, { "rendezvous", 1, 0, O_RDV },
-		{ "test-corrupt", 0, 0, O_CORRUPT }, { "test-kill-rank", 1, 0, O_KILL }, { 0 },
+		{ "test-corrupt", 0, 0, O_CORRUPT }, { "test-misplace", 0, 0, O_MISPLACE },
+		{ "test-kill-rank", 1, 0, O_KILL }, { 0 },
 	};
 	int c, lanes_sel[NLANES], n, i;
 
@@ -314,7 +318,8 @@ static int parse(int argc, char **argv, struct opts *o, struct launch_opts *lo)
 		case O_RANK: if (TOOL_INT_ARG("--rank", 0, MAX_RANKS - 1, &lo->rank)) return -1; break;
 		case O_NRANKS: if (TOOL_INT_ARG("--nranks", 2, MAX_RANKS, &lo->nranks)) return -1; break;
 		case O_RDV: lo->rdv = optarg; break;
-		case O_CORRUPT: o->corrupt = 1; break;
+		case O_CORRUPT: o->corrupt = CORRUPT_POISON; break;
+		case O_MISPLACE: o->corrupt = CORRUPT_MISPLACE; break;
 		case O_KILL: if (TOOL_INT_ARG("--test-kill-rank", 1, MAX_RANKS - 1, &o->kill_rank)) return -1; break;
 		default: usage(); return -1;
 		}
@@ -799,8 +804,10 @@ int main(int argc, char **argv)
 			       len, o.memory, up, o.memory, down);
 		}
 		printf("# paths alternate per iteration; every checked iteration verifies every element on every rank\n");
-		if (o.corrupt)
+		if (o.corrupt == CORRUPT_POISON)
 			printf("# --test-corrupt: one output element per checked iteration is put back to its poison\n");
+		if (o.corrupt == CORRUPT_MISPLACE)
+			printf("# --test-misplace: each checked output's second half is overwritten with its first\n");
 		began = true;
 		if (csv.f)
 			csv_header();
@@ -898,10 +905,11 @@ int main(int argc, char **argv)
 					}
 					fflush(stdout);
 				}
-				if (status == 1 || status == 3)
-					break;
-				if (b.rank)
+				if (b.rank) {
+					if (status == 1 || status == 3)
+						break;
 					continue;
+				}
 				if (o.lanes[0] && (o.lanes[1] || o.lanes[2]) && nrat) {
 					printf("# out-of-place busbw ratios: %10s  %13s  %11s\n", "size",
 					       "direct/bounce", "direct/host");
@@ -927,11 +935,15 @@ int main(int argc, char **argv)
 					}
 				}
 				fflush(stdout);
+				/* A table cut short still gets its footer, then the run ends. */
+				if (status == 1 || status == 3)
+					break;
 			}
 		}
 	}
 	if (b.rank == 0)
-		printf("#\n# Collective test concluded: pd-coll\n");
+		printf("#\n# Collective test %s: pd-coll\n",
+		       status == 1 || status == 3 ? "ended early" : "concluded");
 out:
 	for (p = 0; p < NLANES; p++)
 		if (lanes[p].fab || lanes[p].src.map)
