@@ -235,6 +235,12 @@ struct pd_export {
 
 	/* Under dmabuf->resv. */
 	bool revoked;
+	/*
+	 * It had importers when revoked: only then are the reservation's
+	 * fences (shared with every export of the allocation) its own
+	 * business to wait for.
+	 */
+	bool revoked_attached;
 	u32 reason;
 	struct list_head attachments;
 	/* Its length, for LIST without the reservation lock (BUSY). */

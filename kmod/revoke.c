@@ -107,6 +107,7 @@ static void pd_revoke_locked(struct pd_revoke_ctx *ctx, struct pd_export *exp)
 	if (!earlier && lockref_get_not_dead(&exp->dentry->d_lockref)) {
 		mutex_lock(&exp->vmap_lock);
 		exp->revoked = true;
+		exp->revoked_attached = !list_empty(&exp->attachments);
 		exp->reason = ctx->reason;
 		mutex_unlock(&exp->vmap_lock);
 		nr_attach = pd_revoke_nr_attach(exp);
@@ -152,7 +153,9 @@ static void pd_wait_idle(struct pd_export *exp, unsigned long deadline)
 {
 	long left;
 
-	pd_wait_fences(exp->dmabuf->resv, deadline);
+	/* A sibling's fence is no reason to hold up an export nobody imported. */
+	if (exp->revoked_attached)
+		pd_wait_fences(exp->dmabuf->resv, deadline);
 	left = max_t(long, (long)(deadline - jiffies), 0);
 	wait_event_killable_timeout(exp->unmap_wq, !pd_export_busy(exp), left);
 }
