@@ -356,7 +356,9 @@ TEST_F_TIMEOUT(coll1, ranks_that_disagree_on_the_sweep_refuse, 120)
 /* Without the check the column says N/A (nccl-tests' -c 0). */
 TEST_F(coll1, no_check_says_na)
 {
-	int st = run("", "--np 2 --provider shm -b 4K -e 4K -n 2 -c 0 --paths host", self->out);
+	/* with nccl-tests' own flags, at the values that mean what pd-coll does */
+	int st = run("", "--np 2 --provider shm -b 4K -e 4K -n 2 -c 0 --paths host "
+		     "-g 1 -t 1 -a 3 -m 1 -z 0 -G 0", self->out);
 
 	EXPECT_EQ(0, st) TH_LOG("%s", self->out);
 	EXPECT_NE(NULL, strstr(self->out, "    N/A  host")) TH_LOG("%s", self->out);
@@ -930,6 +932,12 @@ TEST_F(coll1, refuses_bad_arguments)
 		{ "-b 4K -e 4K extra", "pd-coll: unexpected argument 'extra'" },
 		{ "-b 8 -e 64 -f 1.05", "pd-coll: -f 1.05 does not grow 8 B" },
 		{ "-b 4K -e 1M -i 4K", "pd-coll: -b 4096 to -e 1048576 by that -i is more than 64 sizes" },
+		{ "-g 2", "pd-coll: -g 2: only -g 1 (one device per rank)" },
+		{ "-t 4", "pd-coll: -t 4: only -t 1 (one thread per rank)" },
+		{ "-a 1", "pd-coll: -a 1: only -a 3 (the slowest rank's time, nccl-tests' -a 3)" },
+		{ "-z 1", "pd-coll: -z 1: only -z 0 (non-blocking)" },
+		{ "-G 1", "pd-coll: -G 1: only -G 0 (no CUDA graphs)" },
+		{ "-m x", "pd-coll: -m x: only -m 1 (one operation per iteration)" },
 	};
 	char args[128];
 

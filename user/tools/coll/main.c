@@ -240,8 +240,28 @@ static int parse(int argc, char **argv, struct opts *o, struct launch_opts *lo)
 			     .lanes = { true, true, true },
 			     .memory = access("/dev/peerdirect0", R_OK | W_OK) ? "memfd" : "device:0" };
 	*lo = (struct launch_opts) { .rank = -1 };
-	while ((c = getopt_long(argc, argv, "b:e:f:i:n:w:c:o:d:r:h", lopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "b:e:f:i:n:w:c:o:d:r:hg:t:a:m:z:G:", lopts, NULL)) != -1) {
 		switch (c) {
+		/*
+		 * nccl-tests' flags, so that its command lines run: each takes the
+		 * one value that means what pd-coll does (one device and thread
+		 * per rank, the slowest rank's time, one operation per
+		 * iteration, non-blocking, no graphs); another is refused by name.
+		 */
+		case 'g': case 't': case 'm': case 'a': case 'z': case 'G': {
+			int v, want = c == 'a' ? 3 : c == 'z' || c == 'G' ? 0 : 1;
+			char flag[3] = { '-', (char)c, 0 };
+
+			if (tool_number(optarg, want, want, &v)) {
+				fprintf(stderr, "pd-coll: %s %s: only %s %d (%s)\n", flag, optarg, flag, want,
+					c == 'g' ? "one device per rank" : c == 't' ? "one thread per rank" :
+					c == 'm' ? "one operation per iteration" :
+					c == 'a' ? "the slowest rank's time, nccl-tests' -a 3" :
+					c == 'z' ? "non-blocking" : "no CUDA graphs");
+				return -1;
+			}
+			break;
+		}
 		case 'b': if (size_arg(optarg, &o->minb, "-b")) return -1; break;
 		case 'e': if (size_arg(optarg, &o->maxb, "-e")) return -1; break;
 		case 'i': if (size_arg(optarg, &o->stepb, "-i")) return -1; break;
