@@ -129,7 +129,7 @@ endif
 # The rule and the group alone: for a module DKMS builds.
 install-udev:
 	install -D -m 0644 kmod/60-peerdirect.rules $(DESTDIR)$(UDEVRULESDIR)/60-peerdirect.rules
-ifeq ($(DESTDIR),)
+ifeq ($(INSTALL_MOD_PATH)$(DESTDIR),)
 	getent group peerdirect > /dev/null || groupadd --system peerdirect
 	if udevadm control --reload 2> /dev/null; then \
 		udevadm trigger --action=change --subsystem-match=misc --sysname-match='peerdirect*'; fi

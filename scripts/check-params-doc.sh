@@ -15,7 +15,7 @@ for p in $params; do
 	for doc in Documentation/admin-guide.md Documentation/kernel-module.md; do
 		if grep -qE "^\| \`$p\` \|" "$top/$doc"; then echo "ok $p in $doc"; else echo "not ok $p missing from $doc's table"; bad=1; fi
 	done
-	if grep -qE "(^|[ ,])$p( ,|$| )" <(grep -A4 'modinfo peerdirect' "$top/Documentation/man/peerdirect.4"); then
+	if grep -qE "(^|[ ,])$p( ,|$| )" <(sed -n '/modinfo peerdirect/,/^\.It/p' "$top/Documentation/man/peerdirect.4"); then
 		echo "ok $p in peerdirect.4"
 	else
 		echo "not ok $p missing from peerdirect.4's list"; bad=1
@@ -25,5 +25,10 @@ for doc in Documentation/admin-guide.md Documentation/kernel-module.md; do
 	for p in $(sed -n '/^| parameter |/,/^$/p' "$top/$doc" | grep -oE '^\| `[a-z_0-9]+`' | tr -d '|` '); do
 		grep -qx "$p" <<< "$params" || { echo "not ok $doc's table names $p, which the module does not have"; bad=1; }
 	done
+done
+# peerdirect.4: the .Cm lines after "modinfo peerdirect", up to the next .It
+for p in $(sed -n '/modinfo peerdirect/,/^\.It/p' "$top/Documentation/man/peerdirect.4" |
+	   sed -n 's/^\.Cm //p' | tr -d ',' | tr ' ' '\n' | grep -E '^[a-z_0-9]+$'); do
+	grep -qx "$p" <<< "$params" || { echo "not ok peerdirect.4 names $p, which the module does not have"; bad=1; }
 done
 exit $bad

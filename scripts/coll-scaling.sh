@@ -50,28 +50,27 @@ printf "# %-7s %10s" path size
 for n in $ranks; do printf " %9s" "busbw@$n"; done
 for n in $ranks; do printf " %8s" "eff@$n"; done
 echo "   (busbw GB/s, out of place; eff = busbw(N) / busbw($first))"
-# Rows pair up by their place in the sweep, not by the size column: for
-# allgather, reducescatter and alltoall that size is rounded to the rank
-# count (1M is 1048560 at 3 ranks).
+# Rows pair up by the size the sweep asked for (sweep_size, column 18), not
+# by the size column, which allgather, reducescatter and alltoall round to
+# the rank count (1M is 1048560 at 3 ranks), nor by their place: a size too
+# small for every rank to get an element has no row at that rank count.
 type=$(awk -F, 'NR == 2 { print $9 }' "$tmp/$first.csv")
 op=$(awk -F, 'NR == 2 { print $10 }' "$tmp/$first.csv")
-row() { # CSV PATH K: out-of-place busbw of the K-th size
-	awk -F, -v c="$coll" -v p="$2" -v t="$type" -v o="$op" -v k="$3" \
-		'$1 == c && $2 == p && $9 == t && $10 == o && $12 == "out-of-place" && ++i == k { print $15 }' "$1"
+row() { # CSV PATH SIZE: out-of-place busbw at that sweep size
+	awk -F, -v c="$coll" -v p="$2" -v t="$type" -v o="$op" -v z="$3" \
+		'$1 == c && $2 == p && $9 == t && $10 == o && $12 == "out-of-place" && $18 == z { print $15 }' "$1"
 }
 for path in direct bounce host; do
-	k=0
 	for z in $(awk -F, -v c="$coll" -v p=$path -v t="$type" -v o="$op" \
-		'$1 == c && $2 == p && $9 == t && $10 == o && $12 == "out-of-place" { print $7 }' "$tmp/$first.csv"); do
-		k=$((k + 1))
+		'$1 == c && $2 == p && $9 == t && $10 == o && $12 == "out-of-place" { print $18 }' "$tmp/$first.csv"); do
 		printf "  %-7s %10s" "$path" "$z"
-		b0=$(row "$tmp/$first.csv" $path $k)
+		b0=$(row "$tmp/$first.csv" $path $z)
 		for n in $ranks; do
-			b=$(row "$tmp/$n.csv" $path $k)
+			b=$(row "$tmp/$n.csv" $path $z)
 			if [ -n "$b" ]; then printf " %9.3f" "$b"; else printf " %9s" -; fi
 		done
 		for n in $ranks; do
-			b=$(row "$tmp/$n.csv" $path $k)
+			b=$(row "$tmp/$n.csv" $path $z)
 			if [ -n "$b" ]; then awk -v b="$b" -v b0="$b0" 'BEGIN { printf " %7.2fx", b / b0 }'; else printf " %8s" -; fi
 		done
 		echo

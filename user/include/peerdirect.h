@@ -292,9 +292,11 @@ int pd_mr_rkey_sz(const struct pd_mr *mr, struct pd_rkey *out, size_t size,
  * The table's 1.0 slots for growable structs take the 1.0 layouts only, as
  * the plain symbols do: fields added since are ignored (attr) or left
  * unwritten (outputs).  A caller compiled against this header is warned
- * off them; it calls the _sz slots with its own sizeof.
+ * off them; it calls the _sz slots with its own sizeof.  PD_ALLOW_1_0_SLOTS
+ * silences the warning alone (PD_NO_SIZED_CALLS also turns off the macros).
  */
-#if defined(__GNUC__) && !defined(PD_BUILDING_LIB) && !defined(PD_NO_SIZED_CALLS)
+#if defined(__GNUC__) && !defined(PD_BUILDING_LIB) && !defined(PD_NO_SIZED_CALLS) && \
+	!defined(PD_ALLOW_1_0_SLOTS)
 #define PD_API_1_0_LAYOUT \
 	__attribute__((deprecated("takes the 1.0 struct layout only: call the _sz slot with sizeof")))
 #else

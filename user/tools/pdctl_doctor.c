@@ -804,10 +804,24 @@ static bool has_word(const char *list, const char *word)
 	return false;
 }
 
-/* The libfabric provider the library would drive an RDMA NIC with. */
+/*
+ * The libfabric provider the library would drive an RDMA NIC with: efa for
+ * a device the efa driver runs (named rdmap0s31 and the like, not efa*),
+ * else verbs.
+ */
 static const char *rdma_provider(const struct nic *nic)
 {
-	return !strncmp(nic->name, "efa", 3) ? "efa" : "verbs";
+	char path[PATH_MAX], link[PATH_MAX];
+	const char *base;
+	ssize_t n;
+
+	snprintf(path, sizeof(path), "%s/class/infiniband/%s/device/driver", sysroot, nic->name);
+	n = readlink(path, link, sizeof(link) - 1);
+	if (n <= 0)
+		return "verbs";
+	link[n] = 0;
+	base = strrchr(link, '/');
+	return !strcmp(base ? base + 1 : link, "efa") ? "efa" : "verbs";
 }
 
 /* Whether list names core alone or layered under a utility provider

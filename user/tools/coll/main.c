@@ -392,7 +392,7 @@ static int parse(int argc, char **argv, struct opts *o, struct launch_opts *lo)
 
 static void csv_header(void)
 {
-	fprintf(csv.f, "collective,path,path_used,provider,memory,nranks,size,count,type,redop,root,placement,time_us,algbw_gbs,busbw_gbs,wrong,iters\n");
+	fprintf(csv.f, "collective,path,path_used,provider,memory,nranks,size,count,type,redop,root,placement,time_us,algbw_gbs,busbw_gbs,wrong,iters,sweep_size\n");
 }
 
 /*
@@ -901,7 +901,7 @@ int main(int argc, char **argv)
 							avg[p] += res[p][ip].bus;
 							wrong += res[p][ip].wrong;
 							if (csv.f)
-								fprintf(csv.f, "%s,%s,%s,%s,%s,%d,%zu,%zu,%s,%s,%d,%s,%.3f,%.6f,%.6f,%llu,%d\n",
+								fprintf(csv.f, "%s,%s,%s,%s,%s,%d,%zu,%zu,%s,%s,%d,%s,%.3f,%.6f,%.6f,%llu,%d,%zu\n",
 									coll_names[k], lane_names[p],
 									pd_path_name(pd_mr_path(lanes[p].mr)),
 									pd_fabric_provider(lanes[p].fab),
@@ -911,7 +911,7 @@ int main(int argc, char **argv)
 									reducing(k) ? op_names[r.op] : "none",
 									rooted(k) ? o.root : -1, ip ? "in-place" : "out-of-place",
 									res[p][ip].us, res[p][ip].alg, res[p][ip].bus,
-									(unsigned long long)res[p][ip].wrong, o.iters);
+									(unsigned long long)res[p][ip].wrong, o.iters, sizes[si]);
 						}
 						printf("  %s\n", lane_names[p]);
 					}
