@@ -56,22 +56,22 @@ echo "   (busbw GB/s, out of place; eff = busbw(N) / busbw($first))"
 # small for every rank to get an element has no row at that rank count.
 type=$(awk -F, 'NR == 2 { print $9 }' "$tmp/$first.csv")
 op=$(awk -F, 'NR == 2 { print $10 }' "$tmp/$first.csv")
-row() { # CSV PATH SIZE: out-of-place busbw at that sweep size
-	awk -F, -v c="$coll" -v p="$2" -v t="$type" -v o="$op" -v z="$3" \
-		'$1 == c && $2 == p && $9 == t && $10 == o && $12 == "out-of-place" && $18 == z { print $15 }' "$1"
+rows() { # CSV PATH: "SWEEP_SIZE BUSBW" of each out-of-place row
+	awk -F, -v c="$coll" -v p="$2" -v t="$type" -v o="$op" \
+		'$1 == c && $2 == p && $9 == t && $10 == o && $12 == "out-of-place" { print $18, $15 }' "$1"
 }
 for path in direct bounce host; do
-	for z in $(awk -F, -v c="$coll" -v p=$path -v t="$type" -v o="$op" \
-		'$1 == c && $2 == p && $9 == t && $10 == o && $12 == "out-of-place" { print $18 }' "$tmp/$first.csv"); do
-		printf "  %-7s %10s" "$path" "$z"
-		b0=$(row "$tmp/$first.csv" $path $z)
+	for z in $(rows "$tmp/$first.csv" $path | cut -d' ' -f1); do
+		cells=()	# busbw per rank count, empty where it has no row
 		for n in $ranks; do
-			b=$(row "$tmp/$n.csv" $path $z)
+			cells+=("$(rows "$tmp/$n.csv" $path | awk -v z="$z" '$1 == z { print $2 }')")
+		done
+		printf "  %-7s %10s" "$path" "$z"
+		for b in "${cells[@]}"; do
 			if [ -n "$b" ]; then printf " %9.3f" "$b"; else printf " %9s" -; fi
 		done
-		for n in $ranks; do
-			b=$(row "$tmp/$n.csv" $path $z)
-			if [ -n "$b" ]; then awk -v b="$b" -v b0="$b0" 'BEGIN { printf " %7.2fx", b / b0 }'; else printf " %8s" -; fi
+		for b in "${cells[@]}"; do
+			if [ -n "$b" ]; then awk -v b="$b" -v b0="${cells[0]}" 'BEGIN { if (b0 > 0) printf " %7.2fx", b / b0; else printf " %8s", "-" }'; else printf " %8s" -; fi
 		done
 		echo
 	done

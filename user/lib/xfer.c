@@ -54,6 +54,15 @@
 
 enum req_kind { REQ_SEND, REQ_RECV, REQ_WRITE };
 static const char *const kind_names[] = { "send", "recv", "write" };
+/* Per kind: the entry point that starts it, and the access it needs. */
+static const struct {
+	const char *fn, *access_name;
+	unsigned int access;
+} kind_ops[] = {
+	[REQ_SEND] = { "pd_tsend", "PD_ACCESS_SEND", PD_ACCESS_SEND },
+	[REQ_RECV] = { "pd_trecv", "PD_ACCESS_RECV", PD_ACCESS_RECV },
+	[REQ_WRITE] = { "pd_write", "PD_ACCESS_WRITE", PD_ACCESS_WRITE },
+};
 
 /* Where an operation's staged bytes are (bounce path). */
 enum stage_state {
@@ -953,9 +962,7 @@ static int start(struct pd_fabric *fab, enum req_kind kind, struct pd_mr *mr,
 		 size_t off, size_t len, uint64_t peer, uint64_t tag,
 		 const struct pd_rkey *rk, uint64_t roff, struct pd_req **out)
 {
-	const char *fn = kind == REQ_SEND ? "pd_tsend" : kind == REQ_RECV ? "pd_trecv" : "pd_write";
-	unsigned int need = kind == REQ_SEND ? PD_ACCESS_SEND :
-			    kind == REQ_RECV ? PD_ACCESS_RECV : PD_ACCESS_WRITE;
+	const char *fn = kind_ops[kind].fn;
 	struct pd_peer *p;
 	struct pd_req *r;
 	size_t nchunks, i;
@@ -972,10 +979,9 @@ static int start(struct pd_fabric *fab, enum req_kind kind, struct pd_mr *mr,
 	if (tag >> fab->tag_bits)
 		return pd_error(-EINVAL, "%s: tag 0x%llx needs more than the %u bits %s leaves for tags",
 				fn, (unsigned long long)tag, fab->tag_bits, fab->provider);
-	if (!(mr->access & need))
+	if (!(mr->access & kind_ops[kind].access))
 		return pd_error(-EACCES, "%s: the registration was made for access 0x%x, without %s%s",
-				fn, mr->access, kind == REQ_SEND ? "PD_ACCESS_SEND" :
-				kind == REQ_RECV ? "PD_ACCESS_RECV" : "PD_ACCESS_WRITE",
+				fn, mr->access, kind_ops[kind].access_name,
 				kind == REQ_RECV && pd_mr_entry_key(mr->entry)->readonly ?
 				" (the dma-buf fd is read-only)" : "");
 	if (kind != REQ_RECV && peer == PD_ANY_PEER)

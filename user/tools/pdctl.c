@@ -22,6 +22,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <limits.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -367,23 +368,29 @@ static const char *const revoked_attrs[] = {
 };
 
 /* The PCI function the device sits on, or "" (a simulated device). */
-static void dev_parent(int idx, char *buf, size_t len)
+/* The last component of the symlink at path into buf (truncated to fit):
+ * 0, else -1 with buf empty (no link). */
+int link_base(const char *path, char *buf, size_t len)
 {
-	char path[256], link[256];
+	char link[PATH_MAX];
 	const char *base;
-	ssize_t n;
+	ssize_t n = readlink(path, link, sizeof(link) - 1);
 
 	buf[0] = 0;
-	snprintf(path, sizeof(path), "%s/class/misc/peerdirect%d/device", sysroot, idx);
-	n = readlink(path, link, sizeof(link) - 1);
 	if (n <= 0)
-		return;
+		return -1;
 	link[n] = 0;
 	base = strrchr(link, '/');
-	base = base ? base + 1 : link;
-	n = (ssize_t)strlen(base) < (ssize_t)len - 1 ? (ssize_t)strlen(base) : (ssize_t)len - 1;
-	memcpy(buf, base, n);
-	buf[n] = 0;
+	snprintf(buf, len, "%s", base ? base + 1 : link);
+	return 0;
+}
+
+static void dev_parent(int idx, char *buf, size_t len)
+{
+	char path[256];
+
+	snprintf(path, sizeof(path), "%s/class/misc/peerdirect%d/device", sysroot, idx);
+	link_base(path, buf, len);
 }
 
 /* ---- list, info --------------------------------------------------------- */

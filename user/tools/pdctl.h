@@ -38,6 +38,7 @@ int read_file(const char *path, char *buf, size_t len);
 int attr_str(int idx, const char *name, char *buf, size_t len);
 unsigned long long attr_u64(int idx, const char *name);
 int attr_num(int idx, const char *name, unsigned long long *out);
+int link_base(const char *path, char *buf, size_t len);
 bool module_loaded(void);
 int list_devices(int *out, int max);
 

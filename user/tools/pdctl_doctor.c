@@ -467,19 +467,13 @@ static const char *nic_class(const struct nic *n)
 /* The iommu group of a sysfs device directory, with its type, or "none". */
 static void iommu_group(const char *devdir, char *buf, size_t len)
 {
-	char path[PATH_MAX], link[PATH_MAX], type[32];
-	const char *g;
-	ssize_t n;
+	char path[PATH_MAX], g[64], type[32];
 
 	snprintf(path, sizeof(path), "%s/iommu_group", devdir);
-	n = readlink(path, link, sizeof(link) - 1);
-	if (n <= 0) {
+	if (link_base(path, g, sizeof(g))) {
 		snprintf(buf, len, "none");
 		return;
 	}
-	link[n] = 0;
-	g = strrchr(link, '/');
-	g = g ? g + 1 : link;
 	snprintf(path, sizeof(path), "%s/kernel/iommu_groups/%.32s/type", sysroot, g);
 	if (read_file(path, type, sizeof(type)))
 		snprintf(type, sizeof(type), "?");
@@ -792,15 +786,23 @@ static struct {
 	char hmem[TEXT];	/* the providers offering FI_HMEM, space-separated */
 } lf;
 
-/* Whether word is one of the space-separated words of list. */
-static bool has_word(const char *list, const char *word)
+/*
+ * Whether the space-separated list names name; layered: also as the core
+ * of a layered provider ("verbs" in "verbs;ofi_rxm").
+ */
+static bool list_has(const char *list, const char *name, bool layered)
 {
-	size_t n = strlen(word);
-	const char *hit;
+	size_t n = strlen(name);
 
-	for (hit = strstr(list, word); n && hit; hit = strstr(hit + 1, word))
-		if ((hit == list || hit[-1] == ' ') && (hit[n] == ' ' || !hit[n]))
+	while (n && *list) {
+		size_t len = strcspn(list, " ");
+
+		if (len >= n && !strncmp(list, name, n) &&
+		    (len == n || (layered && list[n] == ';')))
 			return true;
+		list += len;
+		list += strspn(list, " ");
+	}
 	return false;
 }
 
@@ -811,35 +813,10 @@ static bool has_word(const char *list, const char *word)
  */
 static const char *rdma_provider(const struct nic *nic)
 {
-	char path[PATH_MAX], link[PATH_MAX];
-	const char *base;
-	ssize_t n;
+	char path[PATH_MAX], driver[32];
 
 	snprintf(path, sizeof(path), "%s/class/infiniband/%s/device/driver", sysroot, nic->name);
-	n = readlink(path, link, sizeof(link) - 1);
-	if (n <= 0)
-		return "verbs";
-	link[n] = 0;
-	base = strrchr(link, '/');
-	return !strcmp(base ? base + 1 : link, "efa") ? "efa" : "verbs";
-}
-
-/* Whether list names core alone or layered under a utility provider
- * ("verbs;ofi_rxm"). */
-static bool has_provider(const char *list, const char *core)
-{
-	const char *w = list;
-	size_t n = strlen(core);
-
-	while (*w) {
-		size_t len = strcspn(w, " ");
-
-		if (len >= n && !strncmp(w, core, n) && (len == n || w[n] == ';'))
-			return true;
-		w += len;
-		w += strspn(w, " ");
-	}
-	return false;
+	return !link_base(path, driver, sizeof(driver)) && !strcmp(driver, "efa") ? "efa" : "verbs";
 }
 
 static char verbs_error[TEXT];
@@ -1034,7 +1011,7 @@ static void pair_rdma(const struct dev *d, const struct nic *nic, struct pair *p
 			 FI_MINOR(lf.version), lf.why);
 		set_text(p->fix, "libfabric >= 1.20 (Debian 13), and libpeerdirect built "
 			 "against it");
-	} else if (!strcmp(p->verdict, "dmabuf") && !has_provider(lf.hmem, rdma_provider(nic))) {
+	} else if (!strcmp(p->verdict, "dmabuf") && !list_has(lf.hmem, rdma_provider(nic), true)) {
 		/* The library asks the NIC's provider for FI_HMEM; without it,
 		 * it opens the provider plain and stages (its "lacks FI_HMEM"). */
 		p->verdict = "bounce";
@@ -1133,7 +1110,7 @@ static void check_libfabric(void)
 		const char *name = i->fabric_attr && i->fabric_attr->prov_name ?
 				   i->fabric_attr->prov_name : "?";
 
-		if (has_word(provs, name))
+		if (list_has(provs, name, false))
 			continue;
 		if (used < sizeof(provs))
 			used += snprintf(provs + used, sizeof(provs) - used, "%s%s",
