@@ -219,6 +219,12 @@ struct pd_export {
 	struct list_head node;		/* pd_alloc.exports */
 	/* On the list of the call that revoked it, which alone touches it. */
 	struct list_head revoke_node;
+	/*
+	 * The revoking call's too: it had importers when revoked, and only
+	 * then are the reservation's fences (shared with every export of the
+	 * allocation) its business to wait for.
+	 */
+	bool revoked_attached;
 	u64 id;
 	u64 offset;			/* within the allocation */
 	u64 length;
@@ -235,12 +241,6 @@ struct pd_export {
 
 	/* Under dmabuf->resv. */
 	bool revoked;
-	/*
-	 * It had importers when revoked: only then are the reservation's
-	 * fences (shared with every export of the allocation) its own
-	 * business to wait for.
-	 */
-	bool revoked_attached;
 	u32 reason;
 	struct list_head attachments;
 	/* Its length, for LIST without the reservation lock (BUSY). */

@@ -76,19 +76,6 @@ static void pd_invalidate(struct pd_export *exp)
 }
 #endif
 
-/* Under the reservation lock, for the trace event only. */
-static u32 pd_revoke_nr_attach(struct pd_export *exp)
-{
-	struct pd_attach *pa;
-	u32 n = 0;
-
-	if (!trace_peerdirect_revoke_enabled())
-		return 0;
-	list_for_each_entry(pa, &exp->attachments, node)
-		n++;
-	return n;
-}
-
 /*
  * Under pd_device.lock, which keeps @exp and its dma-buf from being
  * released (release waits for it to unlink the export).  A dma-buf whose
@@ -107,10 +94,11 @@ static void pd_revoke_locked(struct pd_revoke_ctx *ctx, struct pd_export *exp)
 	if (!earlier && lockref_get_not_dead(&exp->dentry->d_lockref)) {
 		mutex_lock(&exp->vmap_lock);
 		exp->revoked = true;
-		exp->revoked_attached = !list_empty(&exp->attachments);
 		exp->reason = ctx->reason;
 		mutex_unlock(&exp->vmap_lock);
-		nr_attach = pd_revoke_nr_attach(exp);
+		/* Counted under this lock, as attach and detach do. */
+		nr_attach = atomic_read(&exp->nr_attachments);
+		exp->revoked_attached = nr_attach != 0;
 		pd_invalidate(exp);
 		/* Under the lock, so a racing fault cannot reinstall a PTE. */
 		unmap_mapping_range(d_inode(exp->dentry)->i_mapping, 0, 0, 1);

@@ -9,6 +9,7 @@
 #include <limits.h>
 #include <errno.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -89,27 +90,25 @@ int pd_parse_size(const char *s, size_t *out)
 	return 0;
 }
 
-int pd_env_size(const char *name, size_t *out)
+/* suffix: K/M/G allowed (a size); else digits alone (a count, a time). */
+static int env_number(const char *name, bool suffix, size_t *out)
 {
 	const char *s = getenv(name);
 
 	if (!s)
 		return 0;
-	if (pd_parse_size(s, out))
-		return pd_error(-EINVAL, "%s='%s' is not a size (e.g. 1024, 4K, 8M, 2G)",
-				name, s);
+	if ((!suffix && s[strspn(s, "0123456789")]) || pd_parse_size(s, out))
+		return pd_error(-EINVAL, suffix ? "%s='%s' is not a size (e.g. 1024, 4K, 8M, 2G)" :
+				"%s='%s' is not a whole number (decimal digits, no suffix)", name, s);
 	return 0;
+}
+
+int pd_env_size(const char *name, size_t *out)
+{
+	return env_number(name, true, out);
 }
 
 int pd_env_count(const char *name, size_t *out)
 {
-	const char *s = getenv(name);
-	size_t len = s ? strspn(s, "0123456789") : 0;
-
-	if (!s)
-		return 0;
-	if (!len || s[len] || pd_parse_size(s, out))
-		return pd_error(-EINVAL, "%s='%s' is not a whole number (decimal digits, no suffix)",
-				name, s);
-	return 0;
+	return env_number(name, false, out);
 }

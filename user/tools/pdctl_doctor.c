@@ -971,6 +971,19 @@ static bool dev_live(const struct dev *d, struct pair *p)
 	return false;
 }
 
+#ifndef PDCTL_NO_DLOPEN
+/* Without libfabric the library cannot run: no pair has a verdict. */
+static bool lf_missing(struct pair *p)
+{
+	if (no_libs || lf.loaded)
+		return false;
+	p->verdict = "unknown";
+	set_text(p->reason, "the library cannot run without libfabric: %s", lf.why);
+	set_text(p->fix, "apt install libfabric1");
+	return true;
+}
+#endif
+
 static void pair_rdma(const struct dev *d, const struct nic *nic, struct pair *p)
 {
 	char why[TEXT];
@@ -988,11 +1001,8 @@ static void pair_rdma(const struct dev *d, const struct nic *nic, struct pair *p
 		return;
 	}
 #ifndef PDCTL_NO_DLOPEN
-	if (!lf.loaded) {
-		set_text(p->reason, "the library cannot run without libfabric: %s", lf.why);
-		set_text(p->fix, "apt install libfabric1");
+	if (lf_missing(p))
 		return;
-	}
 	if (!load_verbs()) {
 		if (verbs_too_old)
 			p->verdict = "bounce";
@@ -1002,8 +1012,10 @@ static void pair_rdma(const struct dev *d, const struct nic *nic, struct pair *p
 		return;
 	}
 	try_dmabuf_mr(d, nic, p);
+	const char *prov = rdma_provider(nic);
+
 	/* The NIC takes dma-bufs; the library needs libfabric to, too. */
-	if (!strcmp(p->verdict, "dmabuf") && lf.loaded && !lf.dmabuf) {
+	if (!strcmp(p->verdict, "dmabuf") && !lf.dmabuf) {
 		p->verdict = "bounce";
 		set_text(p->reason, "ibv_reg_dmabuf_mr on %s accepted a peerdirect%d export, but "
 			 "libfabric %u.%u takes no dma-buf registrations (%s): the library stages "
@@ -1011,17 +1023,17 @@ static void pair_rdma(const struct dev *d, const struct nic *nic, struct pair *p
 			 FI_MINOR(lf.version), lf.why);
 		set_text(p->fix, "libfabric >= 1.20 (Debian 13), and libpeerdirect built "
 			 "against it");
-	} else if (!strcmp(p->verdict, "dmabuf") && !list_has(lf.hmem, rdma_provider(nic), true)) {
+	} else if (!strcmp(p->verdict, "dmabuf") && !list_has(lf.hmem, prov, true)) {
 		/* The library asks the NIC's provider for FI_HMEM; without it,
 		 * it opens the provider plain and stages (its "lacks FI_HMEM"). */
 		p->verdict = "bounce";
 		set_text(p->reason, "ibv_reg_dmabuf_mr on %s accepted a peerdirect%d export, but "
 			 "libfabric %u.%u's %s provider does not offer FI_HMEM (providers that do: "
 			 "%s): the library stages through host memory", nic->name, d->idx,
-			 FI_MAJOR(lf.version), FI_MINOR(lf.version), rdma_provider(nic),
+			 FI_MAJOR(lf.version), FI_MINOR(lf.version), prov,
 			 lf.hmem[0] ? lf.hmem : "none");
 		set_text(p->fix, "a libfabric whose %s provider is built with FI_HMEM (dma-buf) "
-			 "support", rdma_provider(nic));
+			 "support", prov);
 	}
 #endif
 }
@@ -1031,12 +1043,8 @@ static void pair_netdev(const struct dev *d, const struct nic *nic, struct pair 
 	if (!dev_live(d, p))
 		return;
 #ifndef PDCTL_NO_DLOPEN
-	if (!no_libs && !lf.loaded) {
-		p->verdict = "unknown";
-		set_text(p->reason, "the library cannot run without libfabric: %s", lf.why);
-		set_text(p->fix, "apt install libfabric1");
+	if (lf_missing(p))
 		return;
-	}
 #endif
 	if (d->features & PEERDIRECT_FEAT_CPU_MMAP) {
 		p->verdict = "mapped";

@@ -138,7 +138,6 @@ void coll_geom(enum coll_kind k, size_t bytes, size_t esz, int n, struct geom *g
 int coll_run(struct run *r, enum coll_kind k, const struct geom *g, bool in_place);
 
 /* data.c */
-float value(const struct run *r, int rank, size_t i, int iter, int ip);
 void reduce_into(enum dtype t, enum redop op, void *dst, const void *a, const void *b, size_t n);
 void store(enum dtype t, void *p, size_t i, float v);
 float load(enum dtype t, const void *p, size_t i);

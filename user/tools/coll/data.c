@@ -136,14 +136,27 @@ static inline uint64_t mix(uint64_t x)
 	return x ^ (x >> 31);
 }
 
-float value(const struct run *r, int rank, size_t i, int iter, int ip)
-{
-	uint64_t m = (uint64_t)(256 / r->n), seed;
+/* One iteration's inputs: per rank, the hash of its seed, made once. */
+struct inputs {
+	uint64_t m;
+	uint64_t base[MAX_RANKS];
+};
 
-	m = m > 16 ? 16 : m < 1 ? 1 : m;
-	seed = ((uint64_t)(uint32_t)iter << 8 | (uint32_t)rank) << 3 |
-	       (uint64_t)r->l->kind << 1 | (uint64_t)(ip != 0);
-	return (float)(1 + mix(mix(seed) + i) % m);
+static void inputs_init(const struct run *r, int iter, int ip, struct inputs *in)
+{
+	int q;
+
+	in->m = (uint64_t)(256 / r->n);
+	in->m = in->m > 16 ? 16 : in->m < 1 ? 1 : in->m;
+	for (q = 0; q < r->n; q++)
+		in->base[q] = mix(((uint64_t)(uint32_t)iter << 8 | (uint32_t)q) << 3 |
+				  (uint64_t)r->l->kind << 1 | (uint64_t)(ip != 0));
+}
+
+/* Element i of rank q's input. */
+static inline float value(const struct inputs *in, int q, size_t i)
+{
+	return (float)(1 + mix(in->base[q] + i) % in->m);
 }
 
 static char *at(struct run *r, size_t off)
@@ -182,27 +195,29 @@ static size_t span(const struct run *r, const struct geom *g)
 int prepare(struct run *r, enum coll_kind k, const struct geom *g, bool ip, int iter)
 {
 	char *in;
+	struct inputs vals;
 	size_t i;
 	int ret = cpu_begin(r);
 
 	(void)k;
 	if (ret)
 		return ret;
+	inputs_init(r, iter, ip, &vals);
 	memset(at(r, OFF_OUT(r)), POISON, span(r, g));
 	memset(at(r, OFF_SCR(r)), POISON, span(r, g));
 	in = at(r, coll_in_off(r, g, ip));
 	for (i = 0; i < g->sendcount; i++)
-		store(r->t, in, i, value(r, r->rank, i, iter, ip));
+		store(r->t, in, i, value(&vals, r->rank, i));
 	return cpu_end(r);
 }
 
-static float reduced(const struct run *r, size_t i, int iter, int ip)
+static float reduced(const struct run *r, const struct inputs *vals, size_t i)
 {
-	float v = value(r, 0, i, iter, ip);
+	float v = value(vals, 0, i);
 	int q;
 
 	for (q = 1; q < r->n; q++)
-		v = apply(r->op, v, value(r, q, i, iter, ip));
+		v = apply(r->op, v, value(vals, q, i));
 	return r->t == T_FLOAT ? v : bf16_to_f(f_to_bf16(v));
 }
 
@@ -213,28 +228,30 @@ int verify(struct run *r, enum coll_kind k, const struct geom *g, bool ip, int i
 	size_t j, n = g->recvcount, c = g->count, first = SIZE_MAX;
 	int R = r->rank, N = r->n, ret = cpu_begin(r);
 	float got = 0, want = 0;
+	struct inputs vals;
 
 	if (ret)
 		return ret;
+	inputs_init(r, iter, ip, &vals);
 	for (j = 0; j < n; j++) {
 		float w;
 		bool ok;
 
 		switch (k) {
-		case C_ALLREDUCE: w = reduced(r, j, iter, ip); break;
-		case C_ALLGATHER: w = value(r, (int)(j / c), j % c, iter, ip); break;
-		case C_REDUCESCATTER: w = reduced(r, (size_t)R * c + j, iter, ip); break;
-		case C_BROADCAST: w = value(r, r->o->root, j, iter, ip); break;
+		case C_ALLREDUCE: w = reduced(r, &vals, j); break;
+		case C_ALLGATHER: w = value(&vals, (int)(j / c), j % c); break;
+		case C_REDUCESCATTER: w = reduced(r, &vals, (size_t)R * c + j); break;
+		case C_BROADCAST: w = value(&vals, r->o->root, j); break;
 		case C_REDUCE:
 			if (R == r->o->root)
-				w = reduced(r, j, iter, ip);
+				w = reduced(r, &vals, j);
 			else if (ip)	/* a non-root's buffer is left as it was */
-				w = value(r, R, j, iter, ip);
+				w = value(&vals, R, j);
 			else
 				w = load(r->t, (const unsigned char[4]) { POISON, POISON, POISON, POISON }, 0);
 			break;
-		case C_ALLTOALL: w = value(r, (int)(j / c), (size_t)R * c + j % c, iter, ip); break;
-		default: w = value(r, (R + N - 1) % N, j, iter, ip); break;
+		case C_ALLTOALL: w = value(&vals, (int)(j / c), (size_t)R * c + j % c); break;
+		default: w = value(&vals, (R + N - 1) % N, j); break;
 		}
 		if (k == C_REDUCE && R != r->o->root && !ip) {
 			const unsigned char *b = (const unsigned char *)out + j * r->esz;
