@@ -42,6 +42,18 @@
 #endif
 
 /*
+ * The lock a fault handler was called under: the mmap lock, or from 6.7 on
+ * kernels with per-VMA locks possibly the VMA's alone.  Before the helper
+ * existed, a VMA-locked fault reached no driver's ->fault (only anonymous
+ * memory was handled without the mmap lock).
+ */
+#ifdef PD_HAVE_RELEASE_FAULT_LOCK
+#define pd_release_fault_lock(vmf)	release_fault_lock(vmf)
+#else
+#define pd_release_fault_lock(vmf)	mmap_read_unlock((vmf)->vma->vm_mm)
+#endif
+
+/*
  * The DMA_BUF symbol namespace: MODULE_IMPORT_NS took a bare token until
  * 6.13 and a string literal after; the modinfo tag it expands to is the same.
  */

@@ -221,6 +221,38 @@ static void pd_dmabuf_release(struct dma_buf *dmabuf)
 /* Pages mapped per fault: a streaming CPU copy takes 1/16 of the faults. */
 #define PD_FAULT_AROUND	16
 
+/*
+ * An importer may hold the reservation across a mapping or a fence wait.
+ * A fault that slept on it with the mmap lock held would stall every
+ * mmap(), munmap() and fault of the process behind it, unkillably.  So,
+ * as TTM does: when the lock is taken, drop the fault lock, wait for the
+ * reservation interruptibly and have the fault retried; on a retry (no
+ * second drop allowed) wait interruptibly, and let a signal end the fault
+ * with nothing mapped, to be taken again after the handler.  0 with the
+ * lock held, or what the fault returns.
+ */
+static vm_fault_t pd_vm_fault_lock(struct vm_fault *vmf, struct pd_export *exp)
+{
+	struct dma_resv *resv = exp->dmabuf->resv;
+
+	if (dma_resv_trylock(resv))
+		return 0;
+	if (fault_flag_allow_retry_first(vmf->flags)) {
+		if (!(vmf->flags & FAULT_FLAG_RETRY_NOWAIT)) {
+			/* Once the fault lock is dropped the VMA may go. */
+			get_dma_buf(exp->dmabuf);
+			pd_release_fault_lock(vmf);
+			if (!dma_resv_lock_interruptible(resv, NULL))
+				dma_resv_unlock(resv);
+			dma_buf_put(exp->dmabuf);
+		}
+		return VM_FAULT_RETRY;
+	}
+	if (dma_resv_lock_interruptible(resv, NULL))
+		return VM_FAULT_NOPAGE;
+	return 0;
+}
+
 static vm_fault_t pd_vm_fault(struct vm_fault *vmf)
 {
 	struct vm_area_struct *vma = vmf->vma;
@@ -240,7 +272,9 @@ static vm_fault_t pd_vm_fault(struct vm_fault *vmf)
 	 * so a fault that sees "not revoked" here cannot leave a PTE behind
 	 * the zap.
 	 */
-	dma_resv_lock(resv, NULL);
+	ret = pd_vm_fault_lock(vmf, exp);
+	if (ret)
+		return ret;
 	if (exp->revoked) {
 		ret = VM_FAULT_SIGBUS;
 		goto out;

@@ -1,6 +1,11 @@
 // SPDX-License-Identifier: GPL-2.0
 /* Exports: fds, CPU mappings, SYNC, names and limits. */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 #include "kselftest_harness.h"
 #include "pd_test.h"
 
@@ -179,10 +184,250 @@ TEST_F(exp, export_limit_is_enospc_until_one_is_released)
 		close(fds[i]);
 }
 
+/*
+ * An EXPORT whose result cannot be written back (the argument is in a
+ * read-only page: read in, not out) fails EFAULT and leaves no fd, no
+ * export and nothing quarantined.
+ */
+TEST_F(exp, an_export_whose_result_cannot_be_written_leaves_nothing)
+{
+	struct peerdirect_export *e;
+	/* Queried by the setup before it allocated. */
+	__u64 mem_free = self->q.mem_free;
+	int before, after;
+
+	e = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	ASSERT_NE(MAP_FAILED, e);
+	e->argsz = sizeof(*e);
+	e->flags = PEERDIRECT_EXPORT_RDWR;
+	e->handle = self->h;
+	e->length = self->len;
+	ASSERT_EQ(0, mprotect(e, 4096, PROT_READ));
+	before = dup(0);
+	ASSERT_LE(0, before);
+	close(before);
+	EXPECT_EQ(-1, ioctl(self->fd, PEERDIRECT_IOCTL_EXPORT, e));
+	EXPECT_EQ(EFAULT, errno);
+	after = dup(0);
+	EXPECT_EQ(before, after) TH_LOG("an fd was left installed");
+	close(after);
+	if (self->q.features & PEERDIRECT_FEAT_LIST) {
+		struct peerdirect_list l = {
+			.argsz = sizeof(l),
+			.export_size = sizeof(struct peerdirect_export_info),
+		};
+
+		ASSERT_EQ(0, ioctl(self->fd, PEERDIRECT_IOCTL_LIST, &l));
+		EXPECT_EQ(0, l.total_exports);
+	}
+	EXPECT_EQ(0, pd_free(self->fd, self->h));
+	/* Nothing quarantined: the whole allocation is free again. */
+	EXPECT_EQ(0, pd_query(self->fd, &self->q));
+	EXPECT_EQ(mem_free, self->q.mem_free);
+	munmap(e, 4096);
+}
+
 TEST_F(exp, export_after_free_is_enoent)
 {
 	ASSERT_EQ(0, pd_free(self->fd, self->h));
 	EXPECT_EQ(-ENOENT, pd_export(self->fd, self->h, 0, 4096));
+}
+
+/*
+ * CPU faults while an importer holds the reservation.  The holder is a
+ * child in PDTI_IOCTL_HOLD_RESV; LIST shows the export BUSY once it holds.
+ */
+#define HOLD_MS	5000
+
+static int export_busy(int fd, __u64 id)
+{
+	struct peerdirect_export_info e[8];
+	struct peerdirect_list l = {
+		.argsz = sizeof(l), .export_size = sizeof(e[0]),
+		.exports = (uintptr_t)e, .nr_exports = 8,
+	};
+	__u32 i;
+
+	if (ioctl(fd, PEERDIRECT_IOCTL_LIST, &l))
+		return -errno;
+	for (i = 0; i < l.nr_exports && i < 8; i++)
+		if (e[i].export_id == id)
+			return !!(e[i].flags & PEERDIRECT_EXPORT_INFO_BUSY);
+	return -ENOENT;
+}
+
+/* The child's pid once the reservation is held, or -1. */
+static pid_t hold_reservation(int fd, int imp, __u64 id)
+{
+	__u32 ms = HOLD_MS;
+	pid_t pid = fork();
+	int i;
+
+	if (pid == 0)
+		_exit(ioctl(imp, PDTI_IOCTL_HOLD_RESV, &ms) ? 1 : 0);
+	for (i = 0; pid > 0 && i < 200; i++) {
+		if (export_busy(fd, id) == 1)
+			return pid;
+		usleep(10000);
+	}
+	return -1;
+}
+
+/* A task of ours (tid) or a child (pid) asleep: in the kernel, waiting. */
+static bool task_sleeps(const char *stat_path)
+{
+	char buf[512], *p;
+	FILE *f;
+	int i;
+
+	for (i = 0; i < 200; i++) {
+		f = fopen(stat_path, "r");
+		if (!f)
+			return false;
+		p = fgets(buf, sizeof(buf), f) ? strrchr(buf, ')') : NULL;
+		fclose(f);
+		if (p && (p[2] == 'S' || p[2] == 'D'))
+			return true;
+		usleep(10000);
+	}
+	return false;
+}
+
+struct toucher {
+	const volatile unsigned char *p;
+	volatile pid_t tid;
+	volatile int done;
+	unsigned char value;
+};
+
+static volatile int usr1_seen;
+
+static void on_usr1(int sig)
+{
+	usr1_seen++;
+}
+
+static void *touch(void *arg)
+{
+	struct toucher *t = arg;
+
+	t->tid = syscall(SYS_gettid);
+	t->value = t->p[0];
+	t->done = 1;
+	return NULL;
+}
+
+/*
+ * A fault that waits for the reservation holds no mmap lock (another
+ * thread maps and unmaps meanwhile), takes signals while it waits, and
+ * maps the right page once the holder lets go.
+ */
+TEST_F(exp, a_fault_on_a_held_reservation_leaves_the_mmap_lock_free)
+{
+	struct sigaction sa = { .sa_handler = on_usr1 };
+	struct toucher t = { 0 };
+	size_t ps = self->q.page_size;
+	char path[64];
+	unsigned char *w, *r;
+	long long t0, took;
+	int d, imp, status;
+	pthread_t th;
+	__u64 id = 0;
+	pid_t holder;
+	void *m;
+
+	if (!(self->q.features & PEERDIRECT_FEAT_LIST))
+		SKIP(return, "no PEERDIRECT_FEAT_LIST");
+	d = pd_export_id(self->fd, self->h, 0, self->len, PEERDIRECT_EXPORT_RDWR, &id);
+	ASSERT_LE(0, d);
+	w = mmap(NULL, ps, PROT_READ | PROT_WRITE, MAP_SHARED, d, 0);
+	ASSERT_NE(MAP_FAILED, w);
+	pd_fill(w, ps, 0x5eed);
+	/* A second mapping of the same page: nothing faulted in yet. */
+	r = mmap(NULL, ps, PROT_READ, MAP_SHARED, d, 0);
+	ASSERT_NE(MAP_FAILED, r);
+	imp = pdti_open("peerdirect0");
+	ASSERT_LE(0, imp);
+	ASSERT_EQ(0, pdti_import(imp, d, pd_pinned_flags(&self->q), 0));
+	ASSERT_EQ(0, sigaction(SIGUSR1, &sa, NULL));
+	usr1_seen = 0;
+
+	holder = hold_reservation(self->fd, imp, id);
+	ASSERT_LT(0, holder) TH_LOG("the importer never held the reservation");
+	t.p = r;
+	ASSERT_EQ(0, pthread_create(&th, NULL, touch, &t));
+	while (!t.tid)
+		usleep(1000);
+	snprintf(path, sizeof(path), "/proc/self/task/%d/stat", (int)t.tid);
+	ASSERT_TRUE(task_sleeps(path));
+
+	t0 = pd_now_ms();
+	m = mmap(NULL, ps, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	ASSERT_NE(MAP_FAILED, m);
+	munmap(m, ps);
+	took = pd_now_ms() - t0;
+	EXPECT_GT(1000, took) TH_LOG("mmap() waited %lld ms behind the fault", took);
+	EXPECT_FALSE(t.done) TH_LOG("the fault ended before the holder let go");
+
+	ASSERT_EQ(0, pthread_kill(th, SIGUSR1));
+	for (t0 = pd_now_ms(); !usr1_seen && pd_now_ms() - t0 < 1000;)
+		usleep(1000);
+	EXPECT_EQ(1, usr1_seen) TH_LOG("the waiting fault held the signal back");
+	EXPECT_FALSE(t.done);
+
+	ASSERT_EQ(holder, waitpid(holder, &status, 0));
+	EXPECT_EQ(0, WEXITSTATUS(status));
+	ASSERT_EQ(0, pthread_join(th, NULL));
+	EXPECT_EQ(w[0], t.value);
+	EXPECT_EQ(0, pd_check(r, ps, 0x5eed));
+	signal(SIGUSR1, SIG_DFL);
+	munmap(r, ps);
+	munmap(w, ps);
+	close(imp);
+	close(d);
+}
+
+/* A process killed while its fault waits for the reservation dies at once. */
+TEST_F(exp, a_fault_on_a_held_reservation_is_killable)
+{
+	char path[64];
+	__u64 id = 0;
+	int d, imp, status;
+	pid_t holder, victim;
+	long long t0, took;
+
+	if (!(self->q.features & PEERDIRECT_FEAT_LIST))
+		SKIP(return, "no PEERDIRECT_FEAT_LIST");
+	d = pd_export_id(self->fd, self->h, 0, self->len, PEERDIRECT_EXPORT_RDWR, &id);
+	ASSERT_LE(0, d);
+	imp = pdti_open("peerdirect0");
+	ASSERT_LE(0, imp);
+	ASSERT_EQ(0, pdti_import(imp, d, pd_pinned_flags(&self->q), 0));
+	holder = hold_reservation(self->fd, imp, id);
+	ASSERT_LT(0, holder) TH_LOG("the importer never held the reservation");
+	victim = fork();
+	ASSERT_LE(0, victim);
+	if (victim == 0) {
+		const volatile unsigned char *p =
+			mmap(NULL, 4096, PROT_READ, MAP_SHARED, d, 0);
+
+		_exit(p == MAP_FAILED ? 1 : p[0] & 0);
+	}
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)victim);
+	ASSERT_TRUE(task_sleeps(path));
+	/* Asleep in the fault, not yet mapped: give it the time to get there. */
+	usleep(100000);
+	t0 = pd_now_ms();
+	ASSERT_EQ(0, kill(victim, SIGKILL));
+	ASSERT_EQ(victim, waitpid(victim, &status, 0));
+	took = pd_now_ms() - t0;
+	EXPECT_TRUE(WIFSIGNALED(status));
+	EXPECT_GT(1000, took) TH_LOG("the killed fault took %lld ms to end", took);
+	/* Else the fault ended because the holder let go, not by the kill. */
+	EXPECT_EQ(1, export_busy(self->fd, id)) TH_LOG("the holder let go first");
+	ASSERT_EQ(holder, waitpid(holder, &status, 0));
+	close(imp);
+	close(d);
 }
 
 TEST_HARNESS_MAIN
