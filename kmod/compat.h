@@ -42,16 +42,20 @@
 #endif
 
 /*
- * The lock a fault handler was called under: the mmap lock, or from 6.7 on
- * kernels with per-VMA locks possibly the VMA's alone.  Before the helper
- * existed, a VMA-locked fault reached no driver's ->fault (only anonymous
- * memory was handled without the mmap lock).
+ * Dropping the lock a fault handler was called under.  From 6.7 a fault
+ * may run under its VMA's lock alone, but never one of a VMA without
+ * ->map_pages, as ours: the core retries it under the mmap lock
+ * (vmf_can_call_fault()).  So before release_fault_lock() existed (no
+ * per-VMA lock reached a driver's ->fault then) it is mmap_read_unlock().
  */
+static inline void pd_release_fault_lock(struct vm_fault *vmf)
+{
 #ifdef PD_HAVE_RELEASE_FAULT_LOCK
-#define pd_release_fault_lock(vmf)	release_fault_lock(vmf)
+	release_fault_lock(vmf);
 #else
-#define pd_release_fault_lock(vmf)	mmap_read_unlock((vmf)->vma->vm_mm)
+	mmap_read_unlock(vmf->vma->vm_mm);
 #endif
+}
 
 /*
  * The DMA_BUF symbol namespace: MODULE_IMPORT_NS took a bare token until

@@ -222,14 +222,27 @@ static void pd_dmabuf_release(struct dma_buf *dmabuf)
 #define PD_FAULT_AROUND	16
 
 /*
+ * Wait for the reservation.  Interruptibly for a user access only: the
+ * signal is delivered on the way out and the access faults again.  A
+ * kernel access (copy_to_user() into the mapping) with a signal pending
+ * would refault at once and spin for as long as the holder holds.
+ */
+static int pd_vm_fault_wait(struct vm_fault *vmf, struct dma_resv *resv)
+{
+	if (vmf->flags & FAULT_FLAG_USER)
+		return dma_resv_lock_interruptible(resv, NULL);
+	return dma_resv_lock(resv, NULL);
+}
+
+/*
  * An importer may hold the reservation across a mapping or a fence wait.
- * A fault that slept on it with the mmap lock held would stall every
- * mmap(), munmap() and fault of the process behind it, unkillably.  So,
- * as TTM does: when the lock is taken, drop the fault lock, wait for the
- * reservation interruptibly and have the fault retried; on a retry (no
- * second drop allowed) wait interruptibly, and let a signal end the fault
- * with nothing mapped, to be taken again after the handler.  0 with the
- * lock held, or what the fault returns.
+ * A first try that slept on it with the mmap lock held would stall every
+ * mmap(), munmap() and fault of the process behind it, and a kill.  So,
+ * as TTM does: when someone else holds the reservation, the first try
+ * drops the fault lock, waits and has the fault retried; a retry waits
+ * under the fault lock, so the fault makes progress, and a signal ends it
+ * with nothing mapped.  0 with the reservation held, or what the fault
+ * returns.
  */
 static vm_fault_t pd_vm_fault_lock(struct vm_fault *vmf, struct pd_export *exp)
 {
@@ -239,16 +252,20 @@ static vm_fault_t pd_vm_fault_lock(struct vm_fault *vmf, struct pd_export *exp)
 		return 0;
 	if (fault_flag_allow_retry_first(vmf->flags)) {
 		if (!(vmf->flags & FAULT_FLAG_RETRY_NOWAIT)) {
-			/* Once the fault lock is dropped the VMA may go. */
+			/*
+			 * The VMA's vm_file pinned the dma-buf (and so the
+			 * export and its reservation); once the fault lock
+			 * is dropped the VMA may go.
+			 */
 			get_dma_buf(exp->dmabuf);
 			pd_release_fault_lock(vmf);
-			if (!dma_resv_lock_interruptible(resv, NULL))
+			if (!pd_vm_fault_wait(vmf, resv))
 				dma_resv_unlock(resv);
 			dma_buf_put(exp->dmabuf);
 		}
 		return VM_FAULT_RETRY;
 	}
-	if (dma_resv_lock_interruptible(resv, NULL))
+	if (pd_vm_fault_wait(vmf, resv))
 		return VM_FAULT_NOPAGE;
 	return 0;
 }

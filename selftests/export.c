@@ -184,6 +184,29 @@ TEST_F(exp, export_limit_is_enospc_until_one_is_released)
 		close(fds[i]);
 }
 
+/* Exports LIST shows, all of them for root; -1 without LIST. */
+static long listed_exports(int fd)
+{
+	struct peerdirect_list l = {
+		.argsz = sizeof(l),
+		.export_size = sizeof(struct peerdirect_export_info),
+	};
+
+	if (ioctl(fd, PEERDIRECT_IOCTL_LIST, &l))
+		return -1;
+	return l.total_exports;
+}
+
+/* The lowest free fd number: the next one an export would install. */
+static int next_fd(void)
+{
+	int fd = open("/dev/null", O_RDONLY);
+
+	if (fd >= 0)
+		close(fd);
+	return fd;
+}
+
 /*
  * An EXPORT whose result cannot be written back (the argument is in a
  * read-only page: read in, not out) fails EFAULT and leaves no fd, no
@@ -192,9 +215,9 @@ TEST_F(exp, export_limit_is_enospc_until_one_is_released)
 TEST_F(exp, an_export_whose_result_cannot_be_written_leaves_nothing)
 {
 	struct peerdirect_export *e;
-	/* Queried by the setup before it allocated. */
-	__u64 mem_free = self->q.mem_free;
-	int before, after;
+	long exports;
+	__u64 mem_free;
+	int fd;
 
 	e = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	ASSERT_NE(MAP_FAILED, e);
@@ -203,27 +226,20 @@ TEST_F(exp, an_export_whose_result_cannot_be_written_leaves_nothing)
 	e->handle = self->h;
 	e->length = self->len;
 	ASSERT_EQ(0, mprotect(e, 4096, PROT_READ));
-	before = dup(0);
-	ASSERT_LE(0, before);
-	close(before);
+	ASSERT_EQ(0, pd_query(self->fd, &self->q));
+	mem_free = self->q.mem_free;
+	exports = listed_exports(self->fd);
+	fd = next_fd();
+	ASSERT_LE(0, fd);
+
 	EXPECT_EQ(-1, ioctl(self->fd, PEERDIRECT_IOCTL_EXPORT, e));
 	EXPECT_EQ(EFAULT, errno);
-	after = dup(0);
-	EXPECT_EQ(before, after) TH_LOG("an fd was left installed");
-	close(after);
-	if (self->q.features & PEERDIRECT_FEAT_LIST) {
-		struct peerdirect_list l = {
-			.argsz = sizeof(l),
-			.export_size = sizeof(struct peerdirect_export_info),
-		};
-
-		ASSERT_EQ(0, ioctl(self->fd, PEERDIRECT_IOCTL_LIST, &l));
-		EXPECT_EQ(0, l.total_exports);
-	}
+	EXPECT_EQ(fd, next_fd()) TH_LOG("an fd was left installed");
+	EXPECT_EQ(exports, listed_exports(self->fd));
+	/* Nothing quarantined: the whole allocation comes back. */
 	EXPECT_EQ(0, pd_free(self->fd, self->h));
-	/* Nothing quarantined: the whole allocation is free again. */
-	EXPECT_EQ(0, pd_query(self->fd, &self->q));
-	EXPECT_EQ(mem_free, self->q.mem_free);
+	ASSERT_EQ(0, pd_query(self->fd, &self->q));
+	EXPECT_EQ(mem_free + self->len, self->q.mem_free);
 	munmap(e, 4096);
 }
 
@@ -235,9 +251,11 @@ TEST_F(exp, export_after_free_is_enoent)
 
 /*
  * CPU faults while an importer holds the reservation.  The holder is a
- * child in PDTI_IOCTL_HOLD_RESV; LIST shows the export BUSY once it holds.
+ * child in PDTI_IOCTL_HOLD_RESV (an interruptible sleep: killing it lets
+ * go); LIST shows the export BUSY once it holds.  The hold outlasts every
+ * test, which ends it.
  */
-#define HOLD_MS	5000
+#define HOLD_MS	10000
 
 static int export_busy(int fd, __u64 id)
 {
@@ -273,34 +291,74 @@ static pid_t hold_reservation(int fd, int imp, __u64 id)
 	return -1;
 }
 
-/* A task of ours (tid) or a child (pid) asleep: in the kernel, waiting. */
-static bool task_sleeps(const char *stat_path)
+static void let_go(pid_t holder)
 {
-	char buf[512], *p;
+	kill(holder, SIGKILL);
+	waitpid(holder, NULL, 0);
+}
+
+/*
+ * Until the task (a /proc directory) sleeps in the kernel in system call
+ * @nr, -1 for a page fault outside any system call.
+ */
+static bool task_waits(const char *dir, long nr)
+{
+	char path[96], buf[512], *p;
+	bool sleeping;
+	long in;
 	FILE *f;
 	int i;
 
-	for (i = 0; i < 200; i++) {
-		f = fopen(stat_path, "r");
+	for (i = 0; i < 400; i++, usleep(10000)) {
+		snprintf(path, sizeof(path), "%s/stat", dir);
+		f = fopen(path, "r");
 		if (!f)
 			return false;
 		p = fgets(buf, sizeof(buf), f) ? strrchr(buf, ')') : NULL;
 		fclose(f);
-		if (p && (p[2] == 'S' || p[2] == 'D'))
+		sleeping = p && (p[2] == 'S' || p[2] == 'D');
+		snprintf(path, sizeof(path), "%s/syscall", dir);
+		f = fopen(path, "r");
+		if (!f)
+			return false;
+		in = fscanf(f, "%ld", &in) == 1 ? in : -2;
+		fclose(f);
+		if (sleeping && in == nr)
 			return true;
-		usleep(10000);
 	}
 	return false;
 }
 
+/* User plus system CPU time of a task, in clock ticks. */
+static long long task_cpu(const char *dir)
+{
+	unsigned long long ut, st;
+	char path[96], buf[1024], *p;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/stat", dir);
+	f = fopen(path, "r");
+	if (!f)
+		return -1;
+	p = fgets(buf, sizeof(buf), f) ? strrchr(buf, ')') : NULL;
+	fclose(f);
+	/* After the name: state and 10 fields, then utime and stime. */
+	if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu",
+			 &ut, &st) != 2)
+		return -1;
+	return ut + st;
+}
+
 struct toucher {
 	const volatile unsigned char *p;
+	int pipe;		/* read into p instead, when >= 0 */
 	volatile pid_t tid;
 	volatile int done;
 	unsigned char value;
+	ssize_t got;
 };
 
-static volatile int usr1_seen;
+static volatile sig_atomic_t usr1_seen;
 
 static void on_usr1(int sig)
 {
@@ -312,25 +370,48 @@ static void *touch(void *arg)
 	struct toucher *t = arg;
 
 	t->tid = syscall(SYS_gettid);
-	t->value = t->p[0];
+	if (t->pipe >= 0)
+		t->got = read(t->pipe, (void *)t->p, 4096);
+	else
+		t->value = t->p[0];
 	t->done = 1;
 	return NULL;
 }
 
+static int start_toucher(struct toucher *t, pthread_t *th, char *dir, size_t len)
+{
+	usr1_seen = 0;
+	if (pthread_create(th, NULL, touch, t))
+		return -1;
+	while (!t->tid)
+		usleep(1000);
+	snprintf(dir, len, "/proc/self/task/%d", (int)t->tid);
+	return 0;
+}
+
+static bool signal_seen(void)
+{
+	long long t0 = pd_now_ms();
+
+	while (!usr1_seen && pd_now_ms() - t0 < 1000)
+		usleep(1000);
+	return usr1_seen;
+}
+
 /*
- * A fault that waits for the reservation holds no mmap lock (another
+ * A user fault that waits for the reservation holds no mmap lock (another
  * thread maps and unmaps meanwhile), takes signals while it waits, and
  * maps the right page once the holder lets go.
  */
 TEST_F(exp, a_fault_on_a_held_reservation_leaves_the_mmap_lock_free)
 {
 	struct sigaction sa = { .sa_handler = on_usr1 };
-	struct toucher t = { 0 };
+	struct toucher t = { .pipe = -1 };
 	size_t ps = self->q.page_size;
-	char path[64];
 	unsigned char *w, *r;
 	long long t0, took;
-	int d, imp, status;
+	int d, imp;
+	char dir[64];
 	pthread_t th;
 	__u64 id = 0;
 	pid_t holder;
@@ -350,16 +431,12 @@ TEST_F(exp, a_fault_on_a_held_reservation_leaves_the_mmap_lock_free)
 	ASSERT_LE(0, imp);
 	ASSERT_EQ(0, pdti_import(imp, d, pd_pinned_flags(&self->q), 0));
 	ASSERT_EQ(0, sigaction(SIGUSR1, &sa, NULL));
-	usr1_seen = 0;
 
 	holder = hold_reservation(self->fd, imp, id);
 	ASSERT_LT(0, holder) TH_LOG("the importer never held the reservation");
 	t.p = r;
-	ASSERT_EQ(0, pthread_create(&th, NULL, touch, &t));
-	while (!t.tid)
-		usleep(1000);
-	snprintf(path, sizeof(path), "/proc/self/task/%d/stat", (int)t.tid);
-	ASSERT_TRUE(task_sleeps(path));
+	ASSERT_EQ(0, start_toucher(&t, &th, dir, sizeof(dir)));
+	ASSERT_TRUE(task_waits(dir, -1)) TH_LOG("the thread never waited in its fault");
 
 	t0 = pd_now_ms();
 	m = mmap(NULL, ps, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -370,13 +447,10 @@ TEST_F(exp, a_fault_on_a_held_reservation_leaves_the_mmap_lock_free)
 	EXPECT_FALSE(t.done) TH_LOG("the fault ended before the holder let go");
 
 	ASSERT_EQ(0, pthread_kill(th, SIGUSR1));
-	for (t0 = pd_now_ms(); !usr1_seen && pd_now_ms() - t0 < 1000;)
-		usleep(1000);
-	EXPECT_EQ(1, usr1_seen) TH_LOG("the waiting fault held the signal back");
+	EXPECT_TRUE(signal_seen()) TH_LOG("the waiting fault held the signal back");
 	EXPECT_FALSE(t.done);
 
-	ASSERT_EQ(holder, waitpid(holder, &status, 0));
-	EXPECT_EQ(0, WEXITSTATUS(status));
+	let_go(holder);
 	ASSERT_EQ(0, pthread_join(th, NULL));
 	EXPECT_EQ(w[0], t.value);
 	EXPECT_EQ(0, pd_check(r, ps, 0x5eed));
@@ -387,14 +461,74 @@ TEST_F(exp, a_fault_on_a_held_reservation_leaves_the_mmap_lock_free)
 	close(d);
 }
 
+/*
+ * A kernel access into the mapping (read() from a pipe) that waits for the
+ * reservation with a signal pending sleeps: a fault that gave up on the
+ * signal would be taken again at once, a CPU spinning for the whole hold.
+ */
+TEST_F(exp, a_kernel_access_waiting_with_a_signal_pending_does_not_spin)
+{
+	struct sigaction sa = { .sa_handler = on_usr1 };
+	struct toucher t = { 0 };
+	unsigned char pattern[4096], *w;
+	long long cpu;
+	int d, imp, p[2];
+	char dir[64];
+	pthread_t th;
+	__u64 id = 0;
+	pid_t holder;
+
+	if (!(self->q.features & PEERDIRECT_FEAT_LIST))
+		SKIP(return, "no PEERDIRECT_FEAT_LIST");
+	d = pd_export_id(self->fd, self->h, 0, self->len, PEERDIRECT_EXPORT_RDWR, &id);
+	ASSERT_LE(0, d);
+	w = mmap(NULL, sizeof(pattern), PROT_READ | PROT_WRITE, MAP_SHARED, d, 0);
+	ASSERT_NE(MAP_FAILED, w);
+	ASSERT_EQ(0, pipe(p));
+	pd_fill(pattern, sizeof(pattern), 0xfeed);
+	ASSERT_EQ((ssize_t)sizeof(pattern), write(p[1], pattern, sizeof(pattern)));
+	imp = pdti_open("peerdirect0");
+	ASSERT_LE(0, imp);
+	ASSERT_EQ(0, pdti_import(imp, d, pd_pinned_flags(&self->q), 0));
+	ASSERT_EQ(0, sigaction(SIGUSR1, &sa, NULL));
+
+	holder = hold_reservation(self->fd, imp, id);
+	ASSERT_LT(0, holder) TH_LOG("the importer never held the reservation");
+	t.p = w;
+	t.pipe = p[0];
+	ASSERT_EQ(0, start_toucher(&t, &th, dir, sizeof(dir)));
+	ASSERT_TRUE(task_waits(dir, SYS_read)) TH_LOG("the read never waited");
+	ASSERT_EQ(0, pthread_kill(th, SIGUSR1));
+	usleep(100000);
+	cpu = task_cpu(dir);
+	ASSERT_LE(0, cpu);
+	usleep(500000);
+	cpu = task_cpu(dir) - cpu;
+	EXPECT_GT(sysconf(_SC_CLK_TCK) / 10, cpu)
+		TH_LOG("%lld ticks of CPU in 500 ms of waiting", cpu);
+	EXPECT_FALSE(t.done) TH_LOG("the read ended before the holder let go");
+
+	let_go(holder);
+	ASSERT_EQ(0, pthread_join(th, NULL));
+	EXPECT_EQ((ssize_t)sizeof(pattern), t.got);
+	EXPECT_EQ(0, memcmp(pattern, w, sizeof(pattern)));
+	EXPECT_TRUE(usr1_seen);
+	signal(SIGUSR1, SIG_DFL);
+	close(p[0]);
+	close(p[1]);
+	munmap(w, sizeof(pattern));
+	close(imp);
+	close(d);
+}
+
 /* A process killed while its fault waits for the reservation dies at once. */
 TEST_F(exp, a_fault_on_a_held_reservation_is_killable)
 {
-	char path[64];
-	__u64 id = 0;
+	long long t0, took;
 	int d, imp, status;
 	pid_t holder, victim;
-	long long t0, took;
+	char dir[64];
+	__u64 id = 0;
 
 	if (!(self->q.features & PEERDIRECT_FEAT_LIST))
 		SKIP(return, "no PEERDIRECT_FEAT_LIST");
@@ -413,10 +547,8 @@ TEST_F(exp, a_fault_on_a_held_reservation_is_killable)
 
 		_exit(p == MAP_FAILED ? 1 : p[0] & 0);
 	}
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)victim);
-	ASSERT_TRUE(task_sleeps(path));
-	/* Asleep in the fault, not yet mapped: give it the time to get there. */
-	usleep(100000);
+	snprintf(dir, sizeof(dir), "/proc/%d", (int)victim);
+	ASSERT_TRUE(task_waits(dir, -1)) TH_LOG("the child never waited in its fault");
 	t0 = pd_now_ms();
 	ASSERT_EQ(0, kill(victim, SIGKILL));
 	ASSERT_EQ(victim, waitpid(victim, &status, 0));
@@ -425,7 +557,7 @@ TEST_F(exp, a_fault_on_a_held_reservation_is_killable)
 	EXPECT_GT(1000, took) TH_LOG("the killed fault took %lld ms to end", took);
 	/* Else the fault ended because the holder let go, not by the kill. */
 	EXPECT_EQ(1, export_busy(self->fd, id)) TH_LOG("the holder let go first");
-	ASSERT_EQ(holder, waitpid(holder, &status, 0));
+	let_go(holder);
 	close(imp);
 	close(d);
 }
