@@ -259,36 +259,47 @@ TEST_F(exp, export_after_free_is_enoent)
 
 static int export_busy(int fd, __u64 id)
 {
-	struct peerdirect_export_info e[8];
+	struct peerdirect_export_info e[64];
 	struct peerdirect_list l = {
 		.argsz = sizeof(l), .export_size = sizeof(e[0]),
-		.exports = (uintptr_t)e, .nr_exports = 8,
+		.exports = (uintptr_t)e, .nr_exports = 64,
 	};
 	__u32 i;
 
 	if (ioctl(fd, PEERDIRECT_IOCTL_LIST, &l))
 		return -errno;
-	for (i = 0; i < l.nr_exports && i < 8; i++)
+	for (i = 0; i < l.nr_exports && i < 64; i++)
 		if (e[i].export_id == id)
 			return !!(e[i].flags & PEERDIRECT_EXPORT_INFO_BUSY);
 	return -ENOENT;
 }
 
-/* The child's pid once the reservation is held, or -1. */
-static pid_t hold_reservation(int fd, int imp, __u64 id)
+/*
+ * Import export @id (fd @d) into a new test importer (*imp, for the
+ * caller to close) and hold its reservation from a child: the child's
+ * pid once it holds; -1 no importer, -2 the import failed, -3 the child
+ * never held.
+ */
+static pid_t hold_reservation(int fd, int d, __u64 id, __u32 flags, int *imp)
 {
 	__u32 ms = HOLD_MS;
-	pid_t pid = fork();
+	pid_t pid;
 	int i;
 
+	*imp = pdti_open("peerdirect0");
+	if (*imp < 0)
+		return -1;
+	if (pdti_import(*imp, d, flags, 0))
+		return -2;
+	pid = fork();
 	if (pid == 0)
-		_exit(ioctl(imp, PDTI_IOCTL_HOLD_RESV, &ms) ? 1 : 0);
+		_exit(ioctl(*imp, PDTI_IOCTL_HOLD_RESV, &ms) ? 1 : 0);
 	for (i = 0; pid > 0 && i < 200; i++) {
 		if (export_busy(fd, id) == 1)
 			return pid;
 		usleep(10000);
 	}
-	return -1;
+	return -3;
 }
 
 static void let_go(pid_t holder)
@@ -378,10 +389,13 @@ static void *touch(void *arg)
 	return NULL;
 }
 
+/* The thread, its /proc directory, and a SIGUSR1 handler it can be sent. */
 static int start_toucher(struct toucher *t, pthread_t *th, char *dir, size_t len)
 {
+	struct sigaction sa = { .sa_handler = on_usr1 };
+
 	usr1_seen = 0;
-	if (pthread_create(th, NULL, touch, t))
+	if (sigaction(SIGUSR1, &sa, NULL) || pthread_create(th, NULL, touch, t))
 		return -1;
 	while (!t->tid)
 		usleep(1000);
@@ -405,7 +419,6 @@ static bool signal_seen(void)
  */
 TEST_F(exp, a_fault_on_a_held_reservation_leaves_the_mmap_lock_free)
 {
-	struct sigaction sa = { .sa_handler = on_usr1 };
 	struct toucher t = { .pipe = -1 };
 	size_t ps = self->q.page_size;
 	unsigned char *w, *r;
@@ -427,13 +440,8 @@ TEST_F(exp, a_fault_on_a_held_reservation_leaves_the_mmap_lock_free)
 	/* A second mapping of the same page: nothing faulted in yet. */
 	r = mmap(NULL, ps, PROT_READ, MAP_SHARED, d, 0);
 	ASSERT_NE(MAP_FAILED, r);
-	imp = pdti_open("peerdirect0");
-	ASSERT_LE(0, imp);
-	ASSERT_EQ(0, pdti_import(imp, d, pd_pinned_flags(&self->q), 0));
-	ASSERT_EQ(0, sigaction(SIGUSR1, &sa, NULL));
-
-	holder = hold_reservation(self->fd, imp, id);
-	ASSERT_LT(0, holder) TH_LOG("the importer never held the reservation");
+	holder = hold_reservation(self->fd, d, id, pd_pinned_flags(&self->q), &imp);
+	ASSERT_LT(0, holder) TH_LOG("hold_reservation: %d", holder);
 	t.p = r;
 	ASSERT_EQ(0, start_toucher(&t, &th, dir, sizeof(dir)));
 	ASSERT_TRUE(task_waits(dir, -1)) TH_LOG("the thread never waited in its fault");
@@ -454,7 +462,6 @@ TEST_F(exp, a_fault_on_a_held_reservation_leaves_the_mmap_lock_free)
 	ASSERT_EQ(0, pthread_join(th, NULL));
 	EXPECT_EQ(w[0], t.value);
 	EXPECT_EQ(0, pd_check(r, ps, 0x5eed));
-	signal(SIGUSR1, SIG_DFL);
 	munmap(r, ps);
 	munmap(w, ps);
 	close(imp);
@@ -468,7 +475,6 @@ TEST_F(exp, a_fault_on_a_held_reservation_leaves_the_mmap_lock_free)
  */
 TEST_F(exp, a_kernel_access_waiting_with_a_signal_pending_does_not_spin)
 {
-	struct sigaction sa = { .sa_handler = on_usr1 };
 	struct toucher t = { 0 };
 	unsigned char pattern[4096], *w;
 	long long cpu;
@@ -487,13 +493,8 @@ TEST_F(exp, a_kernel_access_waiting_with_a_signal_pending_does_not_spin)
 	ASSERT_EQ(0, pipe(p));
 	pd_fill(pattern, sizeof(pattern), 0xfeed);
 	ASSERT_EQ((ssize_t)sizeof(pattern), write(p[1], pattern, sizeof(pattern)));
-	imp = pdti_open("peerdirect0");
-	ASSERT_LE(0, imp);
-	ASSERT_EQ(0, pdti_import(imp, d, pd_pinned_flags(&self->q), 0));
-	ASSERT_EQ(0, sigaction(SIGUSR1, &sa, NULL));
-
-	holder = hold_reservation(self->fd, imp, id);
-	ASSERT_LT(0, holder) TH_LOG("the importer never held the reservation");
+	holder = hold_reservation(self->fd, d, id, pd_pinned_flags(&self->q), &imp);
+	ASSERT_LT(0, holder) TH_LOG("hold_reservation: %d", holder);
 	t.p = w;
 	t.pipe = p[0];
 	ASSERT_EQ(0, start_toucher(&t, &th, dir, sizeof(dir)));
@@ -513,7 +514,6 @@ TEST_F(exp, a_kernel_access_waiting_with_a_signal_pending_does_not_spin)
 	EXPECT_EQ((ssize_t)sizeof(pattern), t.got);
 	EXPECT_EQ(0, memcmp(pattern, w, sizeof(pattern)));
 	EXPECT_TRUE(usr1_seen);
-	signal(SIGUSR1, SIG_DFL);
 	close(p[0]);
 	close(p[1]);
 	munmap(w, sizeof(pattern));
@@ -534,11 +534,8 @@ TEST_F(exp, a_fault_on_a_held_reservation_is_killable)
 		SKIP(return, "no PEERDIRECT_FEAT_LIST");
 	d = pd_export_id(self->fd, self->h, 0, self->len, PEERDIRECT_EXPORT_RDWR, &id);
 	ASSERT_LE(0, d);
-	imp = pdti_open("peerdirect0");
-	ASSERT_LE(0, imp);
-	ASSERT_EQ(0, pdti_import(imp, d, pd_pinned_flags(&self->q), 0));
-	holder = hold_reservation(self->fd, imp, id);
-	ASSERT_LT(0, holder) TH_LOG("the importer never held the reservation");
+	holder = hold_reservation(self->fd, d, id, pd_pinned_flags(&self->q), &imp);
+	ASSERT_LT(0, holder) TH_LOG("hold_reservation: %d", holder);
 	victim = fork();
 	ASSERT_LE(0, victim);
 	if (victim == 0) {
