@@ -222,16 +222,29 @@ static void pd_dmabuf_release(struct dma_buf *dmabuf)
 #define PD_FAULT_AROUND	16
 
 /*
- * Wait for the reservation.  Interruptibly for a user access only: the
+ * Wait for the reservation.  A user access waits interruptibly: the
  * signal is delivered on the way out and the access faults again.  A
  * kernel access (copy_to_user() into the mapping) with a signal pending
- * would refault at once and spin for as long as the holder holds.
+ * would refault at once and spin for the whole hold, so it leaves only
+ * on a fatal signal, which its caller then sees, and with a handled
+ * signal pending it polls once a jiffy.  A fault that may not be killed
+ * (futex's fault_in_user_writeable()) would only come straight back, so
+ * it waits.  -EINTR when the fault should end without the reservation.
  */
 static int pd_vm_fault_wait(struct vm_fault *vmf, struct dma_resv *resv)
 {
+	int ret;
+
 	if (vmf->flags & FAULT_FLAG_USER)
 		return dma_resv_lock_interruptible(resv, NULL);
-	return dma_resv_lock(resv, NULL);
+	if (!(vmf->flags & FAULT_FLAG_KILLABLE))
+		return dma_resv_lock(resv, NULL);
+	for (;;) {
+		ret = dma_resv_lock_interruptible(resv, NULL);
+		if (ret != -EINTR || fatal_signal_pending(current))
+			return ret;
+		schedule_timeout_killable(1);
+	}
 }
 
 /*

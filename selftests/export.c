@@ -3,6 +3,7 @@
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -257,6 +258,27 @@ TEST_F(exp, export_after_free_is_enoent)
  */
 #define HOLD_MS	10000
 
+/*
+ * A child that dies with the test: a failed ASSERT must not leave a holder
+ * holding, or a victim waiting, into the tests that come after.
+ */
+static pid_t fork_child(void)
+{
+	pid_t parent = getpid(), pid = fork();
+
+	if (pid == 0 && (prctl(PR_SET_PDEATHSIG, SIGKILL) || getppid() != parent))
+		_exit(1);
+	return pid;
+}
+
+static void let_go(pid_t child)
+{
+	if (child > 0) {
+		kill(child, SIGKILL);
+		waitpid(child, NULL, 0);
+	}
+}
+
 static int export_busy(int fd, __u64 id)
 {
 	struct peerdirect_export_info e[64];
@@ -291,7 +313,7 @@ static pid_t hold_reservation(int fd, int d, __u64 id, __u32 flags, int *imp)
 		return -1;
 	if (pdti_import(*imp, d, flags, 0))
 		return -2;
-	pid = fork();
+	pid = fork_child();
 	if (pid == 0)
 		_exit(ioctl(*imp, PDTI_IOCTL_HOLD_RESV, &ms) ? 1 : 0);
 	for (i = 0; pid > 0 && i < 200; i++) {
@@ -299,13 +321,8 @@ static pid_t hold_reservation(int fd, int d, __u64 id, __u32 flags, int *imp)
 			return pid;
 		usleep(10000);
 	}
+	let_go(pid);
 	return -3;
-}
-
-static void let_go(pid_t holder)
-{
-	kill(holder, SIGKILL);
-	waitpid(holder, NULL, 0);
 }
 
 /*
@@ -521,42 +538,109 @@ TEST_F(exp, a_kernel_access_waiting_with_a_signal_pending_does_not_spin)
 	close(d);
 }
 
-/* A process killed while its fault waits for the reservation dies at once. */
-TEST_F(exp, a_fault_on_a_held_reservation_is_killable)
+/*
+ * A child that maps export fd @d and faults on it: a load, or a read()
+ * from @pipe into the mapping when @pipe >= 0.  It handles SIGUSR1, so
+ * that signal can be left pending in its wait.
+ */
+static pid_t start_victim(int d, int pipe)
 {
-	long long t0, took;
-	int d, imp, status;
-	pid_t holder, victim;
+	struct sigaction sa = { .sa_handler = on_usr1 };
+	const volatile unsigned char *p;
+	pid_t pid = fork_child();
+
+	if (pid)
+		return pid;
+	p = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, d, 0);
+	if (p == MAP_FAILED || sigaction(SIGUSR1, &sa, NULL))
+		_exit(1);
+	if (pipe >= 0)
+		_exit(read(pipe, (void *)p, 4096) < 0);
+	_exit(p[0] & 0);
+}
+
+/* SIGKILL the victim waiting in @nr and reap it: how long it took, in ms. */
+static long long kill_victim(pid_t victim, long nr, bool usr1_first, int *status)
+{
 	char dir[64];
+	long long t0;
+
+	snprintf(dir, sizeof(dir), "/proc/%d", (int)victim);
+	if (!task_waits(dir, nr))
+		return -1;
+	if (usr1_first) {
+		/* Pending and handled, it must not make the wait unkillable. */
+		kill(victim, SIGUSR1);
+		usleep(100000);
+		if (!task_waits(dir, nr))
+			return -2;
+	}
+	t0 = pd_now_ms();
+	if (kill(victim, SIGKILL) || waitpid(victim, status, 0) != victim)
+		return -3;
+	return pd_now_ms() - t0;
+}
+
+/*
+ * A process killed while it waits for the reservation dies at once, from
+ * a fault of its own (@pipe < 0) or a kernel access into the mapping
+ * (read() from @pipe), with or without a handled signal pending before.
+ */
+static void killed_while_waiting(struct __test_metadata *_metadata,
+				 FIXTURE_DATA(exp) *self, bool kernel, bool usr1)
+{
+	int d, imp, status = 0, p[2] = { -1, -1 };
+	unsigned char pattern[4096];
+	pid_t holder, victim;
+	long long took;
 	__u64 id = 0;
 
 	if (!(self->q.features & PEERDIRECT_FEAT_LIST))
 		SKIP(return, "no PEERDIRECT_FEAT_LIST");
 	d = pd_export_id(self->fd, self->h, 0, self->len, PEERDIRECT_EXPORT_RDWR, &id);
 	ASSERT_LE(0, d);
+	if (kernel) {
+		ASSERT_EQ(0, pipe(p));
+		pd_fill(pattern, sizeof(pattern), 0xdead);
+		ASSERT_EQ((ssize_t)sizeof(pattern), write(p[1], pattern, sizeof(pattern)));
+	}
 	holder = hold_reservation(self->fd, d, id, pd_pinned_flags(&self->q), &imp);
 	ASSERT_LT(0, holder) TH_LOG("hold_reservation: %d", holder);
-	victim = fork();
-	ASSERT_LE(0, victim);
-	if (victim == 0) {
-		const volatile unsigned char *p =
-			mmap(NULL, 4096, PROT_READ, MAP_SHARED, d, 0);
-
-		_exit(p == MAP_FAILED ? 1 : p[0] & 0);
-	}
-	snprintf(dir, sizeof(dir), "/proc/%d", (int)victim);
-	ASSERT_TRUE(task_waits(dir, -1)) TH_LOG("the child never waited in its fault");
-	t0 = pd_now_ms();
-	ASSERT_EQ(0, kill(victim, SIGKILL));
-	ASSERT_EQ(victim, waitpid(victim, &status, 0));
-	took = pd_now_ms() - t0;
-	EXPECT_TRUE(WIFSIGNALED(status));
-	EXPECT_GT(1000, took) TH_LOG("the killed fault took %lld ms to end", took);
-	/* Else the fault ended because the holder let go, not by the kill. */
+	victim = start_victim(d, p[0]);
+	ASSERT_LT(0, victim);
+	took = kill_victim(victim, kernel ? SYS_read : -1, usr1, &status);
+	if (took < 0)
+		let_go(victim);
+	ASSERT_LE(0, took) TH_LOG("the child %s", took == -3 ? "could not be killed" :
+				  took == -2 ? "stopped waiting on SIGUSR1" :
+				  "never waited on the reservation");
+	EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL)
+		TH_LOG("the child ended with status %#x", status);
+	EXPECT_GT(1000, took) TH_LOG("the killed wait took %lld ms to end", took);
+	/* Else the wait ended because the holder let go, not by the kill. */
 	EXPECT_EQ(1, export_busy(self->fd, id)) TH_LOG("the holder let go first");
 	let_go(holder);
+	if (kernel) {
+		close(p[0]);
+		close(p[1]);
+	}
 	close(imp);
 	close(d);
+}
+
+TEST_F(exp, a_fault_on_a_held_reservation_is_killable)
+{
+	killed_while_waiting(_metadata, self, false, false);
+}
+
+TEST_F(exp, a_kernel_access_waiting_on_a_held_reservation_is_killable)
+{
+	killed_while_waiting(_metadata, self, true, false);
+}
+
+TEST_F(exp, a_kernel_access_waiting_with_a_signal_pending_is_killable)
+{
+	killed_while_waiting(_metadata, self, true, true);
 }
 
 TEST_HARNESS_MAIN
