@@ -10,6 +10,7 @@
 #include <linux/mm.h>
 #include <linux/slab.h>
 #include <linux/sched.h>
+#include <linux/sched/signal.h>
 #include <linux/vmalloc.h>
 #include <linux/cred.h>
 #include <linux/timekeeping.h>
@@ -222,29 +223,32 @@ static void pd_dmabuf_release(struct dma_buf *dmabuf)
 #define PD_FAULT_AROUND	16
 
 /*
- * Wait for the reservation.  A user access waits interruptibly: the
- * signal is delivered on the way out and the access faults again.  A
- * kernel access (copy_to_user() into the mapping) with a signal pending
- * would refault at once and spin for the whole hold, so it leaves only
- * on a fatal signal, which its caller then sees, and with a handled
- * signal pending it polls once a jiffy.  A fault that may not be killed
- * (futex's fault_in_user_writeable()) would only come straight back, so
- * it waits.  -EINTR when the fault should end without the reservation.
+ * One wait in the reservation lock's queue: 0 with it held; -EINTR when
+ * the fault must end without it, on any signal for a user access (the
+ * signal is delivered on the way out and the access faults again), on a
+ * fatal one for a kernel access (copy_to_user() into the mapping); or
+ * -EAGAIN when a kernel access cannot sleep in the queue because a
+ * non-fatal signal is pending: it would fault again at once and spin.
  */
 static int pd_vm_fault_wait(struct vm_fault *vmf, struct dma_resv *resv)
 {
-	int ret;
+	if (!dma_resv_lock_interruptible(resv, NULL))
+		return 0;
+	if ((vmf->flags & FAULT_FLAG_USER) || fatal_signal_pending(current))
+		return -EINTR;
+	return -EAGAIN;
+}
 
-	if (vmf->flags & FAULT_FLAG_USER)
-		return dma_resv_lock_interruptible(resv, NULL);
-	if (!(vmf->flags & FAULT_FLAG_KILLABLE))
-		return dma_resv_lock(resv, NULL);
-	for (;;) {
-		ret = dma_resv_lock_interruptible(resv, NULL);
-		if (ret != -EINTR || fatal_signal_pending(current))
-			return ret;
-		schedule_timeout_killable(1);
-	}
+/* A fault that ends without the reservation, on a signal. */
+static vm_fault_t pd_vm_fault_interrupted(struct vm_fault *vmf)
+{
+	/*
+	 * A user access faults again after its signal.  A dying task's kernel
+	 * access is fixed up (-EFAULT) on SIGBUS, with no signal sent; a
+	 * fault that may not be retried (fixup_user_fault() for futex) would
+	 * otherwise come straight back.
+	 */
+	return vmf->flags & FAULT_FLAG_USER ? VM_FAULT_NOPAGE : VM_FAULT_SIGBUS;
 }
 
 /*
@@ -252,35 +256,44 @@ static int pd_vm_fault_wait(struct vm_fault *vmf, struct dma_resv *resv)
  * A first try that slept on it with the mmap lock held would stall every
  * mmap(), munmap() and fault of the process behind it, and a kill.  So,
  * as TTM does: when someone else holds the reservation, the first try
- * drops the fault lock, waits and has the fault retried; a retry waits
- * under the fault lock, so the fault makes progress, and a signal ends it
- * with nothing mapped.  0 with the reservation held, or what the fault
- * returns.
+ * drops the fault lock, waits and has the fault retried.  A retry waits
+ * in the queue under the fault lock, so the fault makes progress, and a
+ * signal ends it with nothing mapped.  A kernel access with a non-fatal
+ * signal pending cannot queue; it polls once a jiffy, killably, without
+ * the fault lock when the fault may be retried.  0 with the reservation
+ * held, or what the fault returns.
  */
 static vm_fault_t pd_vm_fault_lock(struct vm_fault *vmf, struct pd_export *exp)
 {
 	struct dma_resv *resv = exp->dmabuf->resv;
+	int ret;
 
 	if (dma_resv_trylock(resv))
 		return 0;
-	if (fault_flag_allow_retry_first(vmf->flags)) {
-		if (!(vmf->flags & FAULT_FLAG_RETRY_NOWAIT)) {
-			/*
-			 * The VMA's vm_file pinned the dma-buf (and so the
-			 * export and its reservation); once the fault lock
-			 * is dropped the VMA may go.
-			 */
-			get_dma_buf(exp->dmabuf);
-			pd_release_fault_lock(vmf);
-			if (!pd_vm_fault_wait(vmf, resv))
-				dma_resv_unlock(resv);
-			dma_buf_put(exp->dmabuf);
-		}
-		return VM_FAULT_RETRY;
+	while (!fault_flag_allow_retry_first(vmf->flags)) {
+		ret = pd_vm_fault_wait(vmf, resv);
+		if (!ret)
+			return 0;
+		if (ret == -EINTR)
+			return pd_vm_fault_interrupted(vmf);
+		if (vmf->flags & FAULT_FLAG_ALLOW_RETRY)
+			break;
+		schedule_timeout_killable(1);
 	}
-	if (pd_vm_fault_wait(vmf, resv))
-		return VM_FAULT_NOPAGE;
-	return 0;
+	if (vmf->flags & FAULT_FLAG_RETRY_NOWAIT)
+		return VM_FAULT_RETRY;
+	/*
+	 * The VMA's vm_file pinned the dma-buf (and so the export and its
+	 * reservation); once the fault lock is dropped the VMA may go.
+	 */
+	get_dma_buf(exp->dmabuf);
+	pd_release_fault_lock(vmf);
+	while ((ret = pd_vm_fault_wait(vmf, resv)) == -EAGAIN)
+		schedule_timeout_killable(1);
+	if (!ret)
+		dma_resv_unlock(resv);
+	dma_buf_put(exp->dmabuf);
+	return VM_FAULT_RETRY;
 }
 
 static vm_fault_t pd_vm_fault(struct vm_fault *vmf)

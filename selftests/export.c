@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /* Exports: fds, CPU mappings, SYNC, names and limits. */
 #define _GNU_SOURCE
+#include <linux/futex.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -538,15 +539,28 @@ TEST_F(exp, a_kernel_access_waiting_with_a_signal_pending_does_not_spin)
 	close(d);
 }
 
+/* How a victim touches the mapping, and the system call it then waits in. */
+enum touch_by {
+	BY_LOAD,	/* a user-mode load: no system call */
+	BY_READ,	/* read() from a pipe into the mapping: copy_to_user() */
+	BY_FUTEX,	/* FUTEX_WAKE_OP on it: a fault that may not be retried */
+};
+
+static long touch_syscall(enum touch_by by)
+{
+	return by == BY_LOAD ? -1 : by == BY_READ ? SYS_read : SYS_futex;
+}
+
 /*
- * A child that maps export fd @d and faults on it: a load, or a read()
- * from @pipe into the mapping when @pipe >= 0.  It handles SIGUSR1, so
- * that signal can be left pending in its wait.
+ * A child that maps export fd @d and touches it @by (from @pipe for
+ * BY_READ).  It handles SIGUSR1, so that signal can be left pending in its
+ * wait.
  */
-static pid_t start_victim(int d, int pipe)
+static pid_t start_victim(int d, enum touch_by by, int pipe)
 {
 	struct sigaction sa = { .sa_handler = on_usr1 };
-	const volatile unsigned char *p;
+	volatile unsigned int *p;
+	unsigned int word = 0;
 	pid_t pid = fork_child();
 
 	if (pid)
@@ -554,9 +568,16 @@ static pid_t start_victim(int d, int pipe)
 	p = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, d, 0);
 	if (p == MAP_FAILED || sigaction(SIGUSR1, &sa, NULL))
 		_exit(1);
-	if (pipe >= 0)
+	switch (by) {
+	case BY_READ:
 		_exit(read(pipe, (void *)p, 4096) < 0);
-	_exit(p[0] & 0);
+	case BY_FUTEX:
+		/* A private futex: the atomic op on p faults without retry. */
+		_exit(syscall(SYS_futex, &word, FUTEX_WAKE_OP_PRIVATE, 1, 1, p,
+			      FUTEX_OP(FUTEX_OP_SET, 1, FUTEX_OP_CMP_EQ, 0)) < 0);
+	default:
+		_exit(p[0] & 0);
+	}
 }
 
 /* SIGKILL the victim waiting in @nr and reap it: how long it took, in ms. */
@@ -582,12 +603,12 @@ static long long kill_victim(pid_t victim, long nr, bool usr1_first, int *status
 }
 
 /*
- * A process killed while it waits for the reservation dies at once, from
- * a fault of its own (@pipe < 0) or a kernel access into the mapping
- * (read() from @pipe), with or without a handled signal pending before.
+ * A process killed while it waits for the reservation dies at once,
+ * however it touched the mapping, with or without a handled signal
+ * pending before.
  */
 static void killed_while_waiting(struct __test_metadata *_metadata,
-				 FIXTURE_DATA(exp) *self, bool kernel, bool usr1)
+				 FIXTURE_DATA(exp) *self, enum touch_by by, bool usr1)
 {
 	int d, imp, status = 0, p[2] = { -1, -1 };
 	unsigned char pattern[4096];
@@ -599,16 +620,16 @@ static void killed_while_waiting(struct __test_metadata *_metadata,
 		SKIP(return, "no PEERDIRECT_FEAT_LIST");
 	d = pd_export_id(self->fd, self->h, 0, self->len, PEERDIRECT_EXPORT_RDWR, &id);
 	ASSERT_LE(0, d);
-	if (kernel) {
+	if (by == BY_READ) {
 		ASSERT_EQ(0, pipe(p));
 		pd_fill(pattern, sizeof(pattern), 0xdead);
 		ASSERT_EQ((ssize_t)sizeof(pattern), write(p[1], pattern, sizeof(pattern)));
 	}
 	holder = hold_reservation(self->fd, d, id, pd_pinned_flags(&self->q), &imp);
 	ASSERT_LT(0, holder) TH_LOG("hold_reservation: %d", holder);
-	victim = start_victim(d, p[0]);
+	victim = start_victim(d, by, p[0]);
 	ASSERT_LT(0, victim);
-	took = kill_victim(victim, kernel ? SYS_read : -1, usr1, &status);
+	took = kill_victim(victim, touch_syscall(by), usr1, &status);
 	if (took < 0)
 		let_go(victim);
 	ASSERT_LE(0, took) TH_LOG("the child %s", took == -3 ? "could not be killed" :
@@ -620,7 +641,7 @@ static void killed_while_waiting(struct __test_metadata *_metadata,
 	/* Else the wait ended because the holder let go, not by the kill. */
 	EXPECT_EQ(1, export_busy(self->fd, id)) TH_LOG("the holder let go first");
 	let_go(holder);
-	if (kernel) {
+	if (by == BY_READ) {
 		close(p[0]);
 		close(p[1]);
 	}
@@ -630,17 +651,28 @@ static void killed_while_waiting(struct __test_metadata *_metadata,
 
 TEST_F(exp, a_fault_on_a_held_reservation_is_killable)
 {
-	killed_while_waiting(_metadata, self, false, false);
+	killed_while_waiting(_metadata, self, BY_LOAD, false);
 }
 
 TEST_F(exp, a_kernel_access_waiting_on_a_held_reservation_is_killable)
 {
-	killed_while_waiting(_metadata, self, true, false);
+	killed_while_waiting(_metadata, self, BY_READ, false);
 }
 
 TEST_F(exp, a_kernel_access_waiting_with_a_signal_pending_is_killable)
 {
-	killed_while_waiting(_metadata, self, true, true);
+	killed_while_waiting(_metadata, self, BY_READ, true);
+}
+
+/* futex's fault_in_user_writeable(): no retry, no FAULT_FLAG_KILLABLE. */
+TEST_F(exp, a_fault_that_may_not_be_retried_is_killable)
+{
+	killed_while_waiting(_metadata, self, BY_FUTEX, false);
+}
+
+TEST_F(exp, a_fault_that_may_not_be_retried_with_a_signal_pending_is_killable)
+{
+	killed_while_waiting(_metadata, self, BY_FUTEX, true);
 }
 
 TEST_HARNESS_MAIN
