@@ -226,9 +226,11 @@ static void pd_dmabuf_release(struct dma_buf *dmabuf)
  * One wait in the reservation lock's queue: 0 with it held; -EINTR when
  * the fault must end without it, on any signal for a user access (the
  * signal is delivered on the way out and the access faults again), on a
- * fatal one for a kernel access (copy_to_user() into the mapping); or
- * -EAGAIN when a kernel access cannot sleep in the queue because a
- * non-fatal signal is pending: it would fault again at once and spin.
+ * fatal one for a kernel access (copy_to_user() into the mapping,
+ * fixup_user_fault()); or -EAGAIN when a kernel access cannot sleep in
+ * the queue because a non-fatal signal is pending: it would fault again
+ * at once and spin.  A core-dumping signal (SIGQUIT, SIGABRT) is taken
+ * only on the way out, so it does not end a kernel access's wait.
  */
 static int pd_vm_fault_wait(struct vm_fault *vmf, struct dma_resv *resv)
 {
@@ -239,18 +241,6 @@ static int pd_vm_fault_wait(struct vm_fault *vmf, struct dma_resv *resv)
 	return -EAGAIN;
 }
 
-/* A fault that ends without the reservation, on a signal. */
-static vm_fault_t pd_vm_fault_interrupted(struct vm_fault *vmf)
-{
-	/*
-	 * A user access faults again after its signal.  A dying task's kernel
-	 * access is fixed up (-EFAULT) on SIGBUS, with no signal sent; a
-	 * fault that may not be retried (fixup_user_fault() for futex) would
-	 * otherwise come straight back.
-	 */
-	return vmf->flags & FAULT_FLAG_USER ? VM_FAULT_NOPAGE : VM_FAULT_SIGBUS;
-}
-
 /*
  * An importer may hold the reservation across a mapping or a fence wait.
  * A first try that slept on it with the mmap lock held would stall every
@@ -258,10 +248,13 @@ static vm_fault_t pd_vm_fault_interrupted(struct vm_fault *vmf)
  * as TTM does: when someone else holds the reservation, the first try
  * drops the fault lock, waits and has the fault retried.  A retry waits
  * in the queue under the fault lock, so the fault makes progress, and a
- * signal ends it with nothing mapped.  A kernel access with a non-fatal
- * signal pending cannot queue; it polls once a jiffy, killably, without
- * the fault lock when the fault may be retried.  0 with the reservation
- * held, or what the fault returns.
+ * user access's signal ends it with nothing mapped.  A kernel access that
+ * a signal stops in the queue waits again without the fault lock when
+ * the fault may be retried, polling once a jiffy while a non-fatal signal
+ * is pending; one that may not be retried (futex's
+ * fault_in_user_writeable()) polls under the fault lock, or ends with
+ * SIGBUS (-EFAULT to its caller, no signal) when the task is dying.  0
+ * with the reservation held, or what the fault returns.
  */
 static vm_fault_t pd_vm_fault_lock(struct vm_fault *vmf, struct pd_export *exp)
 {
@@ -274,10 +267,12 @@ static vm_fault_t pd_vm_fault_lock(struct vm_fault *vmf, struct pd_export *exp)
 		ret = pd_vm_fault_wait(vmf, resv);
 		if (!ret)
 			return 0;
-		if (ret == -EINTR)
-			return pd_vm_fault_interrupted(vmf);
+		if (vmf->flags & FAULT_FLAG_USER)
+			return VM_FAULT_NOPAGE;
 		if (vmf->flags & FAULT_FLAG_ALLOW_RETRY)
 			break;
+		if (ret == -EINTR)
+			return VM_FAULT_SIGBUS;
 		schedule_timeout_killable(1);
 	}
 	if (vmf->flags & FAULT_FLAG_RETRY_NOWAIT)

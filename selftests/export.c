@@ -430,6 +430,18 @@ static bool signal_seen(void)
 	return usr1_seen;
 }
 
+/* How long a mmap() and munmap() take: they queue behind a held mmap lock. */
+static long long mmap_munmap_ms(size_t len)
+{
+	long long t0 = pd_now_ms();
+	void *m = mmap(NULL, len, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	if (m == MAP_FAILED)
+		return -1;
+	munmap(m, len);
+	return pd_now_ms() - t0;
+}
+
 /*
  * A user fault that waits for the reservation holds no mmap lock (another
  * thread maps and unmaps meanwhile), takes signals while it waits, and
@@ -440,13 +452,12 @@ TEST_F(exp, a_fault_on_a_held_reservation_leaves_the_mmap_lock_free)
 	struct toucher t = { .pipe = -1 };
 	size_t ps = self->q.page_size;
 	unsigned char *w, *r;
-	long long t0, took;
+	long long took;
 	int d, imp;
 	char dir[64];
 	pthread_t th;
 	__u64 id = 0;
 	pid_t holder;
-	void *m;
 
 	if (!(self->q.features & PEERDIRECT_FEAT_LIST))
 		SKIP(return, "no PEERDIRECT_FEAT_LIST");
@@ -464,11 +475,7 @@ TEST_F(exp, a_fault_on_a_held_reservation_leaves_the_mmap_lock_free)
 	ASSERT_EQ(0, start_toucher(&t, &th, dir, sizeof(dir)));
 	ASSERT_TRUE(task_waits(dir, -1)) TH_LOG("the thread never waited in its fault");
 
-	t0 = pd_now_ms();
-	m = mmap(NULL, ps, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	ASSERT_NE(MAP_FAILED, m);
-	munmap(m, ps);
-	took = pd_now_ms() - t0;
+	took = mmap_munmap_ms(ps);
 	EXPECT_GT(1000, took) TH_LOG("mmap() waited %lld ms behind the fault", took);
 	EXPECT_FALSE(t.done) TH_LOG("the fault ended before the holder let go");
 
@@ -495,7 +502,8 @@ TEST_F(exp, a_kernel_access_waiting_with_a_signal_pending_does_not_spin)
 {
 	struct toucher t = { 0 };
 	unsigned char pattern[4096], *w;
-	long long cpu;
+	size_t ps = self->q.page_size;
+	long long cpu, wall, took;
 	int d, imp, p[2];
 	char dir[64];
 	pthread_t th;
@@ -521,10 +529,14 @@ TEST_F(exp, a_kernel_access_waiting_with_a_signal_pending_does_not_spin)
 	usleep(100000);
 	cpu = task_cpu(dir);
 	ASSERT_LE(0, cpu);
+	wall = pd_now_ms();
 	usleep(500000);
-	cpu = task_cpu(dir) - cpu;
-	EXPECT_GT(sysconf(_SC_CLK_TCK) / 10, cpu)
-		TH_LOG("%lld ticks of CPU in 500 ms of waiting", cpu);
+	cpu = (task_cpu(dir) - cpu) * 1000 / sysconf(_SC_CLK_TCK);
+	wall = pd_now_ms() - wall;
+	/* A spin takes all of it; a poll once a jiffy, a few percent. */
+	EXPECT_GT(wall / 2, cpu) TH_LOG("%lld ms of CPU in %lld ms of waiting", cpu, wall);
+	took = mmap_munmap_ms(ps);
+	EXPECT_GT(1000, took) TH_LOG("mmap() waited %lld ms behind the read", took);
 	EXPECT_FALSE(t.done) TH_LOG("the read ended before the holder let go");
 
 	let_go(holder);
