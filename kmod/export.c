@@ -223,22 +223,24 @@ static void pd_dmabuf_release(struct dma_buf *dmabuf)
 #define PD_FAULT_AROUND	16
 
 /*
- * One wait in the reservation lock's queue: 0 with it held; -EINTR when
- * the fault must end without it, on any signal for a user access (the
- * signal is delivered on the way out and the access faults again), on a
- * fatal one for a kernel access (copy_to_user() into the mapping,
- * fixup_user_fault()); or -EAGAIN when a kernel access cannot sleep in
- * the queue because a non-fatal signal is pending: it would fault again
- * at once and spin.  A core-dumping signal (SIGQUIT, SIGABRT) is taken
- * only on the way out, so it does not end a kernel access's wait.
+ * Wait for the reservation: 0 with it held, -EINTR without it.  A user
+ * access gives up on any signal: it is delivered on the way out and the
+ * access faults again.  A kernel access (copy_to_user() into the mapping,
+ * fixup_user_fault()) gives up on a fatal signal; with a non-fatal one
+ * pending it cannot sleep in the lock's queue (it would fault again at
+ * once and spin), so it polls once a jiffy, killably, when @poll, and
+ * gives up otherwise.  A core-dumping signal (SIGQUIT, SIGABRT) is taken
+ * only on the way out, so until the kill it sends it does not end a
+ * kernel access's wait.
  */
-static int pd_vm_fault_wait(struct vm_fault *vmf, struct dma_resv *resv)
+static int pd_vm_fault_wait(struct vm_fault *vmf, struct dma_resv *resv, bool poll)
 {
-	if (!dma_resv_lock_interruptible(resv, NULL))
-		return 0;
-	if ((vmf->flags & FAULT_FLAG_USER) || fatal_signal_pending(current))
-		return -EINTR;
-	return -EAGAIN;
+	while (dma_resv_lock_interruptible(resv, NULL)) {
+		if (!poll || (vmf->flags & FAULT_FLAG_USER) || fatal_signal_pending(current))
+			return -EINTR;
+		schedule_timeout_killable(1);
+	}
+	return 0;
 }
 
 /*
@@ -248,32 +250,29 @@ static int pd_vm_fault_wait(struct vm_fault *vmf, struct dma_resv *resv)
  * as TTM does: when someone else holds the reservation, the first try
  * drops the fault lock, waits and has the fault retried.  A retry waits
  * in the queue under the fault lock, so the fault makes progress, and a
- * user access's signal ends it with nothing mapped.  A kernel access that
- * a signal stops in the queue waits again without the fault lock when
- * the fault may be retried, polling once a jiffy while a non-fatal signal
- * is pending; one that may not be retried (futex's
- * fault_in_user_writeable()) polls under the fault lock, or ends with
- * SIGBUS (-EFAULT to its caller, no signal) when the task is dying.  0
- * with the reservation held, or what the fault returns.
+ * user access's signal ends it with nothing mapped; a kernel access that
+ * a signal stops there waits again without the fault lock.  A fault that
+ * may not be retried (futex's fault_in_user_writeable()) cannot drop the
+ * lock: it polls under it, and a kernel access ends with SIGBUS (-EFAULT
+ * to its caller, no signal) only when the task is dying.  0 with the
+ * reservation held, or what the fault returns.
  */
 static vm_fault_t pd_vm_fault_lock(struct vm_fault *vmf, struct pd_export *exp)
 {
 	struct dma_resv *resv = exp->dmabuf->resv;
-	int ret;
 
 	if (dma_resv_trylock(resv))
 		return 0;
-	while (!fault_flag_allow_retry_first(vmf->flags)) {
-		ret = pd_vm_fault_wait(vmf, resv);
-		if (!ret)
+	if (!(vmf->flags & FAULT_FLAG_ALLOW_RETRY)) {
+		if (!pd_vm_fault_wait(vmf, resv, true))
+			return 0;
+		return vmf->flags & FAULT_FLAG_USER ? VM_FAULT_NOPAGE : VM_FAULT_SIGBUS;
+	}
+	if (vmf->flags & FAULT_FLAG_TRIED) {
+		if (!pd_vm_fault_wait(vmf, resv, false))
 			return 0;
 		if (vmf->flags & FAULT_FLAG_USER)
 			return VM_FAULT_NOPAGE;
-		if (vmf->flags & FAULT_FLAG_ALLOW_RETRY)
-			break;
-		if (ret == -EINTR)
-			return VM_FAULT_SIGBUS;
-		schedule_timeout_killable(1);
 	}
 	if (vmf->flags & FAULT_FLAG_RETRY_NOWAIT)
 		return VM_FAULT_RETRY;
@@ -283,9 +282,7 @@ static vm_fault_t pd_vm_fault_lock(struct vm_fault *vmf, struct pd_export *exp)
 	 */
 	get_dma_buf(exp->dmabuf);
 	pd_release_fault_lock(vmf);
-	while ((ret = pd_vm_fault_wait(vmf, resv)) == -EAGAIN)
-		schedule_timeout_killable(1);
-	if (!ret)
+	if (!pd_vm_fault_wait(vmf, resv, true))
 		dma_resv_unlock(resv);
 	dma_buf_put(exp->dmabuf);
 	return VM_FAULT_RETRY;
