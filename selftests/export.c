@@ -285,13 +285,13 @@ static int export_busy(int fd, __u64 id)
 	struct peerdirect_export_info e[64];
 	struct peerdirect_list l = {
 		.argsz = sizeof(l), .export_size = sizeof(e[0]),
-		.exports = (uintptr_t)e, .nr_exports = 64,
+		.exports = (uintptr_t)e, .nr_exports = ARRAY_SIZE(e),
 	};
 	__u32 i;
 
 	if (ioctl(fd, PEERDIRECT_IOCTL_LIST, &l))
 		return -errno;
-	for (i = 0; i < l.nr_exports && i < 64; i++)
+	for (i = 0; i < l.nr_exports && i < ARRAY_SIZE(e); i++)
 		if (e[i].export_id == id)
 			return !!(e[i].flags & PEERDIRECT_EXPORT_INFO_BUSY);
 	return -ENOENT;
@@ -592,22 +592,35 @@ static pid_t start_victim(int d, enum touch_by by, int pipe)
 	}
 }
 
-/* SIGKILL the victim waiting in @nr and reap it: how long it took, in ms. */
-static long long kill_victim(pid_t victim, long nr, bool usr1_first, int *status)
+/*
+ * Until the victim waits in @nr, with a handled SIGUSR1 left pending
+ * after when @usr1: 0, -1 it never waited, -2 the signal ended the wait.
+ */
+static int victim_waits(pid_t victim, long nr, bool usr1)
 {
 	char dir[64];
-	long long t0;
 
 	snprintf(dir, sizeof(dir), "/proc/%d", (int)victim);
 	if (!task_waits(dir, nr))
 		return -1;
-	if (usr1_first) {
-		/* Pending and handled, it must not make the wait unkillable. */
+	if (usr1) {
+		/* Pending and handled, it must neither end nor spoil the wait. */
 		kill(victim, SIGUSR1);
 		usleep(100000);
 		if (!task_waits(dir, nr))
 			return -2;
 	}
+	return 0;
+}
+
+/* SIGKILL the victim waiting in @nr and reap it: how long it took, in ms. */
+static long long kill_victim(pid_t victim, long nr, bool usr1_first, int *status)
+{
+	long long t0;
+	int ret = victim_waits(victim, nr, usr1_first);
+
+	if (ret)
+		return ret;
 	t0 = pd_now_ms();
 	if (kill(victim, SIGKILL) || waitpid(victim, status, 0) != victim)
 		return -3;
@@ -653,7 +666,7 @@ static void killed_while_waiting(struct __test_metadata *_metadata,
 	/* Else the wait ended because the holder let go, not by the kill. */
 	EXPECT_EQ(1, export_busy(self->fd, id)) TH_LOG("the holder let go first");
 	let_go(holder);
-	if (by == BY_READ) {
+	if (p[0] >= 0) {
 		close(p[0]);
 		close(p[1]);
 	}
@@ -685,6 +698,75 @@ TEST_F(exp, a_fault_that_may_not_be_retried_is_killable)
 TEST_F(exp, a_fault_that_may_not_be_retried_with_a_signal_pending_is_killable)
 {
 	killed_while_waiting(_metadata, self, BY_FUTEX, true);
+}
+
+/*
+ * A victim whose wait the holder ends completes its access: futex's
+ * fault that may not be retried, and a read() into the mapping, with or
+ * without a handled signal pending; what it wrote is there, and the
+ * reservation it took was let go (the check faults through a new mapping).
+ */
+static void completes_when_let_go(struct __test_metadata *_metadata,
+				  FIXTURE_DATA(exp) *self, enum touch_by by, bool usr1)
+{
+	int d, imp, status = -1, p[2] = { -1, -1 };
+	unsigned char pattern[4096];
+	pid_t holder, victim;
+	const unsigned int *m;
+	long long t0;
+	__u64 id = 0;
+
+	if (!(self->q.features & PEERDIRECT_FEAT_LIST))
+		SKIP(return, "no PEERDIRECT_FEAT_LIST");
+	d = pd_export_id(self->fd, self->h, 0, self->len, PEERDIRECT_EXPORT_RDWR, &id);
+	ASSERT_LE(0, d);
+	pd_fill(pattern, sizeof(pattern), 0xc0de);
+	if (by == BY_READ) {
+		ASSERT_EQ(0, pipe(p));
+		ASSERT_EQ((ssize_t)sizeof(pattern), write(p[1], pattern, sizeof(pattern)));
+	}
+	holder = hold_reservation(self->fd, d, id, pd_pinned_flags(&self->q), &imp);
+	ASSERT_LT(0, holder) TH_LOG("hold_reservation: %d", holder);
+	victim = start_victim(d, by, p[0]);
+	ASSERT_LT(0, victim);
+	EXPECT_EQ(0, victim_waits(victim, touch_syscall(by), usr1));
+	let_go(holder);
+	for (t0 = pd_now_ms(); pd_now_ms() - t0 < 2000; usleep(10000))
+		if (waitpid(victim, &status, WNOHANG) == victim)
+			break;
+	if (status == -1)
+		let_go(victim);
+	EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+		TH_LOG("the victim ended with status %#x", status);
+	m = mmap(NULL, sizeof(pattern), PROT_READ, MAP_SHARED, d, 0);
+	ASSERT_NE(MAP_FAILED, m);
+	if (by == BY_FUTEX) {
+		EXPECT_EQ(1, m[0]);
+	} else {
+		EXPECT_EQ(0, memcmp(pattern, m, sizeof(pattern)));
+	}
+	munmap((void *)m, sizeof(pattern));
+	if (p[0] >= 0) {
+		close(p[0]);
+		close(p[1]);
+	}
+	close(imp);
+	close(d);
+}
+
+TEST_F(exp, a_fault_that_may_not_be_retried_completes_when_the_holder_lets_go)
+{
+	completes_when_let_go(_metadata, self, BY_FUTEX, false);
+}
+
+TEST_F(exp, a_fault_that_may_not_be_retried_polls_to_completion_with_a_signal_pending)
+{
+	completes_when_let_go(_metadata, self, BY_FUTEX, true);
+}
+
+TEST_F(exp, a_kernel_access_polls_to_completion_with_a_signal_pending)
+{
+	completes_when_let_go(_metadata, self, BY_READ, true);
 }
 
 TEST_HARNESS_MAIN
