@@ -298,6 +298,33 @@ static int export_busy(int fd, __u64 id)
 }
 
 /*
+ * A new test importer of export fd @d, its import taken now: importing
+ * takes the reservation, so it cannot wait until another child holds it.
+ * -1 no importer, -2 the import failed (the importer is then in *imp).
+ */
+static int import_to_hold(int d, __u32 flags, int *imp)
+{
+	*imp = pdti_open("peerdirect0");
+	if (*imp < 0)
+		return -1;
+	return pdti_import(*imp, d, flags, 0) ? -2 : 0;
+}
+
+/*
+ * A child that takes importer @imp's reservation and holds it: it waits
+ * for the lock uninterruptibly (state D) and holds it asleep (S).
+ */
+static pid_t fork_holder(int imp)
+{
+	__u32 ms = HOLD_MS;
+	pid_t pid = fork_child();
+
+	if (pid == 0)
+		_exit(ioctl(imp, PDTI_IOCTL_HOLD_RESV, &ms) ? 1 : 0);
+	return pid;
+}
+
+/*
  * Import export @id (fd @d) into a new test importer (*imp, for the
  * caller to close) and hold its reservation from a child: the child's
  * pid once it holds; -1 no importer, -2 the import failed, -3 the child
@@ -305,35 +332,29 @@ static int export_busy(int fd, __u64 id)
  */
 static pid_t hold_reservation(int fd, int d, __u64 id, __u32 flags, int *imp)
 {
-	__u32 ms = HOLD_MS;
-	pid_t pid;
+	pid_t pid = import_to_hold(d, flags, imp) ?: fork_holder(*imp);
 	int i;
 
-	*imp = pdti_open("peerdirect0");
-	if (*imp < 0)
-		return -1;
-	if (pdti_import(*imp, d, flags, 0))
-		return -2;
-	pid = fork_child();
-	if (pid == 0)
-		_exit(ioctl(*imp, PDTI_IOCTL_HOLD_RESV, &ms) ? 1 : 0);
 	for (i = 0; pid > 0 && i < 200; i++) {
 		if (export_busy(fd, id) == 1)
 			return pid;
 		usleep(10000);
 	}
+	if (pid < 0)
+		return pid;
 	let_go(pid);
 	return -3;
 }
 
 /*
- * Until the task (a /proc directory) sleeps in the kernel in system call
- * @nr, -1 for a page fault outside any system call.
+ * Until the task (a /proc directory) is in one of @states (letters of
+ * /proc/PID/stat) in system call @nr, -1 for a page fault outside any
+ * system call.
  */
-static bool task_waits(const char *dir, long nr)
+static bool task_in(const char *dir, long nr, const char *states)
 {
 	char path[96], buf[512], *p;
-	bool sleeping;
+	bool in_state;
 	long in;
 	FILE *f;
 	int i;
@@ -345,17 +366,23 @@ static bool task_waits(const char *dir, long nr)
 			return false;
 		p = fgets(buf, sizeof(buf), f) ? strrchr(buf, ')') : NULL;
 		fclose(f);
-		sleeping = p && (p[2] == 'S' || p[2] == 'D');
+		in_state = p && p[2] && strchr(states, p[2]);
 		snprintf(path, sizeof(path), "%s/syscall", dir);
 		f = fopen(path, "r");
 		if (!f)
 			return false;
 		in = fscanf(f, "%ld", &in) == 1 ? in : -2;
 		fclose(f);
-		if (sleeping && in == nr)
+		if (in_state && in == nr)
 			return true;
 	}
 	return false;
+}
+
+/* Until the task sleeps in the kernel in system call @nr, as task_in(). */
+static bool task_waits(const char *dir, long nr)
+{
+	return task_in(dir, nr, "SD");
 }
 
 /* User plus system CPU time of a task, in clock ticks. */
@@ -376,6 +403,18 @@ static long long task_cpu(const char *dir)
 			 &ut, &st) != 2)
 		return -1;
 	return ut + st;
+}
+
+/* CPU time a task (a /proc directory) takes in half a second: *wall ms. */
+static long long cpu_ms_in_half_a_second(const char *dir, long long *wall)
+{
+	long long cpu = task_cpu(dir);
+
+	*wall = pd_now_ms();
+	usleep(500000);
+	cpu = (task_cpu(dir) - cpu) * 1000 / sysconf(_SC_CLK_TCK);
+	*wall = pd_now_ms() - *wall;
+	return cpu;
 }
 
 struct toucher {
@@ -527,12 +566,8 @@ TEST_F(exp, a_kernel_access_waiting_with_a_signal_pending_does_not_spin)
 	ASSERT_TRUE(task_waits(dir, SYS_read)) TH_LOG("the read never waited");
 	ASSERT_EQ(0, pthread_kill(th, SIGUSR1));
 	usleep(100000);
-	cpu = task_cpu(dir);
-	ASSERT_LE(0, cpu);
-	wall = pd_now_ms();
-	usleep(500000);
-	cpu = (task_cpu(dir) - cpu) * 1000 / sysconf(_SC_CLK_TCK);
-	wall = pd_now_ms() - wall;
+	ASSERT_LE(0, task_cpu(dir));
+	cpu = cpu_ms_in_half_a_second(dir, &wall);
 	/* A spin takes all of it; a poll once a jiffy, a few percent. */
 	EXPECT_GT(wall / 2, cpu) TH_LOG("%lld ms of CPU in %lld ms of waiting", cpu, wall);
 	took = mmap_munmap_ms(ps);
@@ -713,7 +748,8 @@ static void completes_when_let_go(struct __test_metadata *_metadata,
 	unsigned char pattern[4096];
 	pid_t holder, victim;
 	const unsigned int *m;
-	long long t0;
+	long long t0, cpu, wall;
+	char dir[64];
 	__u64 id = 0;
 
 	if (!(self->q.features & PEERDIRECT_FEAT_LIST))
@@ -730,6 +766,12 @@ static void completes_when_let_go(struct __test_metadata *_metadata,
 	victim = start_victim(d, by, p[0]);
 	ASSERT_LT(0, victim);
 	EXPECT_EQ(0, victim_waits(victim, touch_syscall(by), usr1));
+	if (usr1) {
+		/* It polls, under the mmap lock for futex: a few percent. */
+		snprintf(dir, sizeof(dir), "/proc/%d", (int)victim);
+		cpu = cpu_ms_in_half_a_second(dir, &wall);
+		EXPECT_GT(wall / 2, cpu) TH_LOG("%lld ms of CPU in %lld ms of polling", cpu, wall);
+	}
 	let_go(holder);
 	for (t0 = pd_now_ms(); pd_now_ms() - t0 < 2000; usleep(10000))
 		if (waitpid(victim, &status, WNOHANG) == victim)
@@ -767,6 +809,256 @@ TEST_F(exp, a_fault_that_may_not_be_retried_polls_to_completion_with_a_signal_pe
 TEST_F(exp, a_kernel_access_polls_to_completion_with_a_signal_pending)
 {
 	completes_when_let_go(_metadata, self, BY_READ, true);
+}
+
+/*
+ * The retry of a kernel access that finds the reservation taken again.
+ * A process of three threads: V reads from a pipe into a mapping of
+ * export 1, F's futex faults (without retry, under the mmap lock) on a
+ * mapping of export 2 (of another allocation, so another reservation),
+ * M maps and unmaps.  Children hold each export's
+ * reservation (H1, H2), and a second holder of export 1 (H1b) queues
+ * behind V.  Then, in order:
+ *   V waits for H1 (first try, no mmap lock held)
+ *   H1b queues for export 1, behind V
+ *   F waits for H2 under the mmap lock; M queues for it as a writer
+ *   H1 lets go: V takes and drops the lock and retries, and its retry
+ *     queues for the mmap lock behind M (state D); H1b holds export 1
+ *   H2 lets go: F ends, M maps, V's retry finds export 1 held by H1b
+ *     and waits for it (state S) under the mmap lock.
+ * Linux 6.1 takes that last wait with FAULT_FLAG_TRIED; kernels that
+ * fault under the VMA lock first take it as a first try (no TRIED).
+ */
+enum { RV_V, RV_F, RV_M, RV_N };
+#define RV_UNSET	(-100LL)
+
+struct retry_victim {
+	volatile pid_t tid[RV_N];
+	volatile int go[RV_N];
+	volatile long long mmap_ms[2];	/* M's mmap()s: the first queues behind F */
+	volatile ssize_t got;		/* V's read() */
+	unsigned char *m1, *m2;
+	int pipe;
+};
+
+static struct retry_victim *rv;
+
+static void rv_go_wait(int i, int v)
+{
+	while (rv->go[i] < v)
+		usleep(1000);
+}
+
+static void *rv_thread(void *arg)
+{
+	int i = (int)(intptr_t)arg;
+	unsigned int word = 0;
+	long long t0;
+
+	rv->tid[i] = syscall(SYS_gettid);
+	rv_go_wait(i, 1);
+	switch (i) {
+	case RV_V:
+		rv->got = read(rv->pipe, rv->m1, 4096);
+		break;
+	case RV_F:
+		syscall(SYS_futex, &word, FUTEX_WAKE_OP_PRIVATE, 1, 1, rv->m2,
+			FUTEX_OP(FUTEX_OP_SET, 1, FUTEX_OP_CMP_EQ, 0));
+		break;
+	default:
+		/* Mapped only: V's retry waits under the mmap lock, which an
+		 * munmap() would wait for. */
+		t0 = pd_now_ms();
+		rv->mmap_ms[0] = mmap(NULL, 4096, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0) ==
+				 MAP_FAILED ? -1 : pd_now_ms() - t0;
+		rv_go_wait(i, 2);
+		rv->mmap_ms[1] = mmap_munmap_ms(4096);
+	}
+	return NULL;
+}
+
+/* The victim process: exits 0 when V read the whole page. */
+static pid_t start_retry_victim(int d1, int d2, int pipe)
+{
+	struct sigaction sa = { .sa_handler = on_usr1 };
+	pthread_t th[RV_N];
+	pid_t pid = fork_child();
+	int i;
+
+	if (pid)
+		return pid;
+	rv->pipe = pipe;
+	rv->m1 = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, d1, 0);
+	rv->m2 = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, d2, 0);
+	if (rv->m1 == MAP_FAILED || rv->m2 == MAP_FAILED || sigaction(SIGUSR1, &sa, NULL))
+		_exit(2);
+	for (i = 0; i < RV_N; i++)
+		if (pthread_create(&th[i], NULL, rv_thread, (void *)(intptr_t)i))
+			_exit(2);
+	for (i = 0; i < RV_N; i++)
+		pthread_join(th[i], NULL);
+	_exit(rv->got == 4096 ? 0 : 1);
+}
+
+static void rv_dir(pid_t victim, int i, char *dir, size_t len)
+{
+	snprintf(dir, len, "/proc/%d/task/%d", (int)victim, (int)rv->tid[i]);
+}
+
+/*
+ * Brings V to its retry's wait, as above: 0, or the step that failed
+ * (for TH_LOG).  *h1b is the holder V's retry waits for.
+ */
+static const char *retry_waits(FIXTURE_DATA(exp) *self, int d1, __u64 id1, int d2,
+			       __u64 id2, pid_t victim, pid_t hold[3], int imp[3])
+{
+	__u32 flags = pd_pinned_flags(&self->q);
+	char v[64], f[64], m[64], h[64];
+	int i;
+
+	for (i = 0; i < RV_N; i++)
+		while (!rv->tid[i])
+			usleep(1000);
+	rv_dir(victim, RV_V, v, sizeof(v));
+	rv_dir(victim, RV_F, f, sizeof(f));
+	rv_dir(victim, RV_M, m, sizeof(m));
+	if (import_to_hold(d1, flags, &imp[2]))
+		return "no importer for H1b";
+	hold[0] = hold_reservation(self->fd, d1, id1, flags, &imp[0]);
+	hold[1] = hold_reservation(self->fd, d2, id2, flags, &imp[1]);
+	if (hold[0] < 0 || hold[1] < 0)
+		return "a holder never held";
+	rv->go[RV_V] = 1;
+	if (!task_in(v, SYS_read, "S"))
+		return "V never waited for H1";
+	hold[2] = fork_holder(imp[2]);
+	snprintf(h, sizeof(h), "/proc/%d", (int)hold[2]);
+	if (hold[2] < 0 || !task_in(h, SYS_ioctl, "D"))
+		return "H1b never queued behind V";
+	rv->go[RV_F] = 1;
+	if (!task_in(f, SYS_futex, "S"))
+		return "F never waited for H2";
+	rv->go[RV_M] = 1;
+	if (!task_in(m, SYS_mmap, "D"))
+		return "M's mmap() never queued behind F";
+	let_go(hold[0]);
+	hold[0] = -1;
+	if (!task_in(h, SYS_ioctl, "S"))
+		return "H1b never held after V";
+	if (!task_in(v, SYS_read, "D"))
+		return "V's retry never queued for the mmap lock";
+	let_go(hold[1]);
+	hold[1] = -1;
+	if (!task_in(v, SYS_read, "S"))
+		return "V's retry never waited for H1b";
+	for (i = 0; rv->mmap_ms[0] == RV_UNSET && i < 200; i++)
+		usleep(10000);
+	if (rv->mmap_ms[0] < 0)
+		return "M's mmap() never ended";
+	return NULL;
+}
+
+/*
+ * @kill: SIGKILL ends the retry's wait at once.  Else a handled SIGUSR1
+ * leaves the retry polling, without the mmap lock and without spinning,
+ * until H1b lets go; then the read completes.
+ */
+static void retry_finds_it_held(struct __test_metadata *_metadata,
+				FIXTURE_DATA(exp) *self, bool kill_it)
+{
+	int d1, d2, p[2], imp[3] = { -1, -1, -1 }, status = -1, i;
+	pid_t victim, hold[3] = { -1, -1, -1 };
+	unsigned char pattern[4096];
+	long long t0, cpu, wall;
+	__u64 id1 = 0, id2 = 0;
+	const unsigned char *c;
+	const char *failed;
+	int64_t h2;
+	char v[64];
+
+	if (!(self->q.features & PEERDIRECT_FEAT_LIST))
+		SKIP(return, "no PEERDIRECT_FEAT_LIST");
+	rv = mmap(NULL, sizeof(*rv), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	ASSERT_NE(MAP_FAILED, rv);
+	memset(rv, 0, sizeof(*rv));
+	rv->mmap_ms[0] = rv->mmap_ms[1] = RV_UNSET;
+	d1 = pd_export_id(self->fd, self->h, 0, self->len, PEERDIRECT_EXPORT_RDWR, &id1);
+	ASSERT_LE(0, d1);
+	/* Exports of one allocation share its reservation: another one. */
+	h2 = pd_alloc(self->fd, self->len);
+	ASSERT_LT(0, h2);
+	d2 = pd_export_id(self->fd, h2, 0, self->len, PEERDIRECT_EXPORT_RDWR, &id2);
+	ASSERT_LE(0, d2);
+	ASSERT_EQ(0, pipe(p));
+	pd_fill(pattern, sizeof(pattern), 0x7e57);
+	ASSERT_EQ((ssize_t)sizeof(pattern), write(p[1], pattern, sizeof(pattern)));
+	victim = start_retry_victim(d1, d2, p[0]);
+	ASSERT_LT(0, victim);
+	failed = retry_waits(self, d1, id1, d2, id2, victim, hold, imp);
+	if (failed) {
+		let_go(victim);
+		for (i = 0; i < 3; i++)
+			let_go(hold[i]);
+	}
+	ASSERT_EQ(NULL, failed) TH_LOG("%s", failed);
+	EXPECT_GT(1000, rv->mmap_ms[0]) TH_LOG("M's mmap() took %lld ms", rv->mmap_ms[0]);
+	rv_dir(victim, RV_V, v, sizeof(v));
+
+	if (kill_it) {
+		t0 = pd_now_ms();
+		ASSERT_EQ(0, kill(victim, SIGKILL));
+		ASSERT_EQ(victim, waitpid(victim, &status, 0));
+		t0 = pd_now_ms() - t0;
+		EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL)
+			TH_LOG("the victim ended with status %#x", status);
+		EXPECT_GT(1000, t0) TH_LOG("the killed retry took %lld ms to end", t0);
+		EXPECT_EQ(1, export_busy(self->fd, id1)) TH_LOG("H1b let go first");
+	} else {
+		ASSERT_EQ(0, syscall(SYS_tgkill, victim, rv->tid[RV_V], SIGUSR1));
+		usleep(100000);
+		EXPECT_TRUE(task_waits(v, SYS_read)) TH_LOG("the signal ended the read");
+		cpu = cpu_ms_in_half_a_second(v, &wall);
+		EXPECT_GT(wall / 2, cpu) TH_LOG("%lld ms of CPU in %lld ms of polling", cpu, wall);
+		rv->go[RV_M] = 2;
+		for (t0 = pd_now_ms(); rv->mmap_ms[1] == RV_UNSET && pd_now_ms() - t0 < 2000; )
+			usleep(1000);
+		EXPECT_LE(0, rv->mmap_ms[1]) TH_LOG("no second mmap()");
+		EXPECT_GT(1000, rv->mmap_ms[1]) TH_LOG("mmap() waited %lld ms behind the poll",
+						       rv->mmap_ms[1]);
+		EXPECT_EQ(0, rv->got) TH_LOG("the read ended before H1b let go");
+		let_go(hold[2]);
+		hold[2] = -1;
+		for (t0 = pd_now_ms(); pd_now_ms() - t0 < 2000; usleep(10000))
+			if (waitpid(victim, &status, WNOHANG) == victim)
+				break;
+		if (status == -1)
+			let_go(victim);
+		EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+			TH_LOG("the victim ended with status %#x", status);
+		c = mmap(NULL, sizeof(pattern), PROT_READ, MAP_SHARED, d1, 0);
+		ASSERT_NE(MAP_FAILED, c);
+		EXPECT_EQ(0, memcmp(pattern, c, sizeof(pattern)));
+		munmap((void *)c, sizeof(pattern));
+	}
+	let_go(hold[2]);
+	for (i = 0; i < 3; i++)
+		if (imp[i] >= 0)
+			close(imp[i]);
+	close(p[0]);
+	close(p[1]);
+	close(d1);
+	close(d2);
+	munmap(rv, sizeof(*rv));
+}
+
+TEST_F(exp, a_retry_that_finds_the_reservation_held_again_is_killable)
+{
+	retry_finds_it_held(_metadata, self, true);
+}
+
+TEST_F(exp, a_retry_that_finds_the_reservation_held_again_polls_with_a_signal_pending)
+{
+	retry_finds_it_held(_metadata, self, false);
 }
 
 TEST_HARNESS_MAIN
