@@ -4,7 +4,6 @@
 #include <linux/futex.h>
 #include <pthread.h>
 #include <signal.h>
-#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -259,19 +258,6 @@ TEST_F(exp, export_after_free_is_enoent)
  */
 #define HOLD_MS	10000
 
-/*
- * A child that dies with the test: a failed ASSERT must not leave a holder
- * holding, or a victim waiting, into the tests that come after.
- */
-static pid_t fork_child(void)
-{
-	pid_t parent = getpid(), pid = fork();
-
-	if (pid == 0 && (prctl(PR_SET_PDEATHSIG, SIGKILL) || getppid() != parent))
-		_exit(1);
-	return pid;
-}
-
 static void let_go(pid_t child)
 {
 	if (child > 0) {
@@ -311,20 +297,6 @@ static int import_to_hold(int d, __u32 flags, int *imp)
 }
 
 /*
- * A child that takes importer @imp's reservation and holds it: it waits
- * for the lock uninterruptibly (state D) and holds it asleep (S).
- */
-static pid_t fork_holder(int imp)
-{
-	__u32 ms = HOLD_MS;
-	pid_t pid = fork_child();
-
-	if (pid == 0)
-		_exit(ioctl(imp, PDTI_IOCTL_HOLD_RESV, &ms) ? 1 : 0);
-	return pid;
-}
-
-/*
  * Import export @id (fd @d) into a new test importer (*imp, for the
  * caller to close) and hold its reservation from a child: the child's
  * pid once it holds; -1 no importer, -2 the import failed, -3 the child
@@ -332,7 +304,7 @@ static pid_t fork_holder(int imp)
  */
 static pid_t hold_reservation(int fd, int d, __u64 id, __u32 flags, int *imp)
 {
-	pid_t pid = import_to_hold(d, flags, imp) ?: fork_holder(*imp);
+	pid_t pid = import_to_hold(d, flags, imp) ?: pdti_fork_holder(*imp, HOLD_MS);
 	int i;
 
 	for (i = 0; pid > 0 && i < 200; i++) {
@@ -608,7 +580,7 @@ static pid_t start_victim(int d, enum touch_by by, int pipe)
 	struct sigaction sa = { .sa_handler = on_usr1 };
 	volatile unsigned int *p;
 	unsigned int word = 0;
-	pid_t pid = fork_child();
+	pid_t pid = pd_fork_child();
 
 	if (pid)
 		return pid;
@@ -882,7 +854,7 @@ static pid_t start_retry_victim(int d1, int d2, int pipe)
 {
 	struct sigaction sa = { .sa_handler = on_usr1 };
 	pthread_t th[RV_N];
-	pid_t pid = fork_child();
+	pid_t pid = pd_fork_child();
 	int i;
 
 	if (pid)
@@ -931,7 +903,7 @@ static const char *retry_waits(FIXTURE_DATA(exp) *self, int d1, __u64 id1, int d
 	rv->go[RV_V] = 1;
 	if (!task_in(v, SYS_read, "S"))
 		return "V never waited for H1";
-	hold[2] = fork_holder(imp[2]);
+	hold[2] = pdti_fork_holder(imp[2], HOLD_MS);
 	snprintf(h, sizeof(h), "/proc/%d", (int)hold[2]);
 	if (hold[2] < 0 || !task_in(h, SYS_ioctl, "D"))
 		return "H1b never queued behind V";

@@ -201,7 +201,6 @@ TEST_F(list, an_export_whose_lock_is_held_is_busy)
 {
 	static struct listing x;
 	struct peerdirect_export_info *e = NULL;
-	__u32 ms = 3000;
 	__u64 id = 0;
 	int64_t h = pd_alloc(self->fd, self->len);
 	int d, imp, i, status;
@@ -213,10 +212,8 @@ TEST_F(list, an_export_whose_lock_is_held_is_busy)
 	imp = pdti_open("peerdirect0");
 	ASSERT_LE(0, imp);
 	ASSERT_EQ(0, pdti_import(imp, d, pd_pinned_flags(&self->q), 0));
-	pid = fork();
+	pid = pdti_fork_holder(imp, 3000);
 	ASSERT_LE(0, pid);
-	if (pid == 0)
-		_exit(ioctl(imp, PDTI_IOCTL_HOLD_RESV, &ms) ? 1 : 0);
 	/* Until the child holds it; each LIST returns at once. */
 	for (i = 0; i < 200; i++) {
 		ASSERT_EQ(0, do_list(self->fd, &x, 1));

@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -15,6 +16,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <time.h>
 #include <unistd.h>
 #include <linux/dma-buf.h>
@@ -285,6 +287,35 @@ static inline int pdti_open(const char *pdname)
 	struct pdti_device d;
 
 	return pdti_open_as(pd_pci_function(pdname, &d) ? NULL : &d);
+}
+
+/*
+ * fork() for a child that dies with the test (PR_SET_PDEATHSIG): a failed
+ * ASSERT must not leave a holder holding, or a victim waiting, into the
+ * tests that come after.
+ */
+static inline pid_t pd_fork_child(void)
+{
+	pid_t parent = getpid(), pid = fork();
+
+	if (pid == 0 && (prctl(PR_SET_PDEATHSIG, SIGKILL) || getppid() != parent))
+		_exit(1);
+	return pid;
+}
+
+/*
+ * A child that takes the reservation of test importer @imp's import and
+ * holds it for @ms (at most 10000): it waits for the lock uninterruptibly
+ * (state D) and holds it asleep (S); a signal ends the hold.  It exits 0
+ * when it held.
+ */
+static inline pid_t pdti_fork_holder(int imp, uint32_t ms)
+{
+	pid_t pid = pd_fork_child();
+
+	if (pid == 0)
+		_exit(ioctl(imp, PDTI_IOCTL_HOLD_RESV, &ms) ? 1 : 0);
+	return pid;
 }
 
 /* A kernel vmap of @dbuf read through the test importer; 0 or -errno. */
