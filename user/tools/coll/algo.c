@@ -56,7 +56,7 @@ static int reduce_piece(struct run *r, size_t off, size_t len, void *arg)
 {
 	const struct red *x = arg;
 	char *m = r->l->src.map;
-	int ret = cpu_begin(r);
+	int ret = pend_wait(r, x->dst + off, len) ?: cpu_begin(r);
 
 	if (ret)
 		return ret;
@@ -278,20 +278,25 @@ int coll_run(struct run *r, enum coll_kind k, const struct geom *g, bool ip)
 {
 	size_t in = coll_in_off(r, g, ip), out = coll_out_off(r, g, ip);
 	bool rd;
+	int ret;
 
 	r->seq++;
 	switch (k) {
 	case C_ALLREDUCE:
 		rd = r->o->algo == ALGO_RD ||
 		     (r->o->algo == ALGO_AUTO && g->count * r->esz <= r->o->rd_max);
-		if (!rd)
-			return allreduce_ring(r, g->count, in, out);
-		return allreduce_rd(r, g->count, in, out);
-	case C_ALLGATHER: return allgather(r, g->count, in, out);
-	case C_REDUCESCATTER: return reduce_scatter(r, g->count, in, out);
-	case C_BROADCAST: return broadcast(r, g->count, in, out);
-	case C_REDUCE: return reduce(r, g->count, in, out);
-	case C_ALLTOALL: return alltoall(r, g->count, in, out, ip);
-	default: return sendrecv(r, g->count, in, out, ip);
+		ret = rd ? allreduce_rd(r, g->count, in, out) : allreduce_ring(r, g->count, in, out);
+		break;
+	case C_ALLGATHER: ret = allgather(r, g->count, in, out); break;
+	case C_REDUCESCATTER: ret = reduce_scatter(r, g->count, in, out); break;
+	case C_BROADCAST: ret = broadcast(r, g->count, in, out); break;
+	case C_REDUCE: ret = reduce(r, g->count, in, out); break;
+	case C_ALLTOALL: ret = alltoall(r, g->count, in, out, ip); break;
+	default: ret = sendrecv(r, g->count, in, out, ip); break;
 	}
+	/* Its buffers are the caller's again: no send may still read them. */
+	ret = ret ?: pend_wait(r, 0, SIZE_MAX);
+	if (ret)
+		pend_drop(r);
+	return ret;
 }

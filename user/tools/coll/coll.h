@@ -22,6 +22,7 @@
 #define TOOL_NAME "pd-coll"
 #define MAX_RANKS 64
 #define MAX_DEPTH 64
+#define MAX_PEND (4 * MAX_DEPTH)
 
 enum lane_kind { LANE_DIRECT, LANE_BOUNCE, LANE_HOST, NLANES };
 enum coll_kind { C_ALLREDUCE, C_ALLGATHER, C_REDUCESCATTER, C_BROADCAST, C_REDUCE,
@@ -86,6 +87,14 @@ struct run {
 	size_t esz;
 	size_t max;		/* region: in [0, max), out [max, 2max), scratch [2max, 3max) */
 	uint64_t seq;		/* collective number, part of every tag */
+	/* Sends an exchange posted and did not wait for: [off, off + len) is
+	 * not written until each completes (pend_wait), and the collective
+	 * waits for all of them before it returns. */
+	struct pend {
+		struct pd_req *req;
+		size_t off, len;
+	} pend[MAX_PEND];
+	int npend;
 };
 
 #define OFF_IN(r)	((size_t)0)
@@ -116,7 +125,9 @@ int lane_barrier(struct run *r);
  * (either peer -1 for none), in pieces of o->piece (the small chunk
  * for a message of at most small_max) with at most
  * depth of each in flight.  on_recv runs for each received piece, in
- * order; chain: piece i is sent only after piece i was received. */
+ * order; chain: piece i is sent only after piece i was received.  Returns
+ * when every piece was received and every send posted: the sends join
+ * the run's pending ones (pend_wait). */
 enum { SMALL_CHUNK_SET = 1, SMALL_MAX_SET = 2 };
 
 struct xchg {
@@ -128,6 +139,8 @@ struct xchg {
 	void *arg;
 };
 int xchg(struct run *r, const struct xchg *x);
+int pend_wait(struct run *r, size_t off, size_t len);
+void pend_drop(struct run *r);
 int cpu_begin(struct run *r);
 int cpu_end(struct run *r);
 void spin_or_yield(uint64_t t0);

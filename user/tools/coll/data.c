@@ -170,7 +170,7 @@ int local_copy(struct run *r, size_t dst, size_t src, size_t len)
 
 	if (dst == src || !len)
 		return 0;
-	ret = cpu_begin(r);
+	ret = pend_wait(r, dst, len) ?: cpu_begin(r);
 	if (ret)
 		return ret;
 	memmove(at(r, dst), at(r, src), len);

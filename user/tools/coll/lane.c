@@ -8,10 +8,12 @@
  * Every lane moves data the same way: messages cut into pieces (each at
  * most one wire chunk, so one message; of the small chunk for messages of
  * at most --small-max), at most `depth` sends and `depth`
- * receives in flight per exchange.  So the pipeline depth is the same on
- * every path and a ratio between paths measures the copy, nothing else.
+ * receives in flight per exchange, and sends left to complete while the
+ * next exchange runs.  So the pipeline depth is the same on every path
+ * and a ratio between paths measures the copy, nothing else.
  */
 #include <sched.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -200,6 +202,80 @@ static size_t piece_size(const struct opts *o, size_t len)
 	return o->small_chunk && len <= o->small_max ? o->small_chunk : o->piece;
 }
 
+/*
+ * Deferred send completions.  A send completes only when the peer has
+ * taken its data (over ofi_rxm, after the peer's read and its
+ * acknowledgement), so an exchange that waited for its sends would add
+ * that round trip to every step: the next step's data is ready as soon as
+ * this step's receives are reduced.  So an exchange returns with its sends
+ * pending, and whatever writes the region later (a receive, a reduction,
+ * a copy) first waits for the pending sends that read the bytes it
+ * writes.  No wait can deadlock: it is for a send of an earlier step, and
+ * its receiver posts that step's receives having waited only for sends of
+ * steps before it.
+ */
+static int pend_test(struct run *r, int i)
+{
+	int t = pd_test(r->pend[i].req, NULL);
+
+	if (t == 0)
+		return 0;
+	pd_req_free(r->pend[i].req);
+	r->pend[i] = r->pend[--r->npend];
+	return t < 0 ? t : 1;
+}
+
+static bool overlaps(const struct pend *p, size_t off, size_t len)
+{
+	return p->off < off + len && off < p->off + p->len;
+}
+
+/* Polls every pending send once; 0 or the first failure. */
+static int pend_poll(struct run *r)
+{
+	int i = 0, t;
+
+	while (i < r->npend) {
+		t = pend_test(r, i);
+		if (t < 0)
+			return t;
+		if (t == 0)
+			i++;
+	}
+	return 0;
+}
+
+/* Waits for the pending sends that read any of [off, off + len). */
+int pend_wait(struct run *r, size_t off, size_t len)
+{
+	uint64_t t0 = coll_now_ns(), end = t0 + (uint64_t)r->o->timeout_ms * 1000000ULL;
+	int i = 0, t;
+
+	while (i < r->npend) {
+		if (!overlaps(&r->pend[i], off, len)) {
+			i++;
+			continue;
+		}
+		t = pend_test(r, i);
+		if (t < 0)
+			return t;
+		if (t > 0)
+			continue;
+		if (coll_now_ns() > end)
+			return pd_error(-ETIMEDOUT, "a send of %zu bytes: no completion after %d ms",
+					r->pend[i].len, r->o->timeout_ms);
+		spin_or_yield(t0);
+	}
+	return 0;
+}
+
+/* Cancels what is still pending, after a failure. */
+void pend_drop(struct run *r)
+{
+	while (r->npend)
+		pd_req_free(r->pend[--r->npend].req);
+}
+
 /* Length of piece i of a message of len bytes in pieces of P. */
 static size_t piece_len(size_t len, size_t i, size_t P)
 {
@@ -229,7 +305,7 @@ int xchg(struct run *r, const struct xchg *x)
 	 * 26% longer.  One rule for every path; its one measured cost, shm's
 	 * bounce path at 1 MiB, is in performance.md, section M.
 	 */
-	while (!ret && (ds < ns || dr < nr)) {
+	while (!ret && (ps < ns || dr < nr)) {
 		bool moved = false;
 
 		for (; !ret && ps < ns && ps - ds < D && (!x->chain || ps < dr); ps++, moved = true) {
@@ -241,6 +317,9 @@ int xchg(struct run *r, const struct xchg *x)
 		for (; !ret && pr < nr && pr - dr < D; pr++, moved = true) {
 			size_t len = piece_len(x->rlen, pr, PR);
 
+			ret = pend_wait(r, x->roff + pr * PR, len);
+			if (ret)
+				break;
 			ret = pd_trecv(l->fab, l->mr, x->roff + pr * PR, len, l->peer[x->rpeer],
 				       coll_tag(r, x->step, pr), &rq[pr % D]);
 		}
@@ -262,6 +341,12 @@ int xchg(struct run *r, const struct xchg *x)
 			ds++;
 			moved = true;
 		}
+		if (!moved && r->npend) {
+			int before = r->npend;
+
+			ret = pend_poll(r);
+			moved = r->npend != before;
+		}
 		if (moved) {
 			last = coll_now_ns();
 			continue;
@@ -272,6 +357,15 @@ int xchg(struct run *r, const struct xchg *x)
 				       x->step, r->o->timeout_ms, ds, ns, x->speer, dr, nr, x->rpeer);
 		else
 			spin_or_yield(last);
+	}
+	for (; !ret && ds < ps; ds++) {
+		if (r->npend == MAX_PEND)
+			ret = pend_wait(r, 0, SIZE_MAX);
+		if (!ret) {
+			r->pend[r->npend++] = (struct pend) { sq[ds % D], x->soff + ds * PS,
+							      piece_len(x->slen, ds, PS) };
+			sq[ds % D] = NULL;
+		}
 	}
 	for (i = 0; i < D; i++) {
 		pd_req_free(sq[i]);
