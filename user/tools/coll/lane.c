@@ -172,26 +172,31 @@ static int wait_all(struct run *r, struct pd_req **req, int n)
 	return ret;
 }
 
-/* Gather to rank 0 and release, over the lane's own fabric. */
+/*
+ * A dissemination barrier over the lane's own fabric: in round k every
+ * rank sends to rank + 2^k and receives from rank - 2^k, so after
+ * ceil(log2 n) rounds each has heard from all.  Every rank leaves on a
+ * message it received, so ranks leave together and each starts its clock
+ * at the same moment: a gather to rank 0 and a release let rank 0 leave one
+ * message earlier than the others and so timed that message as part of the
+ * collective (MPI_Barrier, what pd-mpi-allreduce times after, is symmetric
+ * too).
+ */
 int lane_barrier(struct run *r)
 {
-	struct pd_req *req[MAX_RANKS] = { 0 };
 	struct lane *l = r->l;
-	int q, phase, ret = 0;
+	int k, round, ret = 0;
 
 	r->seq++;
-	for (phase = 0; phase < 2 && !ret; phase++) {
-		uint64_t tag = coll_tag(r, 0xff, (size_t)phase);
+	for (k = 1, round = 0; k < r->n && !ret; k <<= 1, round++) {
+		struct pd_req *req[2] = { 0 };
+		uint64_t tag = coll_tag(r, 0xff, (size_t)round);
 
-		if (r->rank == 0) {
-			for (q = 1; q < r->n && !ret; q++)
-				ret = phase == 0 ? pd_trecv(l->fab, l->ctl_mr, (size_t)q, 1, l->peer[q], tag, &req[q]) :
-						   pd_tsend(l->fab, l->ctl_mr, 0, 1, l->peer[q], tag, &req[q]);
-		} else {
-			ret = phase == 0 ? pd_tsend(l->fab, l->ctl_mr, 0, 1, l->peer[0], tag, &req[0]) :
-					   pd_trecv(l->fab, l->ctl_mr, 1, 1, l->peer[0], tag, &req[0]);
-		}
-		ret = wait_all(r, req, r->n) ?: ret;
+		ret = pd_tsend(l->fab, l->ctl_mr, MAX_RANKS - 1, 1, l->peer[(r->rank + k) % r->n],
+			       tag, &req[0]) ?:
+		      pd_trecv(l->fab, l->ctl_mr, (size_t)round, 1,
+			       l->peer[(r->rank - k + r->n) % r->n], tag, &req[1]);
+		ret = wait_all(r, req, 2) ?: ret;
 	}
 	return ret;
 }
