@@ -68,7 +68,8 @@ int lane_open(struct lane *l, enum lane_kind kind, const struct opts *o, struct 
 	struct lane_addr all[MAX_RANKS];
 	struct pd_fabric_attr attr;
 	struct lane_addr mine = { 0 };
-	size_t len = sizeof(mine.addr), slots = 2 * (size_t)o->depth + 2;
+	/* depth sends, depth receives, and depth sends of the step before */
+	size_t len = sizeof(mine.addr), slots = 3 * (size_t)o->depth + 2;
 	int32_t failed[MAX_RANKS];
 	bool missing = false;
 	int ret, i, xret;
@@ -215,9 +216,12 @@ static size_t piece_size(const struct opts *o, size_t len)
  * this step's receives are reduced.  So an exchange returns with its sends
  * pending, and whatever writes the region later (a receive, a reduction,
  * a copy) first waits for the pending sends that read the bytes it
- * writes.  No wait can deadlock: it is for a send of an earlier step, and
- * its receiver posts that step's receives having waited only for sends of
- * steps before it.
+ * writes.  No wait can deadlock: it is for a send of this step or an
+ * earlier one, and every rank posts a step's receives having waited only
+ * for its own sends of earlier steps (and, in a chain, for data it
+ * received), while each wait drives the fabric's progress.  Nothing checks
+ * that an exchange's own sends and receives touch different bytes: every
+ * collective is built so (a chain sends piece i only once it arrived).
  */
 static int pend_test(struct run *r, int i)
 {
@@ -235,17 +239,19 @@ static bool overlaps(const struct pend *p, size_t off, size_t len)
 	return p->off < off + len && off < p->off + p->len;
 }
 
-/* Polls every pending send once; 0 or the first failure. */
+/*
+ * Reaps pending sends up to the first one still in flight: testing that
+ * one drives progress (on tcp a poll() syscall), and one such call per
+ * idle pass is enough.  0 or the first failure.
+ */
 static int pend_poll(struct run *r)
 {
-	int i = 0, t;
+	int t;
 
-	while (i < r->npend) {
-		t = pend_test(r, i);
-		if (t < 0)
+	while (r->npend) {
+		t = pend_test(r, 0);
+		if (t <= 0)
 			return t;
-		if (t == 0)
-			i++;
 	}
 	return 0;
 }
@@ -358,8 +364,8 @@ int xchg(struct run *r, const struct xchg *x)
 		}
 		end = last + (uint64_t)r->o->timeout_ms * 1000000ULL;
 		if (coll_now_ns() > end)
-			ret = pd_error(-ETIMEDOUT, "step %d: no progress for %d ms (%zu of %zu pieces sent to rank %d, %zu of %zu received from rank %d)",
-				       x->step, r->o->timeout_ms, ds, ns, x->speer, dr, nr, x->rpeer);
+			ret = pd_error(-ETIMEDOUT, "step %d: no progress for %d ms (%zu of %zu pieces posted to rank %d, %zu of %zu received from rank %d)",
+				       x->step, r->o->timeout_ms, ps, ns, x->speer, dr, nr, x->rpeer);
 		else
 			spin_or_yield(last);
 	}
