@@ -17,6 +17,7 @@
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 #include <linux/dma-buf.h>
@@ -301,6 +302,22 @@ static inline pid_t pd_fork_child(void)
 	if (pid == 0 && (prctl(PR_SET_PDEATHSIG, SIGKILL) || getppid() != parent))
 		_exit(1);
 	return pid;
+}
+
+/*
+ * Waits up to @ms for child @pid: the time it was reaped (pd_now_ms), or
+ * -1 if it was still running (it is left running).
+ */
+static inline long long pd_reap_within(pid_t pid, int *status, long long ms)
+{
+	long long t0 = pd_now_ms();
+
+	while (pd_now_ms() - t0 < ms) {
+		if (waitpid(pid, status, WNOHANG) == pid)
+			return pd_now_ms();
+		usleep(10 * 1000);
+	}
+	return -1;
 }
 
 /*

@@ -729,22 +729,6 @@ TEST_F(rv, fence_seen_across_two_exports)
 	close(d2);
 }
 
-/*
- * Waits up to @ms for child @pid: the time it was reaped (pd_now_ms), or
- * -1 if it was still running (it is left running).
- */
-static long long reap_within(pid_t pid, int *status, long long ms)
-{
-	long long t0 = pd_now_ms();
-
-	while (pd_now_ms() - t0 < ms) {
-		if (waitpid(pid, status, WNOHANG) == pid)
-			return pd_now_ms();
-		usleep(10 * 1000);
-	}
-	return -1;
-}
-
 struct pci_resetter {
 	struct pdti_device dev;
 	uint32_t kind;
@@ -936,7 +920,7 @@ TEST_F(rv, function_reset_after_a_failed_recovery_ends_it)
 	ASSERT_LE(0, pid);
 	if (!pid)
 		_exit(pd_export(self->fd, self->h, 0, 4096) >= 0 ? 0 : 1);
-	done = reap_within(pid, &status, 3000);
+	done = pd_reap_within(pid, &status, 3000);
 	if (done < 0) {
 		kill(pid, SIGKILL);
 		waitpid(pid, &status, 0);
@@ -974,7 +958,7 @@ TEST_F(rv, alloc_waiting_for_a_reset_is_killable)
 	EXPECT_EQ(0, waitpid(pid, &status, WNOHANG));
 	ASSERT_EQ(0, kill(pid, SIGKILL));
 	killed = pd_now_ms();
-	reaped = reap_within(pid, &status, 5000);
+	reaped = pd_reap_within(pid, &status, 5000);
 	pthread_join(t, NULL);
 	ASSERT_EQ(0, pr.ret) TH_LOG("reset: %s", strerror(-pr.ret));
 	ASSERT_LT(0, reaped);
@@ -1044,7 +1028,7 @@ TEST(pci_permanent_failure_gives_the_device_up)
 			_exit(13);
 		_exit(0);
 	}
-	done = reap_within(pid, &status, 5000);
+	done = pd_reap_within(pid, &status, 5000);
 	if (done < 0) {
 		kill(pid, SIGKILL);
 		EXPECT_LE(0, done) TH_LOG("calls still waiting 5 s after the failure");
