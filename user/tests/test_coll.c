@@ -902,6 +902,27 @@ TEST_F_TIMEOUT(coll1, ranks_that_disagree_on_pieces_refuse, 120)
 			    "rank 1 would cut messages differently from rank 0 (pieces of 4194304 B");
 }
 
+/*
+ * Sends left pending across exchanges: with room for one, every further
+ * send makes its exchange wait for the oldest first, in every collective,
+ * on every path, with pieces (64K) and depth to fill it at once; the
+ * results stay right.
+ */
+TEST_F_TIMEOUT(coll1, a_full_pending_list_waits_for_the_oldest_send, 180)
+{
+	struct table t;
+	int st = run(NO_RXM_TUNING, "--np 3 --provider tcp -b 4K -e 1M -f 16 -n 2 -c 2 --coll all "
+		     "--chunk 64K --depth 2 --test-max-pending 1", self->out);
+
+	parse(self->out, &t);
+	EXPECT_EQ(0, st) TH_LOG("%s", self->out);
+	EXPECT_EQ(7, t.tables) TH_LOG("%s", self->out);
+	EXPECT_EQ(7 * 3 * 3, t.rows) TH_LOG("%s", self->out);
+	EXPECT_EQ(0, t.bad_rows) TH_LOG("%s", self->out);
+	EXPECT_EQ(0, t.wrong) TH_LOG("%s", self->out);
+	EXPECT_NE(NULL, strstr(self->out, "# --test-max-pending 1: "));
+}
+
 TEST_F(coll1, refuses_bad_arguments)
 {
 	EXPECT_EQ(3, run("", "--np 2 -b 64K -e 4K", self->out));
@@ -933,6 +954,7 @@ TEST_F(coll1, refuses_bad_arguments)
 		{ "-b 0", "pd-coll: -b 0: want a size above 0" },
 		{ "-i 0", "pd-coll: -i 0: want a size above 0" },
 		{ "--depth 65", "pd-coll: --depth 65: want a whole number from 1 to 64" },
+		{ "--test-max-pending 0", "pd-coll: --test-max-pending 0: want a whole number from 1 to 256" },
 		{ "--chunk 4000", "pd-coll: --chunk 4000: want at least 4096 B, a multiple of 16" },
 		{ "--stat mode", "pd-coll: --stat mode: want mean or median" },
 		{ "--timeout 0", "pd-coll: --timeout 0: want a whole number" },

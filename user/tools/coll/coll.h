@@ -22,9 +22,7 @@
 #define TOOL_NAME "pd-coll"
 #define MAX_RANKS 64
 #define MAX_DEPTH 64
-#ifndef MAX_PEND		/* a test build may make it small */
-#define MAX_PEND (4 * MAX_DEPTH)
-#endif
+#define MAX_PEND (4 * MAX_DEPTH)	/* sends left pending in a run */
 
 enum lane_kind { LANE_DIRECT, LANE_BOUNCE, LANE_HOST, NLANES };
 enum coll_kind { C_ALLREDUCE, C_ALLGATHER, C_REDUCESCATTER, C_BROADCAST, C_REDUCE,
@@ -77,6 +75,7 @@ struct opts {
 	 * or deliver its first half in place of its second (CORRUPT_MISPLACE) */
 	int corrupt;
 	int kill_rank;		/* test only: this rank raises SIGKILL before the first collective */
+	int max_pend;		/* test only (below MAX_PEND): pending sends before a wait */
 };
 
 /* A collective in flight on one lane: where its buffers are. */

@@ -13,7 +13,6 @@
  * and a ratio between paths measures the copy, nothing else.
  */
 #include <sched.h>
-#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -68,7 +67,8 @@ int lane_open(struct lane *l, enum lane_kind kind, const struct opts *o, struct 
 	struct lane_addr all[MAX_RANKS];
 	struct pd_fabric_attr attr;
 	struct lane_addr mine = { 0 };
-	/* depth sends, depth receives, and depth sends of the step before */
+	/* depth sends and receives, and depth sends left from the exchange
+	 * before; a send beyond the slots gets staging of its own */
 	size_t len = sizeof(mine.addr), slots = 3 * (size_t)o->depth + 2;
 	int32_t failed[MAX_RANKS];
 	bool missing = false;
@@ -230,7 +230,8 @@ static int pend_test(struct run *r, int i)
 	if (t == 0)
 		return 0;
 	pd_req_free(r->pend[i].req);
-	r->pend[i] = r->pend[--r->npend];
+	/* In posting order, oldest first: what pend_poll relies on. */
+	memmove(&r->pend[i], &r->pend[i + 1], (size_t)(--r->npend - i) * sizeof(r->pend[0]));
 	return t < 0 ? t : 1;
 }
 
@@ -240,9 +241,9 @@ static bool overlaps(const struct pend *p, size_t off, size_t len)
 }
 
 /*
- * Reaps pending sends up to the first one still in flight: testing that
- * one drives progress (on tcp a poll() syscall), and one such call per
- * idle pass is enough.  0 or the first failure.
+ * Reaps pending sends, oldest first, up to the first one still in flight:
+ * testing that one drives progress (on tcp a poll() syscall), and one such
+ * call per idle pass is enough.  0 or the first failure.
  */
 static int pend_poll(struct run *r)
 {
@@ -370,8 +371,8 @@ int xchg(struct run *r, const struct xchg *x)
 			spin_or_yield(last);
 	}
 	for (; !ret && ds < ps; ds++) {
-		if (r->npend == MAX_PEND)
-			ret = pend_wait(r, 0, SIZE_MAX);
+		if (r->npend == r->o->max_pend)
+			ret = pend_wait(r, r->pend[0].off, r->pend[0].len);
 		if (!ret) {
 			r->pend[r->npend++] = (struct pend) { sq[ds % D], x->soff + ds * PS,
 							      piece_len(x->slen, ds, PS) };

@@ -216,7 +216,7 @@ static int parse(int argc, char **argv, struct opts *o, struct launch_opts *lo)
 {
 	enum { O_COLL = 256, O_PATHS, O_MEMORY, O_PROVIDER, O_DEPTH, O_CHUNK, O_ALGO, O_RDMAX,
 	       O_SMALL_CHUNK, O_SMALL_MAX, O_STAT, O_CSV, O_PLOT, O_TIMEOUT, O_NP, O_RANK, O_NRANKS, O_RDV, O_CORRUPT,
-	       O_MISPLACE, O_KILL };
+	       O_MISPLACE, O_KILL, O_MAXPEND };
 	static const struct option lopts[] = {
 		{ "minbytes", 1, 0, 'b' }, { "maxbytes", 1, 0, 'e' }, { "stepfactor", 1, 0, 'f' },
 		{ "stepbytes", 1, 0, 'i' }, { "iters", 1, 0, 'n' }, { "warmup_iters", 1, 0, 'w' },
@@ -230,12 +230,13 @@ static int parse(int argc, char **argv, struct opts *o, struct launch_opts *lo)
 		{ "timeout", 1, 0, O_TIMEOUT }, { "np", 1, 0, O_NP }, { "rank", 1, 0, O_RANK },
 		{ "nranks", 1, 0, O_NRANKS }, { "rendezvous", 1, 0, O_RDV },
 		{ "test-corrupt", 0, 0, O_CORRUPT }, { "test-misplace", 0, 0, O_MISPLACE },
-		{ "test-kill-rank", 1, 0, O_KILL }, { 0 },
+		{ "test-kill-rank", 1, 0, O_KILL }, { "test-max-pending", 1, 0, O_MAXPEND },
+		{ 0 },
 	};
 	int c, lanes_sel[NLANES], n, i;
 
 	*o = (struct opts) { .minb = 32 << 20, .maxb = 32 << 20, .stepb = 1 << 20, .chunk = 4 << 20,
-			     .iters = 20, .warmup = 1, .check = 1, .depth = 4, .timeout_ms = 60000,
+			     .iters = 20, .warmup = 1, .check = 1, .depth = 4, .timeout_ms = 60000, .max_pend = MAX_PEND,
 			     .ncolls = 1, .ntypes = 1, .nops = 1, .rd_max = 256 << 10,
 			     .lanes = { true, true, true },
 			     .memory = access("/dev/peerdirect0", R_OK | W_OK) ? "memfd" : "device:0" };
@@ -341,6 +342,7 @@ static int parse(int argc, char **argv, struct opts *o, struct launch_opts *lo)
 		case O_CORRUPT: o->corrupt = CORRUPT_POISON; break;
 		case O_MISPLACE: o->corrupt = CORRUPT_MISPLACE; break;
 		case O_KILL: if (TOOL_INT_ARG("--test-kill-rank", 1, MAX_RANKS - 1, &o->kill_rank)) return -1; break;
+		case O_MAXPEND: if (TOOL_INT_ARG("--test-max-pending", 1, MAX_PEND, &o->max_pend)) return -1; break;
 		default: usage(); return -1;
 		}
 	}
@@ -828,6 +830,9 @@ int main(int argc, char **argv)
 			printf("# --test-corrupt: one output element per checked iteration is put back to its poison\n");
 		if (o.corrupt == CORRUPT_MISPLACE)
 			printf("# --test-misplace: each checked output's second half is overwritten with its first\n");
+		if (o.max_pend < MAX_PEND)
+			printf("# --test-max-pending %d: an exchange waits for its oldest sends past that many\n",
+			       o.max_pend);
 		began = true;
 		if (csv.f)
 			csv_header();
