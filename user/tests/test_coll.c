@@ -62,20 +62,12 @@ static int run(const char *prefix, const char *args, char *out)
 }
 
 /*
- * "--provider tcp" is ofi_rxm over tcp on libfabric 1.x, and tcp's own RDM
- * endpoint on 2.x (the stack tier), where pd-coll's tcp defaults, measured
- * over rxm only, do not apply.
+ * "--provider tcp" is ofi_rxm over tcp on libfabric 1.17, and tcp's own RDM
+ * endpoint from 1.18 (the stack tier), which takes net's defaults, not
+ * rxm's.
  */
 #define RXM_HEADER "# provider tcp;ofi_rxm;"
 #define TCP_HEADER "# provider tcp; "
-
-/* 1 over rxm, 0 over tcp's own endpoint, -1 if pd-coll did not run. */
-static int tcp_is_rxm(char *out)
-{
-	if (run(NO_RXM_TUNING, "--np 2 --provider tcp -b 4K -e 4K -n 1 -c 0", out))
-		return -1;
-	return strstr(out, RXM_HEADER) ? 1 : strstr(out, TCP_HEADER) ? 0 : -1;
-}
 
 /* Two ranks started apart, as Slurm would: rank 1 with args1 in the
  * background, rank 0 with args0 in the foreground; rank 0's status. */
@@ -190,7 +182,7 @@ FIXTURE_VARIANT_ADD(coll, tcp_3_ops_ring_chunks) {
 FIXTURE_VARIANT_ADD(coll, tcp_3_default_pieces) {
 	.args = "--np 3 --provider tcp -b 1048580 -e 2200K -f 2 -w 1 -n 1 -c 2 --coll all",
 	.tables = 7, .rows = 7 * 2 * 3, .header = "pieces of 524288 B (",
-	.tcp_header = "pieces of 4194304 B, ",
+	.tcp_header = "pieces of 524288 B (wire chunk 4194304 B), ",
 };
 FIXTURE_VARIANT_ADD(coll, tcp_4_rd_limit) {
 	.args = "--np 4 --provider tcp -b 524288 -e 524304 -i 16 -w 1 -n 1 -c 2 --coll allreduce -o all -d all",
@@ -760,36 +752,39 @@ TEST_F_TIMEOUT(coll1, small_pieces_on_both_sides_of_the_limit, 120)
 	parse(self->out, &t);
 	EXPECT_EQ(0, st) TH_LOG("%s", self->out);
 	EXPECT_NE(NULL, strstr(self->out, rxm ? "pieces of 524288 B (4096 B for messages up to 32768 B; wire chunk 4194304 B)" :
-			       "pieces of 4194304 B (4096 B for messages up to 32768 B)"))
+			       "pieces of 524288 B (4096 B for messages up to 32768 B; wire chunk 4194304 B)"))
 		TH_LOG("%s", self->out);
 	EXPECT_EQ(3, t.rows) TH_LOG("%s", self->out);
 	EXPECT_EQ(0, t.bad_rows) TH_LOG("%s", self->out);
 	EXPECT_EQ(0, t.wrong) TH_LOG("%s", self->out);
 	st = run(NO_RXM_TUNING, "--np 2 --provider tcp -b 4K -e 4K -n 1 --small-max 0", self->out);
 	EXPECT_EQ(0, st) TH_LOG("%s", self->out);
-	EXPECT_NE(NULL, strstr(self->out, rxm ? "pieces of 524288 B (wire chunk 4194304 B), " :
-			       "pieces of 4194304 B, "))
+	EXPECT_NE(NULL, strstr(self->out, "pieces of 524288 B (wire chunk 4194304 B), "))
 		TH_LOG("%s", self->out);
 }
 
 /* tcp;ofi_rxm's defaults (section 6 M): 512K pieces in the lanes' 4M wire
- * chunk, recursive doubling up to 512K with 2 or 4 ranks; whatever the
- * command line or rxm's own limits set is kept. */
+ * chunk, recursive doubling up to 512K with 2 or 4 ranks; tcp's own
+ * endpoint takes net's (section 6 R): the same pieces, recursive doubling
+ * up to 512K with 2 ranks only.  Whatever the command line or rxm's own
+ * limits set is kept. */
 TEST_F_TIMEOUT(coll1, tcp_defaults, 120)
 {
 	int st = run(NO_RXM_TUNING, "--np 2 --provider tcp -b 4K -e 4K -n 1", self->out);
 	bool rxm = strstr(self->out, RXM_HEADER);
 
 	EXPECT_EQ(0, st) TH_LOG("%s", self->out);
-	/* Not measured over tcp's own RDM endpoint: whole pieces there. */
 	EXPECT_NE(NULL, strstr(self->out, rxm ? RXM_HEADER " pieces of 524288 B (16384 B for messages up to 32768 B; wire chunk 4194304 B)" :
-			       TCP_HEADER "pieces of 4194304 B, "))
+			       TCP_HEADER "pieces of 524288 B (wire chunk 4194304 B), "))
 		TH_LOG("%s", self->out);
-	EXPECT_NE(NULL, strstr(self->out, rxm ? "(--rd-max 524288)" : "(--rd-max 262144)"))
-		TH_LOG("%s", self->out);
+	EXPECT_NE(NULL, strstr(self->out, "(--rd-max 524288)")) TH_LOG("%s", self->out);
 	st = run(NO_RXM_TUNING, "--np 3 --provider tcp -b 4K -e 4K -n 1", self->out);
 	EXPECT_EQ(0, st) TH_LOG("%s", self->out);
 	EXPECT_NE(NULL, strstr(self->out, "(--rd-max 262144)")) TH_LOG("%s", self->out);
+	st = run(NO_RXM_TUNING, "--np 4 --provider tcp -b 4K -e 4K -n 1", self->out);
+	EXPECT_EQ(0, st) TH_LOG("%s", self->out);
+	EXPECT_NE(NULL, strstr(self->out, rxm ? "(--rd-max 524288)" : "(--rd-max 262144)"))
+		TH_LOG("%s", self->out);
 	/* What the command line gives is kept. */
 	st = run(NO_RXM_TUNING, "--np 2 --provider tcp -b 4K -e 4K -n 1 --chunk 4M --rd-max 64K", self->out);
 	EXPECT_EQ(0, st) TH_LOG("%s", self->out);
@@ -803,8 +798,15 @@ TEST_F_TIMEOUT(coll1, tcp_defaults, 120)
 	EXPECT_EQ(0, st) TH_LOG("%s", self->out);
 	EXPECT_NE(NULL, strstr(self->out, "pieces of 4194304 B (1048576 B for messages up to 2097152 B), "))
 		TH_LOG("%s", self->out);
-	if (!rxm)
+	if (!rxm) {
+		/* rxm's settings are not tcp's own endpoint's. */
+		st = run(NO_RXM_TUNING " FI_OFI_RXM_SAR_LIMIT=262144", "--np 2 --provider tcp -b 4K -e 4K -n 1",
+			 self->out);
+		EXPECT_EQ(0, st) TH_LOG("%s", self->out);
+		EXPECT_NE(NULL, strstr(self->out, TCP_HEADER "pieces of 524288 B (wire chunk 4194304 B), "))
+			TH_LOG("%s", self->out);
 		return;
+	}
 	/* An admin who moved rxm's limits gets whole pieces. */
 	st = run(NO_RXM_TUNING " FI_OFI_RXM_EAGER_LIMIT=1048576", "--np 2 --provider tcp -b 4K -e 4K -n 1",
 		 self->out);
@@ -888,16 +890,11 @@ TEST_F_TIMEOUT(coll1, a_rank_without_its_memory_is_named, 120)
 /* Ranks that would cut messages differently refuse to start, not hang. */
 TEST_F_TIMEOUT(coll1, ranks_that_disagree_on_pieces_refuse, 120)
 {
-	int rxm;
-
 	EXPECT_PAIR_REFUSED("--provider shm -b 4K -e 4K -n 2 --small-chunk 4K --small-max 8K",
 			    "--provider shm -b 4K -e 4K -n 2 --small-max 0",
 			    "rank 1 would cut messages differently from rank 0");
-	rxm = tcp_is_rxm(self->out);
-	ASSERT_LE(0, rxm) TH_LOG("%s", self->out);
-	if (!rxm)
-		return;	/* tcp's own endpoint keeps whole pieces: nothing to disagree on */
-	/* The same sweep as given, but rank 0 takes tcp's default pieces. */
+	/* The same sweep as given, but rank 0 takes tcp's default pieces
+	 * (over rxm and over tcp's own endpoint alike). */
 	EXPECT_PAIR_REFUSED("--provider tcp -b 4K -e 4K -n 2", "--provider tcp -b 4K -e 4K -n 2 --chunk 4M",
 			    "rank 1 would cut messages differently from rank 0 (pieces of 4194304 B");
 }

@@ -144,12 +144,14 @@ static void usage(void)
 		"  --provider NAME        libfabric provider (default: the library's choice)\n"
 		"  --depth N              pieces in flight per direction and exchange (default 4)\n"
 		"  --chunk SIZE           piece size above --small-max = wire chunk (default 4M;\n"
-		"                         over tcp;ofi_rxm and net 512K pieces, each one message)\n"
+		"                         over tcp;ofi_rxm, net and tcp without rxm 512K pieces,\n"
+		"                         each one message)\n"
 		"  --small-chunk SIZE --small-max SIZE   pieces of --small-chunk for messages of at\n"
 		"                         most --small-max (default 4K up to 8K over shm, 16K up to\n"
 		"                         32K over tcp;ofi_rxm, none otherwise; --small-max 0: none)\n"
 		"  --algo auto|ring|rd    allreduce algorithm (auto: rd up to --rd-max, default 256K;\n"
-		"                         512K over tcp;ofi_rxm with 2 or 4 ranks, over net with 2;\n"
+		"                         512K over tcp;ofi_rxm with 2 or 4 ranks, over net and\n"
+		"                         tcp without rxm with 2;\n"
 		"                         over shm 4M with 2 ranks, 1M with 4, else 4K)\n"
 		"  --stat mean|median     time statistic over the iterations (default mean)\n"
 		"  --csv FILE             one row per size, path and placement\n"
@@ -664,11 +666,11 @@ static bool sweeps_agree(struct boot *b, uint64_t plan, bool outputs_open)
  *    rxm's eager, SAR or buffer sizes moved where rendezvous starts, which
  *    was not measured, and gets whole pieces; so does a sweep whose small
  *    pieces or piece count would not fit;
- *  - libfabric 1.17's net provider (tcp's own RDM endpoint, no rxm) moved
- *    2 MiB allreduces at half the busbw in whole 4M pieces that it did in
- *    512K pieces, and with 2 ranks recursive doubling led the ring at 512
- *    KiB (section 6 N); with 4 it did not.  tcp's own endpoint on
- *    libfabric 2.x, where it is named tcp, was not measured;
+ *  - tcp's own RDM endpoint, no rxm (libfabric 1.16-1.17's net provider,
+ *    named tcp from 1.18): net moved 2 MiB allreduces at half the busbw in
+ *    whole 4M pieces that it did in 512K pieces, and with 2 ranks
+ *    recursive doubling led the ring at 512 KiB (section 6 N); with 4 it
+ *    did not.  libfabric 2.1's tcp did the same (section 6 R);
  *  - a message past the provider's eager size costs a handshake (shm's
  *    4 KiB inject path, ofi_rxm's 16 KiB eager buffers unless
  *    FI_OFI_RXM_BUFFER_SIZE changed them): up to a few of those sizes,
@@ -678,7 +680,8 @@ static bool sweeps_agree(struct boot *b, uint64_t plan, bool outputs_open)
 static void provider_defaults(struct opts *o, const char *prov, int nranks)
 {
 	bool shm = !strcmp(prov, "shm"), rxm = !strcmp(prov, "tcp;ofi_rxm");
-	bool net = !strcmp(prov, "net");
+	/* Only tcp's own RDM endpoint is named "tcp" alone: rxm adds itself. */
+	bool net = !strcmp(prov, "net") || !strcmp(prov, "tcp");
 	bool rxm_tuned = getenv("FI_OFI_RXM_EAGER_LIMIT") || getenv("FI_OFI_RXM_SAR_LIMIT") ||
 			 getenv("FI_OFI_RXM_BUFFER_SIZE");
 	size_t piece = 512 << 10;
