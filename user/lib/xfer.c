@@ -100,6 +100,7 @@ struct pd_peer {
 	uint64_t addr;
 	bool probing, posted, dead;
 	int64_t probe_start;
+	int64_t answered;		/* when its last probe completed */
 	uint64_t eagain;
 	int err;
 	char why[200];
@@ -790,13 +791,16 @@ static void probe_done(struct pd_fabric *fab, struct pd_op *op, int err, const c
 		peer_died(fab, p->addr, why);
 	} else {
 		p->probing = false;	/* it answered: alive */
+		p->answered = now_ms();
 	}
 }
 
 /*
  * Every SCAN_MS: requests on a peer that have waited half the peer timeout
- * get a probe sent to that peer; a probe not completed within the other
- * half declares the peer gone.
+ * get a probe sent to that peer, unless one answered within the last half;
+ * a probe not completed within the other half declares the peer gone.  The
+ * probe receive is posted whatever this fabric's own timeout: a probe
+ * nobody receives stays in the peer's provider as an unexpected message.
  */
 static void scan_peers(struct pd_fabric *fab)
 {
@@ -807,7 +811,7 @@ static void scan_peers(struct pd_fabric *fab)
 	size_t a;
 	char why[200];
 
-	if (fab->peer_timeout_ms < 0 || fab->closed || !ps)
+	if (fab->closed || !ps)
 		return;
 	if (!ps->rx_posted && !ps->probe_rx.inflight &&
 	    !fi_trecv(fab->ep, ps->buf, 8, ps->desc, FI_ADDR_UNSPEC, probe_tag(fab),
@@ -815,6 +819,8 @@ static void scan_peers(struct pd_fabric *fab)
 		ps->rx_posted = true;
 		ps->probe_rx.inflight = true;
 	}
+	if (fab->peer_timeout_ms < 0)
+		return;
 	now = now_ms();
 	if (now - ps->last_scan < SCAN_MS)
 		return;
@@ -824,7 +830,7 @@ static void scan_peers(struct pd_fabric *fab)
 		    now - r->start_ms < half)
 			continue;
 		p = peer_of(fab, r->peer, true);
-		if (p && !p->dead && !p->probing) {
+		if (p && !p->dead && !p->probing && now - p->answered >= half) {
 			p->probing = true;
 			p->posted = p->op.inflight;	/* a late earlier probe counts */
 			p->probe_start = now;

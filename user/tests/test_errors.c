@@ -238,4 +238,89 @@ TEST(slow_live_peer_is_not_declared_dead)
 	pd_fabric_close(b);
 }
 
+/* Wrappers of one endpoint's tagged operations each, counting probes: the
+ * empty sends a prober posts, and the probe receives its peer posts (8
+ * bytes from any peer; the peer posts nothing else meanwhile). */
+static struct fi_ops_tagged *prober_ops, *answerer_ops;
+static unsigned int probes_sent, probe_recvs_posted;
+
+static ssize_t counting_send(struct fid_ep *ep, const void *buf, size_t len, void *desc,
+			     fi_addr_t dest, uint64_t tag, void *ctx)
+{
+	ssize_t ret = prober_ops->send(ep, buf, len, desc, dest, tag, ctx);
+
+	if (!len && !ret)
+		probes_sent++;
+	return ret;
+}
+
+static ssize_t counting_recv(struct fid_ep *ep, void *buf, size_t len, void *desc,
+			     fi_addr_t src, uint64_t tag, uint64_t ignore, void *ctx)
+{
+	ssize_t ret = answerer_ops->recv(ep, buf, len, desc, src, tag, ignore, ctx);
+
+	if (len == 8 && src == FI_ADDR_UNSPEC && !ret)
+		probe_recvs_posted++;
+	return ret;
+}
+
+/*
+ * A receive that waits six peer timeouts on a live, silent peer whose own
+ * probing is off: that peer still takes every probe (a probe it never
+ * received would sit in its provider as an unexpected message; tcp's own
+ * endpoint queues 64 of those by default), and an answered
+ * probe is not followed by another for half the timeout, not one per scan.
+ */
+TEST(probes_are_paced_and_taken_by_a_peer_that_does_not_probe)
+{
+	static char abuf[8], bbuf[8];
+	struct fi_ops_tagged a_ops, b_ops;
+	struct pd_fabric *a, *b;
+	struct pd_mr *am, *bm;
+	struct pd_req *r, *s;
+	uint64_t b_in_a, a_in_b;
+	int64_t end;
+
+	ASSERT_EQ(0, open_fab(&a, 0, 200));
+	ASSERT_EQ(0, open_fab(&b, 0, -1));	/* b never probes */
+	ASSERT_EQ(0, introduce(b, a, &b_in_a));
+	ASSERT_EQ(0, introduce(a, b, &a_in_b));
+	ASSERT_EQ(0, pd_mr_reg_host(a, abuf, sizeof(abuf), 0, &am));
+	ASSERT_EQ(0, pd_mr_reg_host(b, bbuf, sizeof(bbuf), 0, &bm));
+	prober_ops = a->ep->tagged;
+	a_ops = *prober_ops;
+	a_ops.send = counting_send;
+	a->ep->tagged = &a_ops;
+	answerer_ops = b->ep->tagged;
+	b_ops = *answerer_ops;
+	b_ops.recv = counting_recv;
+	b->ep->tagged = &b_ops;
+	probes_sent = probe_recvs_posted = 0;
+
+	ASSERT_EQ(0, pd_trecv(a, am, 0, 8, b_in_a, 5, &r));
+	end = mono_ms() + 1200;
+	while (mono_ms() < end) {
+		EXPECT_EQ(0, pd_test(r, NULL)) TH_LOG("%s", pd_last_error());
+		pd_progress(b);
+	}
+	fprintf(stderr, "# %u probes sent in 1200 ms, %u probe receives posted\n", probes_sent,
+		probe_recvs_posted);
+	/* From 100 ms on, one per 100 ms at most (and at least a few). */
+	EXPECT_LE(probes_sent, 13u);
+	EXPECT_GE(probes_sent, 3u);
+	/* b posted one, and one more after each probe it took. */
+	EXPECT_GE(probe_recvs_posted, probes_sent);
+	ASSERT_EQ(0, pd_tsend(b, bm, 0, 8, a_in_b, 5, &s));
+	EXPECT_TRUE(PROGRESS_UNTIL(b, WAIT_MS, pd_test(r, NULL) == 1 && pd_test(s, NULL) == 1))
+		TH_LOG("%s", pd_last_error());
+	pd_req_free(r);
+	pd_req_free(s);
+	pd_mr_dereg(am);
+	pd_mr_dereg(bm);
+	a->ep->tagged = prober_ops;
+	b->ep->tagged = answerer_ops;
+	pd_fabric_close(a);
+	pd_fabric_close(b);
+}
+
 TEST_HARNESS_MAIN
