@@ -274,10 +274,12 @@ static int get_info(struct pd_fabric *fab, const struct settings *s)
 	/* Nice-to-haves, dropped in this order when no provider offers them:
 	 * FI_HMEM (for FI_MR_DMABUF), then FI_DIRECTED_RECV and FI_SOURCE (a
 	 * receive naming its peer; multi-chunk receives from any peer), then
-	 * FI_ORDER_SAS. */
+	 * FI_ORDER_SAS.  fi_getinfo refuses hints whose order a provider
+	 * lacks, so a provider without SAS is asked again for the others. */
 	static const struct wants tries[] = {
 		{ true, true, true, true }, { false, true, true, true },
 		{ true, false, false, true }, { false, false, false, true },
+		{ true, true, true, false }, { false, true, true, false },
 		{ true, false, false, false }, { false, false, false, false },
 	};
 	struct fi_info *hints;

@@ -17,10 +17,12 @@
  * libfabric's fi_getinfo, interposed: the executable's definition binds
  * every call, the library's and libfabric's own nested ones (rxm asking for
  * its core provider).  The first call is the library's: its hints are
- * kept.  With strip_sas every answer offers no FI_ORDER_SAS.  Each test
- * runs in a process of its own, so the state starts clean.
+ * kept.  With strip_sas every answer offers no FI_ORDER_SAS; with
+ * refuse_sas RDM hints that ask for it find nothing, as from a provider
+ * without it.  Each test runs in a process of its own, so the state
+ * starts clean.
  */
-static bool strip_sas;
+static bool strip_sas, refuse_sas;
 static bool hints_seen;
 static uint64_t hint_tx_order, hint_rx_order;
 
@@ -44,6 +46,11 @@ int fi_getinfo(uint32_t version, const char *node, const char *service, uint64_t
 		hint_tx_order = hints->tx_attr ? hints->tx_attr->msg_order : 0;
 		hint_rx_order = hints->rx_attr ? hints->rx_attr->msg_order : 0;
 	}
+	/* The library's RDM asks only: rxm asks its core MSG provider for SAS. */
+	if (refuse_sas && hints && hints->ep_attr && hints->ep_attr->type == FI_EP_RDM &&
+	    hints->tx_attr && hints->rx_attr &&
+	    ((hints->tx_attr->msg_order | hints->rx_attr->msg_order) & FI_ORDER_SAS))
+		return -FI_ENODATA;
 	ret = real(version, node, service, flags, hints, info);
 	for (i = !ret && strip_sas ? *info : NULL; i; i = i->next) {
 		i->tx_attr->msg_order &= ~(uint64_t)FI_ORDER_SAS;
@@ -228,6 +235,40 @@ TEST(fabric_asks_for_send_after_send_order)
 TEST(without_sas_same_tag_messages_still_never_swap)
 {
 	two_same_tag_messages(_metadata, true);
+}
+
+/*
+ * A provider that has FI_DIRECTED_RECV and FI_SOURCE but not FI_ORDER_SAS
+ * (its fi_getinfo refuses hints asking for it): the fabric keeps the first
+ * two, so a receive may name its peer.
+ */
+TEST(a_provider_without_sas_keeps_directed_receives)
+{
+	static char sbuf[64], rbuf[64];
+	struct pd_mr *sm, *rm;
+	struct pd_req *s, *r;
+	struct pd_fabric *fab;
+	uint64_t me;
+
+	refuse_sas = strip_sas = true;
+	ASSERT_EQ(0, open_chunked(CHUNK, &fab)) TH_LOG("%s", pd_last_error());
+	EXPECT_FALSE(fab->sas);
+	EXPECT_TRUE(fab->directed_recv);
+	EXPECT_TRUE(fab->source);
+	ASSERT_EQ(0, introduce(fab, fab, &me));
+	ASSERT_EQ(0, pd_mr_reg_host(fab, sbuf, sizeof(sbuf), 0, &sm));
+	ASSERT_EQ(0, pd_mr_reg_host(fab, rbuf, sizeof(rbuf), 0, &rm));
+	memset(sbuf, 0x5a, sizeof(sbuf));
+	ASSERT_EQ(0, pd_trecv(fab, rm, 0, sizeof(rbuf), me, 7, &r)) TH_LOG("%s", pd_last_error());
+	ASSERT_EQ(0, pd_tsend(fab, sm, 0, sizeof(sbuf), me, 7, &s));
+	EXPECT_EQ(0, pd_wait(s, WAIT_MS, NULL)) TH_LOG("%s", pd_last_error());
+	EXPECT_EQ(0, pd_wait(r, WAIT_MS, NULL)) TH_LOG("%s", pd_last_error());
+	EXPECT_EQ(0, memcmp(sbuf, rbuf, sizeof(sbuf)));
+	pd_req_free(s);
+	pd_req_free(r);
+	pd_mr_dereg(sm);
+	pd_mr_dereg(rm);
+	pd_fabric_close(fab);
 }
 
 /* A small message from `from` (tag) that `to` receives: on one connection
