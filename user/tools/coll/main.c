@@ -37,6 +37,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <rdma/fabric.h>
+
 #include "coll.h"
 #include "../bench_report.h"
 #include "../fnv1a.h"
@@ -152,7 +154,8 @@ static void usage(void)
 		"  --algo auto|ring|rd    allreduce algorithm (auto: rd up to --rd-max, default 256K;\n"
 		"                         512K over tcp;ofi_rxm with 2 or 4 ranks, over net and\n"
 		"                         tcp without rxm with 2;\n"
-		"                         over shm 4M with 2 ranks, 1M with 4, else 4K)\n"
+		"                         over shm 4M with 2 ranks (512K from libfabric 2),\n"
+		"                         1M with 4, else 4K)\n"
 		"  --stat mean|median     time statistic over the iterations (default mean)\n"
 		"  --csv FILE             one row per size, path and placement\n"
 		"  --plot FILE.png        busbw against size per collective and path (gnuplot)\n"
@@ -655,8 +658,11 @@ static bool sweeps_agree(struct boot *b, uint64_t plan, bool outputs_open)
  * Tuning by provider, each measured (Documentation/performance.md), for
  * what the command line left unset:
  *  - recursive doubling (no copy of the input; with 2 ranks the peer
- *    reads only the input) beats the ring over shm up to 4 MiB with 2
- *    ranks, where both move the same bytes, and up to 1 MiB with 4 (it
+ *    reads only the input) beats the ring over libfabric 1.17's shm up to
+ *    4 MiB with 2 ranks, where both move the same bytes, but over 2.1's
+ *    only up to 512 KiB, the ring leading by 5-20% from 1 to 4 MiB
+ *    (section 6 R; versions between were not measured, 2.x is taken
+ *    for 2.1); and up to 1 MiB with 4 (it
  *    moves log2(n) times the vector, the ring under twice); over tcp up
  *    to 512 KiB with 2 and 4 ranks; other rank counts, not measured with
  *    it, keep the ring above 4 KiB over shm and 256 KiB elsewhere;
@@ -687,7 +693,8 @@ static void provider_defaults(struct opts *o, const char *prov, int nranks)
 	size_t piece = 512 << 10;
 
 	if (!o->rd_max_set && shm)
-		o->rd_max = nranks == 2 ? 4 << 20 : nranks == 4 ? 1 << 20 : 4096;
+		o->rd_max = nranks == 2 ? (FI_MAJOR(fi_version()) >= 2 ? 512 << 10 : 4 << 20) :
+			    nranks == 4 ? 1 << 20 : 4096;
 	if (!o->rd_max_set && ((rxm && (nranks == 2 || nranks == 4)) || (net && nranks == 2)))
 		o->rd_max = 512 << 10;
 	if (!o->chunk_set && ((rxm && !rxm_tuned) || net) && o->small_chunk <= piece &&
