@@ -23,6 +23,8 @@
 # "pd/mpi busbw" = MPI's time over pd-coll's (above 1: pd-coll is faster).
 # Needs openmpi-bin and libopenmpi-dev (mpicc); builds user/build/pd-coll,
 # or runs $PD_COLL if set (a test's own build), and pd-mpi-allreduce beside.
+# $PD_COMMIT names the commit where the tree is no git checkout
+# (scripts/coll-vs-mpi-stack.sh runs it in the unstable root).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ranks=2 minb=4096 maxb=$((64 << 20)) iters=20 repeats=3
@@ -91,7 +93,9 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 warm=3
 median() { sort -g | awk '{ a[NR] = $1 } END { if (NR) print a[int((NR + 1) / 2)] }'; }
-echo "# $(date -u '+%F %T') $(uname -n), $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg), commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
+echo "# $(date -u '+%F %T') $(uname -n), $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg), commit ${PD_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo '?')}"
+# Which stack: the figures differ between libfabric 1.x and 2.x.
+echo "# $(fi_info --version 2>/dev/null | grep -m1 'libfabric:' | tr -d ' ' || echo 'libfabric:?'), $(mpirun --version 2>/dev/null | head -n 1)"
 for tr in $transports; do
 	extra=()
 	case $tr in
