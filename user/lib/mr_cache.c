@@ -21,8 +21,10 @@
  *    in the table first: concurrent misses on its key wait for it (single
  *    flight), and an invalidation that matches it while it registers marks
  *    it, so the registration is not inserted as valid;
- *  - every invalidation is logged with a generation number, for callers
- *    that resolved their key before the miss (pd_mr_cache_get_since);
+ *  - every dma-buf invalidation is logged with a generation number, for
+ *    callers that resolved their key before the miss
+ *    (pd_mr_cache_get_since); host invalidations are not, as only dma-buf
+ *    keys are checked and they would push revocations out of the log;
  *  - a registration failing for lack of resources evicts every idle entry
  *    and is retried once.
  */
@@ -110,7 +112,7 @@ struct pd_mr_cache {
 	size_t host_level_entries[HOST_LEVELS];
 	bool retain_idle_host;
 	unsigned int waiters;
-	uint64_t gen;		/* invalidations so far */
+	uint64_t gen;		/* dma-buf invalidations so far */
 	struct inval_match log[INVAL_LOG];	/* the last ones, by gen % INVAL_LOG */
 	struct pd_cache_stats st;
 };
@@ -803,8 +805,10 @@ static unsigned int invalidate_where(struct pd_mr_cache *c, const struct inval_m
 		return 0;
 	list_init(&victims);
 	pthread_mutex_lock(&c->lock);
-	c->log[c->gen % INVAL_LOG] = *m;
-	__atomic_store_n(&c->gen, c->gen + 1, __ATOMIC_RELEASE);
+	if (m->kind == PD_MEM_DMABUF) {
+		c->log[c->gen % INVAL_LOG] = *m;
+		__atomic_store_n(&c->gen, c->gen + 1, __ATOMIC_RELEASE);
+	}
 	for (l = c->all.next; l != &c->all; l = next) {
 		struct pd_mr_cache_entry *e = entry_of(l, all);
 

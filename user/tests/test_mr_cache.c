@@ -558,6 +558,32 @@ TEST_F(cache, revocation_before_the_miss_is_caught_by_the_generation)
 	pd_mr_cache_put(self->c, e);
 }
 
+/*
+ * Host invalidations (every munmap a memory hook reports) while a dma-buf
+ * miss resolves its key: the revocation log is for dma-bufs, so however
+ * many there are, the registration neither fails (-ESTALE, which the
+ * library retries and then reports as "revocations keep arriving") nor
+ * misses a revocation logged among them.
+ */
+TEST_F(cache, host_invalidations_do_not_push_revocations_out_of_the_log)
+{
+	struct pd_mr_key k = dmabuf_key(9, 0, 4096);
+	struct pd_mr_cache_entry *e = NULL;
+	uint64_t gen = pd_mr_cache_generation(self->c);
+	unsigned int i;
+
+	for (i = 0; i < 1000; i++)
+		pd_mr_cache_invalidate_host(self->c, (void *)0x1, 0x100000 + i * 4096ULL, 4096);
+	EXPECT_EQ(0, pd_mr_cache_get_since(self->c, &k, -1, gen, &e)) TH_LOG("%s", pd_last_error());
+	pd_mr_cache_put(self->c, e);
+	gen = pd_mr_cache_generation(self->c);
+	k.ino = 10;
+	pd_mr_cache_invalidate_dmabuf(self->c, 7, 10, PD_REASON_REVOKE);
+	for (i = 0; i < 1000; i++)
+		pd_mr_cache_invalidate_host(self->c, (void *)0x1, 0x100000 + i * 4096ULL, 4096);
+	EXPECT_EQ(-ENODEV, pd_mr_cache_get_since(self->c, &k, -1, gen, &e));
+}
+
 static void unmap_during(struct fake *f, const struct pd_mr_key *k)
 {
 	pd_mr_cache_invalidate_host(f->c, k->domain, k->start, k->len);
