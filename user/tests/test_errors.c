@@ -280,8 +280,9 @@ TEST(probes_are_paced_and_taken_by_a_peer_that_does_not_probe)
 	struct pd_req *r, *s;
 	uint64_t b_in_a, a_in_b;
 	int64_t end;
+	int ret;
 
-	ASSERT_EQ(0, open_fab(&a, 0, 200));
+	ASSERT_EQ(0, open_fab(&a, 0, 400));
 	ASSERT_EQ(0, open_fab(&b, 0, -1));	/* b never probes */
 	ASSERT_EQ(0, introduce(b, a, &b_in_a));
 	ASSERT_EQ(0, introduce(a, b, &a_in_b));
@@ -298,14 +299,17 @@ TEST(probes_are_paced_and_taken_by_a_peer_that_does_not_probe)
 	probes_sent = probe_recvs_posted = 0;
 
 	ASSERT_EQ(0, pd_trecv(a, am, 0, 8, b_in_a, 5, &r));
-	end = mono_ms() + 1200;
+	end = mono_ms() + 2400;
 	while (mono_ms() < end) {
-		EXPECT_EQ(0, pd_test(r, NULL)) TH_LOG("%s", pd_last_error());
+		ret = pd_test(r, NULL);
+		EXPECT_EQ(0, ret) TH_LOG("%s", pd_last_error());
+		if (ret)
+			break;
 		pd_progress(b);
 	}
-	fprintf(stderr, "# %u probes sent in 1200 ms, %u probe receives posted\n", probes_sent,
+	fprintf(stderr, "# %u probes sent in 2400 ms, %u probe receives posted\n", probes_sent,
 		probe_recvs_posted);
-	/* From 100 ms on, one per 100 ms at most (and at least a few). */
+	/* From 200 ms on, one per 200 ms at most (and at least a few). */
 	EXPECT_LE(probes_sent, 13u);
 	EXPECT_GE(probes_sent, 3u);
 	/* b posted one, and one more after each probe it took. */
@@ -321,6 +325,47 @@ TEST(probes_are_paced_and_taken_by_a_peer_that_does_not_probe)
 	b->ep->tagged = answerer_ops;
 	pd_fabric_close(a);
 	pd_fabric_close(b);
+}
+
+/*
+ * A peer that answered probes for a few timeouts and then went away: the
+ * next probe comes half a timeout after the last answer and gets the other
+ * half, so the receive fails within about one timeout of the peer's end
+ * (bounded here at three, for a loaded machine).
+ */
+TEST(a_peer_that_answered_and_then_died_is_found_within_a_timeout)
+{
+	static char abuf[8];
+	struct pd_fabric *a, *b;
+	struct pd_mr *am;
+	struct pd_req *r;
+	uint64_t b_in_a, a_in_b;
+	int64_t end, t0;
+	int ret;
+
+	ASSERT_EQ(0, open_fab(&a, 0, 400));
+	ASSERT_EQ(0, open_fab(&b, 0, 400));
+	ASSERT_EQ(0, introduce(b, a, &b_in_a));
+	ASSERT_EQ(0, introduce(a, b, &a_in_b));
+	ASSERT_EQ(0, pd_mr_reg_host(a, abuf, sizeof(abuf), 0, &am));
+	ASSERT_EQ(0, pd_trecv(a, am, 0, 8, b_in_a, 6, &r));
+	end = mono_ms() + 1500;
+	while (mono_ms() < end) {
+		ret = pd_test(r, NULL);
+		EXPECT_EQ(0, ret) TH_LOG("%s", pd_last_error());
+		if (ret)
+			break;
+		pd_progress(b);
+	}
+	pd_fabric_close(b);
+	t0 = mono_ms();
+	ret = pd_wait(r, 10000, NULL);
+	fprintf(stderr, "# after %lld ms: %s\n", (long long)(mono_ms() - t0), pd_last_error());
+	EXPECT_EQ(-ECONNRESET, ret) TH_LOG("%s", pd_last_error());
+	EXPECT_LT(mono_ms() - t0, 1200);
+	pd_req_free(r);
+	pd_mr_dereg(am);
+	pd_fabric_close(a);
 }
 
 TEST_HARNESS_MAIN
