@@ -660,9 +660,9 @@ static bool sweeps_agree(struct boot *b, uint64_t plan, bool outputs_open)
  *  - recursive doubling (no copy of the input; with 2 ranks the peer
  *    reads only the input) beats the ring over libfabric 1.17's shm up to
  *    4 MiB with 2 ranks, where both move the same bytes, but over 2.1's
- *    only up to 512 KiB, the ring leading by 5-20% from 1 to 4 MiB
- *    (section 6 R; versions between were not measured, 2.x is taken
- *    for 2.1); and up to 1 MiB with 4 (it
+ *    only up to 512 KiB, the ring leading at 2 and 4 MiB in three sets
+ *    (by 4-22%; section 6 R; versions between were not measured, 2.x is
+ *    taken for 2.1); and up to 1 MiB with 4 (it
  *    moves log2(n) times the vector, the ring under twice); over tcp up
  *    to 512 KiB with 2 and 4 ranks; other rank counts, not measured with
  *    it, keep the ring above 4 KiB over shm and 256 KiB elsewhere;
