@@ -30,6 +30,44 @@ static int introduce(struct pd_fabric *a, struct pd_fabric *b, uint64_t *a_in_b)
 	return pd_fabric_addr(a, addr, &len) ?: pd_fabric_insert(b, addr, len, a_in_b);
 }
 
+/* Fabrics a and b with these peer timeouts, each knowing the other. */
+static int open_pair(int a_ms, int b_ms, struct pd_fabric **a, struct pd_fabric **b,
+		     uint64_t *b_in_a, uint64_t *a_in_b)
+{
+	return open_fab(a, 0, a_ms) ?: open_fab(b, 0, b_ms) ?: introduce(*b, *a, b_in_a) ?:
+	       introduce(*a, *b, a_in_b);
+}
+
+/* For @ms, b alive and progressing: a's receive @r from it stays pending
+ * (stops at the first failure). */
+static void stays_pending(struct __test_metadata *_metadata, struct pd_req *r,
+			  struct pd_fabric *b, int64_t ms)
+{
+	int64_t end = mono_ms() + ms;
+	int ret;
+
+	while (mono_ms() < end) {
+		ret = pd_test(r, NULL);
+		EXPECT_EQ(0, ret) TH_LOG("%s", pd_last_error());
+		if (ret)
+			return;
+		pd_progress(b);
+	}
+}
+
+/* A receive @r from a peer that is gone fails with -ECONNRESET within
+ * @bound_ms. */
+static void fails_as_gone_within(struct __test_metadata *_metadata, struct pd_req *r,
+				 int64_t bound_ms)
+{
+	int64_t t0 = mono_ms();
+	int ret = pd_wait(r, 10000, NULL);
+
+	fprintf(stderr, "# after %lld ms: %s\n", (long long)(mono_ms() - t0), pd_last_error());
+	EXPECT_EQ(-ECONNRESET, ret) TH_LOG("%s", pd_last_error());
+	EXPECT_LT(mono_ms() - t0, bound_ms);
+}
+
 /*
  * A 3-chunk receive whose chunk 0 is truncated (the sender put 2 chunks'
  * worth under chunk 0's tag): the request has failed, and its chunks 1 and
@@ -158,10 +196,7 @@ static void dead_peer(struct __test_metadata *_metadata, bool talked)
 	int64_t t0;
 	int ret;
 
-	ASSERT_EQ(0, open_fab(&a, 0, 500));
-	ASSERT_EQ(0, open_fab(&b, 0, 500));
-	ASSERT_EQ(0, introduce(b, a, &b_in_a));
-	ASSERT_EQ(0, introduce(a, b, &a_in_b));
+	ASSERT_EQ(0, open_pair(500, 500, &a, &b, &b_in_a, &a_in_b)) TH_LOG("%s", pd_last_error());
 	ASSERT_EQ(0, pd_mr_reg_host(a, buf, sizeof(buf), 0, &am));
 	if (talked) {
 		ASSERT_EQ(0, pd_mr_reg_host(b, buf, sizeof(buf), 0, &bm));
@@ -175,11 +210,7 @@ static void dead_peer(struct __test_metadata *_metadata, bool talked)
 	pd_fabric_close(b);		/* the peer is gone */
 
 	ASSERT_EQ(0, pd_trecv(a, am, 0, 8, b_in_a, 2, &r));
-	t0 = mono_ms();
-	ret = pd_wait(r, 10000, NULL);
-	fprintf(stderr, "# after %lld ms: %s\n", (long long)(mono_ms() - t0), pd_last_error());
-	EXPECT_EQ(-ECONNRESET, ret) TH_LOG("%s", pd_last_error());
-	EXPECT_LT(mono_ms() - t0, 3000);
+	fails_as_gone_within(_metadata, r, 3000);
 	EXPECT_NE(NULL, strstr(pd_last_error(), "is gone")) TH_LOG("%s", pd_last_error());
 	pd_req_free(r);
 	/* Known dead: a new operation with it fails at once. */
@@ -213,21 +244,13 @@ TEST(slow_live_peer_is_not_declared_dead)
 	struct pd_mr *am, *bm;
 	struct pd_req *r, *s;
 	uint64_t b_in_a, a_in_b;
-	int64_t end;
 
-	ASSERT_EQ(0, open_fab(&a, 0, 200));
-	ASSERT_EQ(0, open_fab(&b, 0, 200));
-	ASSERT_EQ(0, introduce(b, a, &b_in_a));
-	ASSERT_EQ(0, introduce(a, b, &a_in_b));
+	ASSERT_EQ(0, open_pair(200, 200, &a, &b, &b_in_a, &a_in_b)) TH_LOG("%s", pd_last_error());
 	ASSERT_EQ(0, pd_mr_reg_host(a, abuf, sizeof(abuf), 0, &am));
 	ASSERT_EQ(0, pd_mr_reg_host(b, bbuf, sizeof(bbuf), 0, &bm));
 	ASSERT_EQ(0, pd_trecv(a, am, 0, 8, b_in_a, 5, &r));
 	/* Four peer timeouts pass with b alive and progressing, not sending. */
-	end = mono_ms() + 800;
-	while (mono_ms() < end) {
-		EXPECT_EQ(0, pd_test(r, NULL)) TH_LOG("%s", pd_last_error());
-		pd_progress(b);
-	}
+	stays_pending(_metadata, r, b, 800);
 	ASSERT_EQ(0, pd_tsend(b, bm, 0, 8, a_in_b, 5, &s));
 	EXPECT_TRUE(PROGRESS_UNTIL(b, WAIT_MS, pd_test(r, NULL) == 1 && pd_test(s, NULL) == 1));
 	pd_req_free(r);
@@ -279,13 +302,9 @@ TEST(probes_are_paced_and_taken_by_a_peer_that_does_not_probe)
 	struct pd_mr *am, *bm;
 	struct pd_req *r, *s;
 	uint64_t b_in_a, a_in_b;
-	int64_t end;
-	int ret;
 
-	ASSERT_EQ(0, open_fab(&a, 0, 400));
-	ASSERT_EQ(0, open_fab(&b, 0, -1));	/* b never probes */
-	ASSERT_EQ(0, introduce(b, a, &b_in_a));
-	ASSERT_EQ(0, introduce(a, b, &a_in_b));
+	/* b never probes */
+	ASSERT_EQ(0, open_pair(400, -1, &a, &b, &b_in_a, &a_in_b)) TH_LOG("%s", pd_last_error());
 	ASSERT_EQ(0, pd_mr_reg_host(a, abuf, sizeof(abuf), 0, &am));
 	ASSERT_EQ(0, pd_mr_reg_host(b, bbuf, sizeof(bbuf), 0, &bm));
 	prober_ops = a->ep->tagged;
@@ -299,14 +318,7 @@ TEST(probes_are_paced_and_taken_by_a_peer_that_does_not_probe)
 	probes_sent = probe_recvs_posted = 0;
 
 	ASSERT_EQ(0, pd_trecv(a, am, 0, 8, b_in_a, 5, &r));
-	end = mono_ms() + 2400;
-	while (mono_ms() < end) {
-		ret = pd_test(r, NULL);
-		EXPECT_EQ(0, ret) TH_LOG("%s", pd_last_error());
-		if (ret)
-			break;
-		pd_progress(b);
-	}
+	stays_pending(_metadata, r, b, 2400);
 	fprintf(stderr, "# %u probes sent in 2400 ms, %u probe receives posted\n", probes_sent,
 		probe_recvs_posted);
 	/* From 200 ms on, one per 200 ms at most (and at least a few). */
@@ -340,29 +352,13 @@ TEST(a_peer_that_answered_and_then_died_is_found_within_a_timeout)
 	struct pd_mr *am;
 	struct pd_req *r;
 	uint64_t b_in_a, a_in_b;
-	int64_t end, t0;
-	int ret;
 
-	ASSERT_EQ(0, open_fab(&a, 0, 400));
-	ASSERT_EQ(0, open_fab(&b, 0, 400));
-	ASSERT_EQ(0, introduce(b, a, &b_in_a));
-	ASSERT_EQ(0, introduce(a, b, &a_in_b));
+	ASSERT_EQ(0, open_pair(400, 400, &a, &b, &b_in_a, &a_in_b)) TH_LOG("%s", pd_last_error());
 	ASSERT_EQ(0, pd_mr_reg_host(a, abuf, sizeof(abuf), 0, &am));
 	ASSERT_EQ(0, pd_trecv(a, am, 0, 8, b_in_a, 6, &r));
-	end = mono_ms() + 1500;
-	while (mono_ms() < end) {
-		ret = pd_test(r, NULL);
-		EXPECT_EQ(0, ret) TH_LOG("%s", pd_last_error());
-		if (ret)
-			break;
-		pd_progress(b);
-	}
+	stays_pending(_metadata, r, b, 1500);
 	pd_fabric_close(b);
-	t0 = mono_ms();
-	ret = pd_wait(r, 10000, NULL);
-	fprintf(stderr, "# after %lld ms: %s\n", (long long)(mono_ms() - t0), pd_last_error());
-	EXPECT_EQ(-ECONNRESET, ret) TH_LOG("%s", pd_last_error());
-	EXPECT_LT(mono_ms() - t0, 1200);
+	fails_as_gone_within(_metadata, r, 1200);
 	pd_req_free(r);
 	pd_mr_dereg(am);
 	pd_fabric_close(a);
