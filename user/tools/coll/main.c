@@ -686,8 +686,8 @@ static bool sweeps_agree(struct boot *b, uint64_t plan, bool outputs_open)
 static void provider_defaults(struct opts *o, const char *prov, int nranks)
 {
 	bool shm = !strcmp(prov, "shm"), rxm = !strcmp(prov, "tcp;ofi_rxm");
-	/* Only tcp's own RDM endpoint is named "tcp" alone: rxm adds itself. */
-	bool net = !strcmp(prov, "net") || !strcmp(prov, "tcp");
+	/* tcp's own RDM endpoint: net, or tcp alone (rxm adds its name). */
+	bool tcp_rdm = !strcmp(prov, "net") || !strcmp(prov, "tcp");
 	bool rxm_tuned = getenv("FI_OFI_RXM_EAGER_LIMIT") || getenv("FI_OFI_RXM_SAR_LIMIT") ||
 			 getenv("FI_OFI_RXM_BUFFER_SIZE");
 	size_t piece = 512 << 10;
@@ -695,9 +695,9 @@ static void provider_defaults(struct opts *o, const char *prov, int nranks)
 	if (!o->rd_max_set && shm)
 		o->rd_max = nranks == 2 ? (FI_MAJOR(fi_version()) >= 2 ? 512 << 10 : 4 << 20) :
 			    nranks == 4 ? 1 << 20 : 4096;
-	if (!o->rd_max_set && ((rxm && (nranks == 2 || nranks == 4)) || (net && nranks == 2)))
+	if (!o->rd_max_set && ((rxm && (nranks == 2 || nranks == 4)) || (tcp_rdm && nranks == 2)))
 		o->rd_max = 512 << 10;
-	if (!o->chunk_set && ((rxm && !rxm_tuned) || net) && o->small_chunk <= piece &&
+	if (!o->chunk_set && ((rxm && !rxm_tuned) || tcp_rdm) && o->small_chunk <= piece &&
 	    (o->maxb + piece - 1) / piece <= 65535)
 		o->piece = piece;
 	if (o->small_set)
