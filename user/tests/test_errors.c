@@ -83,10 +83,7 @@ TEST(failed_chunk_cancels_its_siblings)
 	int64_t t0;
 	int ret;
 
-	ASSERT_EQ(0, open_fab(&r, 0, 0));
-	ASSERT_EQ(0, open_fab(&s, 0, 0));
-	ASSERT_EQ(0, introduce(s, r, &s_in_r));
-	ASSERT_EQ(0, introduce(r, s, &r_in_s));
+	ASSERT_EQ(0, open_pair(0, 0, &r, &s, &s_in_r, &r_in_s)) TH_LOG("%s", pd_last_error());
 	ASSERT_EQ(0, pd_mr_reg_host(r, rbuf, sizeof(rbuf), 0, &rm));
 	ASSERT_EQ(0, pd_mr_reg_host(s, sbuf, sizeof(sbuf), 0, &sm));
 	ASSERT_EQ(0, pd_trecv(r, rm, 0, sizeof(rbuf), s_in_r, 3, &q));
