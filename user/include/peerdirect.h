@@ -29,7 +29,7 @@ extern "C" {
 #endif
 
 #define PD_ABI_MAJOR 1
-#define PD_ABI_MINOR 1
+#define PD_ABI_MINOR 2
 
 struct pd_device;
 struct pd_fabric;
@@ -130,6 +130,10 @@ struct pd_fabric_attr {
 					 * new posts get -EAGAIN */
 	int peer_timeout_ms;		/* a peer that accepts no probe for this
 					 * long is dead; <0: never declared */
+	/* 1.2 */
+	size_t max_staging_bytes;	/* staging held by bounce requests
+					 * beyond the pool before new ones
+					 * get -EAGAIN */
 };
 void pd_fabric_attr_init(struct pd_fabric_attr *attr);
 

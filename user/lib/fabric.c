@@ -40,6 +40,8 @@
 #define DEFAULT_UNIVERSE	32
 #define DEFAULT_MAX_PENDING	4096
 #define DEFAULT_PEER_TIMEOUT_MS	10000
+/* Own staging buffers beyond the pool: 256 requests of a 4M chunk. */
+#define DEFAULT_MAX_STAGING	(1ULL << 30)
 
 static const char *const path_names[] = {
 	[PD_PATH_AUTO] = "auto", [PD_PATH_HOST] = "host", [PD_PATH_DMABUF] = "dmabuf",
@@ -169,6 +171,7 @@ struct settings {
 	const char *provider;
 	enum pd_path path;
 	size_t chunk, slots, max_entries, max_bytes, queue, universe, max_pending;
+	size_t max_staging;
 	int peer_timeout_ms;
 };
 
@@ -217,7 +220,9 @@ static int read_settings(const struct pd_fabric_attr *a, struct settings *s)
 			   DEFAULT_MAX_PENDING, false, &s->max_pending)) ||
 	    (ret = setting(ATTR_FIELD(a, peer_timeout_ms) < 0 ? SIZE_MAX :
 			   (size_t)ATTR_FIELD(a, peer_timeout_ms), "PEERDIRECT_PEER_TIMEOUT_MS",
-			   DEFAULT_PEER_TIMEOUT_MS, false, &timeout)))
+			   DEFAULT_PEER_TIMEOUT_MS, false, &timeout)) ||
+	    (ret = setting(ATTR_FIELD(a, max_staging_bytes), "PEERDIRECT_MAX_STAGING_BYTES",
+			   DEFAULT_MAX_STAGING, true, &s->max_staging)))
 		return ret;
 	/* SIZE_MAX, or 0 from the environment: never declare a peer dead. */
 	s->peer_timeout_ms = timeout == SIZE_MAX || timeout == 0 ? -1 :
@@ -402,6 +407,7 @@ int pd_fabric_open(const struct pd_fabric_attr *attr, struct pd_fabric **out)
 	fab->path = s.path;
 	fab->universe = s.universe;
 	fab->max_pending = s.max_pending;
+	fab->max_staging = s.max_staging;
 	fab->peer_timeout_ms = s.peer_timeout_ms;
 	ret = open_objects(fab) ?: pd_xfer_init(fab);
 	if (ret)

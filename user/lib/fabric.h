@@ -50,6 +50,7 @@ struct pd_fabric {
 	size_t bounce_slots;
 	size_t universe;	/* expected peers: the AV's count */
 	size_t max_pending;	/* requests waiting to post before -EAGAIN */
+	size_t max_staging;	/* own staging bytes held by requests */
 	int peer_timeout_ms;	/* <0: peers are never declared dead */
 	enum pd_path path;	/* forced path for dma-bufs, or AUTO */
 	struct pd_mr_cache *cache;
@@ -68,6 +69,7 @@ struct pd_fabric {
 #define PD_STAGE_SIZES 48	/* page << 0 .. page << 47: any chunk size */
 	struct pd_stage *spare_stages[PD_STAGE_SIZES];
 	size_t spare_bytes;
+	size_t staging_bytes;		/* own buffers held by requests */
 	/* Requests with chunks left to post, in the order they were made:
 	 * chunk i of a request never goes before chunk i of an earlier one
 	 * with the same tag and peer. */

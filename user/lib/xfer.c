@@ -347,6 +347,7 @@ static void release_own(struct pd_req *r)
 		unsigned int i = stage_index(fab, st->len);
 
 		r->own_stage = NULL;
+		fab->staging_bytes -= st->len;
 		if (fab->spare_bytes + st->len <= fab->bounce_slots * fab->chunk) {
 			st->next = fab->spare_stages[i];
 			fab->spare_stages[i] = st;
@@ -371,6 +372,32 @@ static struct pd_stage *take_spare_locked(struct pd_fabric *fab, size_t slen)
 		fab->spare_bytes -= st->len;
 	}
 	return st;
+}
+
+static size_t page_up(size_t len)
+{
+	size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+
+	return (len + pg - 1) & ~(pg - 1);
+}
+
+/*
+ * slen bytes of own staging count against max_staging from here until the
+ * request lets the buffer go: a spare if one fits (*out), else the caller
+ * allocates one outside the lock.  Past the cap the post fails, before
+ * anything was queued, so nothing is lost.
+ */
+static int reserve_staging_locked(struct pd_fabric *fab, const char *fn, size_t slen,
+				  struct pd_stage **out)
+{
+	size_t need = page_up(slen);
+
+	if (need > fab->max_staging || fab->staging_bytes > fab->max_staging - need)
+		return pd_error(-EAGAIN, "%s: bounce staging beyond the pool's %zu slots would hold %zu bytes, past the cap of %zu (max_staging_bytes, PEERDIRECT_MAX_STAGING_BYTES): complete some bounce requests and try again",
+				fn, fab->bounce_slots, fab->staging_bytes + need, fab->max_staging);
+	fab->staging_bytes += need;
+	*out = take_spare_locked(fab, slen);
+	return 0;
 }
 
 /* The request leaves every list; its references are dropped by
@@ -1037,17 +1064,23 @@ static int start(struct pd_fabric *fab, enum req_kind kind, struct pd_mr *mr,
 	if (r->path == PD_PATH_BOUNCE) {
 		size_t slen = stage_len(fab, len);
 
+		ret = 0;
 		pthread_mutex_lock(&fab->lock);
 		r->own_slot = pd_bounce_slot_get(fab->bounce);
 		if (r->own_slot < 0)
-			r->own_stage = take_spare_locked(fab, slen);
+			ret = reserve_staging_locked(fab, fn, slen, &r->own_stage);
 		pthread_mutex_unlock(&fab->lock);
-		if (r->own_slot < 0 && !r->own_stage) {
+		if (!ret && r->own_slot < 0 && !r->own_stage) {
 			ret = pd_stage_alloc(fab->domain, slen, pd_next_mr_key(), &r->own_stage);
 			if (ret) {
-				free(r);
-				return ret;
+				pthread_mutex_lock(&fab->lock);
+				fab->staging_bytes -= page_up(slen);
+				pthread_mutex_unlock(&fab->lock);
 			}
+		}
+		if (ret) {
+			free(r);
+			return ret;
 		}
 	}
 	pd_mr_cache_hold(fab->cache, mr->entry);

@@ -149,7 +149,8 @@ TEST(layouts_are_frozen)
 	EXPECT_EQ(64, offsetof(struct pd_fabric_attr, universe_size));
 	EXPECT_EQ(72, offsetof(struct pd_fabric_attr, max_pending));
 	EXPECT_EQ(80, offsetof(struct pd_fabric_attr, peer_timeout_ms));
-	EXPECT_EQ(88, sizeof(struct pd_fabric_attr));
+	EXPECT_EQ(88, offsetof(struct pd_fabric_attr, max_staging_bytes));
+	EXPECT_EQ(96, sizeof(struct pd_fabric_attr));
 	EXPECT_EQ(0, offsetof(struct pd_rkey, addr));
 	EXPECT_EQ(8, offsetof(struct pd_rkey, key));
 	EXPECT_EQ(16, offsetof(struct pd_rkey, len));

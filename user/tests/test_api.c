@@ -192,6 +192,10 @@ TEST(fabric_open_rejects_bad_settings)
 	attr.chunk_size = ((size_t)1 << 30) + 4096;
 	EXPECT_EQ(-EINVAL, pd_fabric_open(&attr, &fab));
 	unsetenv("PEERDIRECT_CHUNK_SIZE");
+	setenv("PEERDIRECT_MAX_STAGING_BYTES", "lots", 1);
+	EXPECT_EQ(-EINVAL, pd_fabric_open(NULL, &fab));
+	EXPECT_NE(NULL, strstr(pd_last_error(), "PEERDIRECT_MAX_STAGING_BYTES='lots'")) TH_LOG("%s", pd_last_error());
+	unsetenv("PEERDIRECT_MAX_STAGING_BYTES");
 	/* Counts and milliseconds are whole numbers: "10K" ms is not 10240. */
 	{
 		static const char *const counts[] = {

@@ -12,7 +12,8 @@
 
 #define CHUNK 4096
 
-static int open_fab(struct pd_fabric **fab, size_t slots)
+/* max_staging 0: the environment's cap, else the default. */
+static int open_capped(struct pd_fabric **fab, size_t slots, size_t max_staging)
 {
 	struct pd_fabric_attr attr;
 
@@ -21,7 +22,13 @@ static int open_fab(struct pd_fabric **fab, size_t slots)
 	attr.chunk_size = CHUNK;
 	attr.bounce_slots = slots;
 	attr.path = PD_PATH_BOUNCE;
+	attr.max_staging_bytes = max_staging;
 	return pd_fabric_open(&attr, fab);
+}
+
+static int open_fab(struct pd_fabric **fab, size_t slots)
+{
+	return open_capped(fab, slots, 0);
 }
 
 static int introduce(struct pd_fabric *a, struct pd_fabric *b, uint64_t *a_in_b)
@@ -338,7 +345,8 @@ struct own_rig {
 	int fd;
 };
 
-static int own_rig_open(struct own_rig *g, void *host, size_t hostlen)
+static int own_rig_open(struct own_rig *g, void *host, size_t hostlen,
+			size_t max_staging)
 {
 	int ret;
 
@@ -346,7 +354,7 @@ static int own_rig_open(struct own_rig *g, void *host, size_t hostlen)
 	if (g->fd < 0)
 		return -errno;
 	pd_set_dmabuf_sync(counting_sync);
-	ret = open_fab(&g->fab, 2) ?: introduce(g->fab, g->fab, &g->me) ?:
+	ret = open_capped(&g->fab, 2, max_staging) ?: introduce(g->fab, g->fab, &g->me) ?:
 	      pd_mr_reg_dmabuf(g->fab, g->fd, 0, CHUNK, 0, &g->dev) ?:
 	      pd_mr_reg_host(g->fab, host, hostlen, 0, &g->hm) ?:
 	      pd_trecv(g->fab, g->dev, 0, CHUNK, g->me, 98, &g->held[0]) ?:
@@ -400,7 +408,7 @@ TEST(own_staging_buffers_are_unmapped)
 	long before = 0;
 	int i;
 
-	ASSERT_EQ(0, own_rig_open(&g, host, sizeof(host))) TH_LOG("%s", pd_last_error());
+	ASSERT_EQ(0, own_rig_open(&g, host, sizeof(host), 0)) TH_LOG("%s", pd_last_error());
 	for (i = 0; i < 200; i++) {
 		if (i == 50) {
 			before = vm_size_kb();
@@ -429,7 +437,7 @@ TEST(own_staging_buffers_are_reused)
 	unsigned long maps = 0;
 	int i;
 
-	ASSERT_EQ(0, own_rig_open(&g, host, sizeof(host))) TH_LOG("%s", pd_last_error());
+	ASSERT_EQ(0, own_rig_open(&g, host, sizeof(host), 0)) TH_LOG("%s", pd_last_error());
 	for (i = 0; i < 200; i++) {
 		if (i == 10)
 			maps = pd_stage_maps;
@@ -438,6 +446,96 @@ TEST(own_staging_buffers_are_reused)
 	maps = pd_stage_maps - maps;
 	EXPECT_EQ(0, maps) TH_LOG("%lu staging buffers mapped for 190 requests", maps);
 	own_rig_close(&g);
+}
+
+/* A bounce receive of one chunk into the rig's dma-buf, nobody sending. */
+static int own_recv(struct own_rig *g, uint64_t tag, struct pd_req **r)
+{
+	return pd_trecv(g->fab, g->dev, 0, CHUNK, g->me, tag, r);
+}
+
+/* A host send of one chunk of value v to the receive of tag, waited for,
+ * and that receive's data checked. */
+static int feed(struct own_rig *g, char *host, uint64_t tag, int v, struct pd_req *r)
+{
+	struct pd_req *s;
+	int ret;
+
+	fill(host, CHUNK, v);
+	ret = pd_tsend(g->fab, g->hm, 0, CHUNK, g->me, tag, &s);
+	if (ret)
+		return ret;
+	ret = pd_wait(s, WAIT_MS, NULL) ?: pd_wait(r, WAIT_MS, NULL);
+	pd_req_free(s);
+	if (!ret && check(pd_mr_cpu_ptr(g->dev), CHUNK, v) != -1)
+		ret = -EIO;
+	return ret;
+}
+
+/*
+ * Own staging buffers are registered host memory, one per outstanding
+ * bounce request beyond the pool, and nothing bounded them: 10,000
+ * outstanding 4 MiB receives held 40 GiB.  Past max_staging_bytes a post
+ * fails with -EAGAIN, names the setting and loses nothing: the requests
+ * already posted complete with their data, and once one has finished its
+ * bytes are free for the next.
+ */
+TEST(own_staging_is_capped_and_a_refused_post_loses_nothing)
+{
+	static char host[CHUNK];
+	struct pd_req *r[3] = { NULL };
+	struct own_rig g;
+
+	ASSERT_EQ(0, own_rig_open(&g, host, sizeof(host), 2 * CHUNK)) TH_LOG("%s", pd_last_error());
+	ASSERT_EQ(0, own_recv(&g, 50, &r[0])) TH_LOG("%s", pd_last_error());
+	ASSERT_EQ(0, own_recv(&g, 51, &r[1])) TH_LOG("%s", pd_last_error());
+	EXPECT_EQ(-EAGAIN, own_recv(&g, 52, &r[2]));
+	EXPECT_NE(NULL, strstr(pd_last_error(), "PEERDIRECT_MAX_STAGING_BYTES")) TH_LOG("%s", pd_last_error());
+	EXPECT_NE(NULL, strstr(pd_last_error(), "8192")) TH_LOG("%s", pd_last_error());
+	EXPECT_EQ(0, feed(&g, host, 50, 5, r[0])) TH_LOG("%s", pd_last_error());
+	ASSERT_EQ(0, own_recv(&g, 52, &r[2])) TH_LOG("a finished request kept its staging bytes: %s",
+						     pd_last_error());
+	EXPECT_EQ(0, feed(&g, host, 51, 6, r[1])) TH_LOG("%s", pd_last_error());
+	EXPECT_EQ(0, feed(&g, host, 52, 7, r[2])) TH_LOG("%s", pd_last_error());
+	pd_req_free(r[0]);
+	pd_req_free(r[1]);
+	pd_req_free(r[2]);
+	own_rig_close(&g);
+}
+
+/*
+ * The cap comes from the attr, else PEERDIRECT_MAX_STAGING_BYTES, else
+ * the default; 0 in the environment means no staging beyond the pool.
+ */
+TEST(staging_cap_from_the_environment_and_the_attr)
+{
+	static char host[CHUNK];
+	struct pd_req *r[2] = { NULL };
+	struct own_rig g;
+
+	setenv("PEERDIRECT_MAX_STAGING_BYTES", "0", 1);
+	ASSERT_EQ(0, own_rig_open(&g, host, sizeof(host), 0)) TH_LOG("%s", pd_last_error());
+	EXPECT_EQ(-EAGAIN, own_recv(&g, 50, &r[0]));
+	EXPECT_NE(NULL, strstr(pd_last_error(), "PEERDIRECT_MAX_STAGING_BYTES")) TH_LOG("%s", pd_last_error());
+	own_rig_close(&g);
+
+	ASSERT_EQ(0, own_rig_open(&g, host, sizeof(host), CHUNK)) TH_LOG("%s", pd_last_error());
+	ASSERT_EQ(0, own_recv(&g, 50, &r[0])) TH_LOG("the attr did not win: %s", pd_last_error());
+	EXPECT_EQ(-EAGAIN, own_recv(&g, 51, &r[1]));
+	EXPECT_EQ(0, feed(&g, host, 50, 8, r[0])) TH_LOG("%s", pd_last_error());
+	pd_req_free(r[0]);
+	own_rig_close(&g);
+
+	setenv("PEERDIRECT_MAX_STAGING_BYTES", "8K", 1);
+	ASSERT_EQ(0, own_rig_open(&g, host, sizeof(host), 0)) TH_LOG("%s", pd_last_error());
+	ASSERT_EQ(0, own_recv(&g, 50, &r[0])) TH_LOG("%s", pd_last_error());
+	ASSERT_EQ(0, own_recv(&g, 51, &r[1])) TH_LOG("%s", pd_last_error());
+	EXPECT_EQ(0, feed(&g, host, 50, 9, r[0])) TH_LOG("%s", pd_last_error());
+	EXPECT_EQ(0, feed(&g, host, 51, 10, r[1])) TH_LOG("%s", pd_last_error());
+	pd_req_free(r[0]);
+	pd_req_free(r[1]);
+	own_rig_close(&g);
+	unsetenv("PEERDIRECT_MAX_STAGING_BYTES");
 }
 
 TEST_HARNESS_MAIN
