@@ -395,6 +395,36 @@ TEST_F(pdctl, doctor_without_libfabric_is_never_a_verdict)
 }
 
 /*
+ * The library opens RDM endpoints with tagged messages and RMA, so FI_HMEM
+ * counts only where a provider offers it there.  The check asked with no
+ * endpoint type, and a provider whose MSG endpoints alone offer it (a core
+ * provider under a utility one that drops it) was listed: its NIC's pair
+ * said "dmabuf" where the library says "lacks FI_HMEM" and stages.  A
+ * libfabric.so.1 of one such provider, ahead in the search path, shows it.
+ */
+TEST_F(pdctl, doctor_counts_fi_hmem_on_rdm_endpoints_only)
+{
+	char dir[PATH_MAX], lib[PATH_MAX];
+
+	doctor_tree(self->fake);
+	tool_path(lib, sizeof(lib), "tests/fakefab/libfabric.so.1");
+	snprintf(dir, sizeof(dir), "%s/lib", self->fake);
+	put(self->fake, "lib/.keep", "");
+	snprintf(self->out, sizeof(self->out), "%s/libfabric.so.1", dir);
+	ASSERT_EQ(0, symlink(lib, self->out)) TH_LOG("%s -> %s: %s", self->out, lib, strerror(errno));
+	ASSERT_EQ(0, setenv("LD_LIBRARY_PATH", dir, 1));
+	doctor(self->fake, self->out, sizeof(self->out), NULL, false, "doctor --nic eth9");
+	EXPECT_NE(NULL, strstr(self->out, "libfabric 1.21: no provider offers FI_HMEM"))
+		TH_LOG("%s", self->out);
+	ASSERT_EQ(0, setenv("FAKE_FI_HMEM_RDM", "1", 1));
+	doctor(self->fake, self->out, sizeof(self->out), NULL, false, "doctor --nic eth9");
+	EXPECT_NE(NULL, strstr(self->out, "providers offering FI_HMEM: fakeprov;"))
+		TH_LOG("%s", self->out);
+	unsetenv("FAKE_FI_HMEM_RDM");
+	unsetenv("LD_LIBRARY_PATH");
+}
+
+/*
  * A device in reset (or unplugged) is not probed: the test ALLOC would
  * wait for the reset, and what failed would say nothing of the NIC.  Not
  * knowing is "unknown" and exit 1, never "bounce" and 7.

@@ -1110,7 +1110,10 @@ static void check_libfabric(void)
 		dlclose(so);
 		return;
 	}
-	hints->caps = FI_HMEM;
+	/* What the library opens (fabric.c): a provider whose MSG endpoints
+	 * alone offer FI_HMEM stages there. */
+	hints->caps = FI_TAGGED | FI_RMA | FI_HMEM;
+	hints->ep_attr->type = FI_EP_RDM;
 	hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED |
 				      FI_MR_PROV_KEY | FI_MR_HMEM;
 	ret = getinfo(v, NULL, NULL, 0, hints, &info);
