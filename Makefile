@@ -4,7 +4,7 @@
 
 KDIR ?= $(shell scripts/kdir.sh)
 BUILD := build
-SELFTESTS := uapi alloc export revoke events lifetime importers multidev subscribe limits list trace admin compat32 faults stress fuzz kbench unplug
+SELFTESTS := uapi alloc export revoke events lifetime importers multidev subscribe limits list trace admin compat32 faults stress fuzz kbench unplug zeroing
 SELFTEST_BINS := $(addprefix $(BUILD)/selftests/,$(SELFTESTS))
 # The same tests built as i386 binaries reach the compat ioctl entry with a
 # 32-bit process's layout and pointers.  gcc-multilib (scripts/install-deps.sh)

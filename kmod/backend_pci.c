@@ -32,6 +32,7 @@
 #include <linux/pci.h>
 #include <linux/pci-p2pdma.h>
 #include <linux/scatterlist.h>
+#include <linux/sched/signal.h>
 #include <linux/slab.h>
 #include "compat.h"
 #include "peerdirect.h"
@@ -377,31 +378,41 @@ static int pd_bar_wait_reset(struct pd_bar *bar)
 	return bar->gone ? -ENODEV : 0;
 }
 
+/*
+ * hw_lock is dropped between 1 MiB chunks, so that a reset or a removal
+ * waits for one chunk, not for a multi-GiB allocation, and the zeroing
+ * then waits out the reset like any other hardware access.  A fatal
+ * signal ends it: the caller gives the memory back.
+ */
 static int pd_bar_zero(struct pd_device *pd, u64 offset, u64 length)
 {
 	struct pd_bar *bar = pd->backend;
-	u64 done, n;
+	u64 done = 0, n;
 	int ret;
 
-	/* Multi-GiB allocations: in chunks, without hogging the CPU. */
 	down_read(&bar->hw_lock);
-	ret = pd_bar_wait_reset(bar);
-	if (ret) {
-		up_read(&bar->hw_lock);
-		return ret;
-	}
-	for (done = 0; done < length && !bar->gone; done += n) {
+	for (;;) {
+		ret = pd_bar_wait_reset(bar);
+		if (ret || done >= length)
+			break;
+		if (fatal_signal_pending(current)) {
+			ret = -EINTR;
+			break;
+		}
 		n = min_t(u64, length - done, SZ_1M);
 		memset_io(bar->va + offset + done, 0, n);
+		done += n;
+		/*
+		 * The zeros went through a write-combining mapping: drain the
+		 * CPU's WC buffers before a reset may start and before the
+		 * memory is handed out, so that neither a peer's DMA nor
+		 * another CPU mapping can see what was there before.
+		 */
+		wmb();
+		up_read(&bar->hw_lock);
 		cond_resched();
+		down_read(&bar->hw_lock);
 	}
-	/*
-	 * The zeros went through a write-combining mapping: drain the CPU's
-	 * WC buffers before the memory is handed out, so that neither a
-	 * peer's DMA nor another CPU mapping can see what was there before.
-	 */
-	wmb();
-	ret = bar->gone ? -ENODEV : 0;
 	up_read(&bar->hw_lock);
 	return ret;
 }

@@ -10,6 +10,8 @@
 #include <linux/iosys-map.h>
 #include <linux/module.h>
 #include <linux/scatterlist.h>
+#include <linux/sched/signal.h>
+#include <linux/sizes.h>
 #include <linux/slab.h>
 #include <linux/vmalloc.h>
 #include "peerdirect.h"
@@ -110,12 +112,15 @@ static void pd_sim_vunmap(struct pd_device *pd, struct iosys_map *map)
 	vunmap(map->vaddr);
 }
 
+/* A fatal signal ends it, as on a BAR: the caller gives the memory back. */
 static int pd_sim_zero(struct pd_device *pd, u64 offset, u64 length)
 {
 	struct page **pages = pd_sim_pages(pd, offset);
 	unsigned long i;
 
 	for (i = 0; i < length >> PAGE_SHIFT; i++) {
+		if (!(i % (SZ_1M >> PAGE_SHIFT)) && fatal_signal_pending(current))
+			return -EINTR;
 		clear_highpage(pages[i]);
 		cond_resched();
 	}

@@ -294,14 +294,14 @@ vm_unplug() {
 	local name=$1 moddir=$2 t0=$SECONDS work rc p f s ready off i hotadd=fail
 	work=$(mktemp -d)
 	mkdir -p "$work/payload/selftests"
-	cp build/selftests/unplug "$work/payload/selftests/"
+	cp build/selftests/unplug build/selftests/zeroing "$work/payload/selftests/"
 	cp selftests/unplug-in-vm.sh "$work/payload/"
 	: > "$out/$name.log"
 	tier_vm --timeout 600 \
 		--ko "$moddir/kmod/peerdirect.ko" \
 		--ko "$moddir/selftests/importer/pd_test_importer.ko" \
-		--ivshmem 32M --ivshmem 32M --ivshmem-dir "$work/hbm" --qmp "$work/qmp.sock" \
-		--payload "$work/payload" --log "$out/$name.log" \
+		--ivshmem 32M --ivshmem 32M --ivshmem 1G --ivshmem-dir "$work/hbm" \
+		--qmp "$work/qmp.sock" --payload "$work/payload" --log "$out/$name.log" \
 		-- unplug-in-vm.sh > "$out/$name.out" 2>&1 &
 	local vm=$!
 	ready=

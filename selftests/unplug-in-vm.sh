@@ -1,8 +1,8 @@
 #!/bin/bash
 # Runs inside the VM for the unplug stage of scripts/check.sh: two ivshmem
-# BAR devices.  ivshmem0 is removed by the host through QEMU's monitor while
-# selftests/unplug holds it; ivshmem1 is removed through sysfs and rebound by
-# a rescan.
+# BAR devices, and a third of 1 GiB for selftests/zeroing.  ivshmem0 is
+# removed by the host through QEMU's monitor while selftests/unplug holds
+# it; ivshmem1 is removed through sysfs and rebound by a rescan.
 set -u
 cd /pd || exit 1
 insmod /pd/ko/peerdirect.ko sim_devices=0 bind_ivshmem=1 revoke_timeout_ms=300 || exit 1
@@ -14,6 +14,19 @@ bar_of() {	# PCI address of the device behind /dev/peerdirectN
 a0=$(bar_of peerdirect0)
 a1=$(bar_of peerdirect1)
 echo "# peerdirect0 on $a0, peerdirect1 on $a1"
+
+# ALLOC's zeroing killed, and the device removed under it
+# (selftests/zeroing.c), on the device of at least 512 MiB that
+# scripts/check.sh adds for it, before anything else is unplugged.
+zdev=
+for m in /sys/class/misc/peerdirect*; do
+	[ "$(cat "$m/mem_size")" -ge $((512 << 20)) ] && zdev=/dev/$(basename "$m")
+done
+echo "# zeroing on ${zdev:-no device of 512 MiB or more}"
+PD_ZERO_DEV=$zdev timeout 300 /pd/selftests/zeroing
+# Its last test removed the device: bring it back before the names are used.
+echo 1 > /sys/bus/pci/rescan
+sleep 1
 
 /pd/selftests/unplug /dev/peerdirect0 "$a0"
 
