@@ -20,6 +20,7 @@
 #include "device.h"
 #include "errors.h"
 #include "fabric.h"
+#include "fabric_hints.h"
 
 #define DEFAULT_CHUNK		(4u << 20)
 /* A chunk is a bounce slot too: 1 GiB of them, times up to 4096 slots,
@@ -246,19 +247,13 @@ static struct fi_info *make_hints(const struct settings *s, const struct wants *
 
 	if (!h)
 		return NULL;
-	h->ep_attr->type = FI_EP_RDM;
-	h->caps = FI_TAGGED | FI_RMA | (w->directed ? FI_DIRECTED_RECV : 0) |
-		  (w->source ? FI_SOURCE : 0) | (w->hmem ? FI_HMEM : 0);
+	pd_hints_base(h, w->hmem);
+	h->caps |= (w->directed ? FI_DIRECTED_RECV : 0) | (w->source ? FI_SOURCE : 0);
 	/* Left to choose, libfabric could answer with a node-local provider
 	 * (on 2.1 shm is the one with FI_HMEM, asked for first), and a job's
 	 * remote peers would never answer.  Named, any provider is taken. */
 	if (!s->provider)
 		h->caps |= FI_REMOTE_COMM;
-	h->mode = FI_CONTEXT | FI_CONTEXT2;
-	h->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED |
-				  FI_MR_PROV_KEY | (w->hmem ? FI_MR_HMEM : 0);
-	/* Registration runs outside our lock, concurrently with the data path. */
-	h->domain_attr->threading = FI_THREAD_SAFE;
 	/* Chunks of two messages with one tag to one peer must not pass each
 	 * other on the wire. */
 	if (w->sas) {

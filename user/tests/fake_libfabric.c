@@ -3,8 +3,10 @@
  * A libfabric.so.1 for test_pdctl: one provider, "fakeprov", whose MSG
  * endpoints offer FI_HMEM and whose RDM endpoints do not (as a core
  * provider may, with the utility provider above it dropping FI_HMEM), unless
- * FAKE_FI_HMEM_RDM=1.  Only what pdctl's doctor calls: fi_version,
- * fi_dupinfo, fi_getinfo, fi_freeinfo.
+ * FAKE_FI_HMEM_RDM=1.  Like psm2 or opx it requires FI_CONTEXT, and like
+ * libfabric it answers no hints that leave a required mode unset.  Only
+ * what pdctl's doctor calls: fi_version, fi_dupinfo, fi_getinfo,
+ * fi_freeinfo.
  */
 #include <stdbool.h>
 #include <stdlib.h>
@@ -53,6 +55,7 @@ struct fi_info *fi_dupinfo(const struct fi_info *src)
 	}
 	if (src) {
 		i->caps = src->caps;
+		i->mode = src->mode;
 		if (src->ep_attr)
 			i->ep_attr->type = src->ep_attr->type;
 	}
@@ -74,10 +77,13 @@ int fi_getinfo(uint32_t version, const char *node, const char *service,
 	(void)flags;
 	if (hints && (hints->caps & FI_HMEM) && type == FI_EP_RDM && !rdm_hmem)
 		return -FI_ENODATA;
+	if (hints && !(hints->mode & FI_CONTEXT))
+		return -FI_ENODATA;
 	i = fi_dupinfo(NULL);
 	if (!i)
 		return -FI_ENOMEM;
 	i->caps = FI_MSG | FI_TAGGED | FI_RMA | FI_HMEM;
+	i->mode = FI_CONTEXT;
 	i->ep_attr->type = type == FI_EP_RDM ? FI_EP_RDM : FI_EP_MSG;
 	i->fabric_attr->prov_name = strdup("fakeprov");
 	if (!i->fabric_attr->prov_name) {

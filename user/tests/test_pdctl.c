@@ -401,6 +401,8 @@ TEST_F(pdctl, doctor_without_libfabric_is_never_a_verdict)
  * provider under a utility one that drops it) was listed: its NIC's pair
  * said "dmabuf" where the library says "lacks FI_HMEM" and stages.  A
  * libfabric.so.1 of one such provider, ahead in the search path, shows it.
+ * It also requires FI_CONTEXT, which the library passes: hints without
+ * the library's modes would miss a provider it uses.
  */
 TEST_F(pdctl, doctor_counts_fi_hmem_on_rdm_endpoints_only)
 {
@@ -701,6 +703,25 @@ TEST_F(pdctl, doctor_loads_libpeerdirect)
 	EXPECT_NE(NULL, strstr(self->out, "libpeerdirect ABI 1.")) TH_LOG("%s", self->out);
 	EXPECT_NE(NULL, strstr(self->out, "peerdirect0/tcp")) TH_LOG("%s", self->out);
 	EXPECT_EQ(NULL, strstr(self->out, "peerdirect0/verbs")) TH_LOG("%s", self->out);
+}
+
+/*
+ * pdctl's doctor needs ABI 1.1 of libpeerdirect (the sized calls) and asked
+ * for the header's minor: built against 1.2 it refused a 1.1 library,
+ * though nothing it calls is newer, and peerdirect-tools does not depend on
+ * the library's version.
+ */
+TEST_F(pdctl, doctor_takes_a_1_1_libpeerdirect)
+{
+	char dir[PATH_MAX];
+
+	doctor_tree(self->fake);
+	tool_path(dir, sizeof(dir), "tests/fakepd");
+	ASSERT_EQ(0, setenv("LD_LIBRARY_PATH", dir, 1));
+	doctor(self->fake, self->out, sizeof(self->out), NULL, false, "doctor --nic eth9");
+	unsetenv("LD_LIBRARY_PATH");
+	EXPECT_NE(NULL, strstr(self->out, "libpeerdirect ABI 1.1 loaded")) TH_LOG("%s", self->out);
+	EXPECT_NE(NULL, strstr(self->out, "pd_device_open: ")) TH_LOG("%s", self->out);
 }
 
 /* --json is valid JSON with the fields pdctl(8) documents, and only them. */

@@ -41,6 +41,7 @@
 #include <rdma/fabric.h>
 #include <rdma/fi_domain.h>	/* FI_MR_DMABUF (1.20+) is a registration flag */
 #include "peerdirect.h"
+#include "../lib/fabric_hints.h"
 #endif
 
 #include "pdctl.h"
@@ -1112,10 +1113,7 @@ static void check_libfabric(void)
 	}
 	/* What the library opens (fabric.c): a provider whose MSG endpoints
 	 * alone offer FI_HMEM stages there. */
-	hints->caps = FI_TAGGED | FI_RMA | FI_HMEM;
-	hints->ep_attr->type = FI_EP_RDM;
-	hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED |
-				      FI_MR_PROV_KEY | FI_MR_HMEM;
+	pd_hints_base(hints, true);
 	ret = getinfo(v, NULL, NULL, 0, hints, &info);
 	for (i = ret ? NULL : info; i; i = i->next) {
 		const char *name = i->fabric_attr && i->fabric_attr->prov_name ?
@@ -1170,6 +1168,11 @@ static void check_libfabric(void)
  * idx on a fabric of provider prov: the library's own verdict and reason.
  * The provider picks its NIC itself (the first it offers).
  */
+/* The sized calls below are 1.1's; nothing newer is needed, and the tools
+ * do not depend on the library's version (the header's minor may be newer
+ * than the installed library). */
+#define DOCTOR_ABI_MINOR 1
+
 static void library_choice(const struct pd_api *api, int idx, const char *prov)
 {
 	struct pd_export_info info = { .fd = -1 };
@@ -1254,9 +1257,9 @@ static void check_libpeerdirect(const struct dev *devs, int nr_devs, const struc
 		return;
 	}
 	*(void **)&get = dlsym(so, "pd_get_api");
-	if (!get || get(PD_ABI_MAJOR, PD_ABI_MINOR, &api) || !api) {
+	if (!get || get(PD_ABI_MAJOR, DOCTOR_ABI_MINOR, &api) || !api) {
 		add_check("libpeerdirect", "path", "warn", "a libpeerdirect1 of ABI 1.1 or newer",
-			  "libpeerdirect.so.1 refuses ABI %d.%d", PD_ABI_MAJOR, PD_ABI_MINOR);
+			  "libpeerdirect.so.1 refuses ABI %d.%d", PD_ABI_MAJOR, DOCTOR_ABI_MINOR);
 		dlclose(so);
 		return;
 	}
