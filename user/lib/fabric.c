@@ -41,7 +41,9 @@
 #define DEFAULT_UNIVERSE	32
 #define DEFAULT_MAX_PENDING	4096
 #define DEFAULT_PEER_TIMEOUT_MS	10000
-/* Own staging buffers beyond the pool: 256 requests of a 4M chunk. */
+/* Own staging buffers beyond the pool: 256 requests of a 4M chunk.  A
+ * caller built before 1.2 never chose a cap and keeps none (SIZE_MAX)
+ * unless the environment sets one. */
 #define DEFAULT_MAX_STAGING	(1ULL << 30)
 
 static const char *const path_names[] = {
@@ -177,8 +179,8 @@ struct settings {
 };
 
 /* Fields past the caller's attr size read as zero (default). */
-#define ATTR_FIELD(a, f) \
-	((a)->size >= offsetof(struct pd_fabric_attr, f) + sizeof((a)->f) ? (a)->f : 0)
+#define HAS_FIELD(a, f) ((a)->size >= offsetof(struct pd_fabric_attr, f) + sizeof((a)->f))
+#define ATTR_FIELD(a, f) (HAS_FIELD(a, f) ? (a)->f : 0)
 
 static int read_settings(const struct pd_fabric_attr *a, struct settings *s)
 {
@@ -223,7 +225,8 @@ static int read_settings(const struct pd_fabric_attr *a, struct settings *s)
 			   (size_t)ATTR_FIELD(a, peer_timeout_ms), "PEERDIRECT_PEER_TIMEOUT_MS",
 			   DEFAULT_PEER_TIMEOUT_MS, false, &timeout)) ||
 	    (ret = setting(ATTR_FIELD(a, max_staging_bytes), "PEERDIRECT_MAX_STAGING_BYTES",
-			   DEFAULT_MAX_STAGING, true, &s->max_staging)))
+			   HAS_FIELD(a, max_staging_bytes) ? DEFAULT_MAX_STAGING : SIZE_MAX,
+			   true, &s->max_staging)))
 		return ret;
 	/* SIZE_MAX, or 0 from the environment: never declare a peer dead. */
 	s->peer_timeout_ms = timeout == SIZE_MAX || timeout == 0 ? -1 :

@@ -152,6 +152,7 @@ struct pd_req {
 	 * buffer of its own; own_busy while an operation uses it. */
 	int own_slot;
 	struct pd_stage *own_stage;
+	size_t stage_bytes;		/* counted in fab->staging_bytes */
 	bool own_busy;
 	int64_t start_ms;
 	size_t bytes;
@@ -347,7 +348,8 @@ static void release_own(struct pd_req *r)
 		unsigned int i = stage_index(fab, st->len);
 
 		r->own_stage = NULL;
-		fab->staging_bytes -= st->len;
+		fab->staging_bytes -= r->stage_bytes;
+		r->stage_bytes = 0;
 		if (fab->spare_bytes + st->len <= fab->bounce_slots * fab->chunk) {
 			st->next = fab->spare_stages[i];
 			fab->spare_stages[i] = st;
@@ -387,16 +389,17 @@ static size_t page_up(size_t len)
  * allocates one outside the lock.  Past the cap the post fails, before
  * anything was queued, so nothing is lost.
  */
-static int reserve_staging_locked(struct pd_fabric *fab, const char *fn, size_t slen,
-				  struct pd_stage **out)
+static int reserve_staging_locked(struct pd_req *r, const char *fn, size_t slen)
 {
+	struct pd_fabric *fab = r->fab;
 	size_t need = page_up(slen);
 
 	if (need > fab->max_staging || fab->staging_bytes > fab->max_staging - need)
 		return pd_error(-EAGAIN, "%s: bounce staging beyond the pool's %zu slots would hold %zu bytes, past the cap of %zu (max_staging_bytes, PEERDIRECT_MAX_STAGING_BYTES): complete some bounce requests and try again",
 				fn, fab->bounce_slots, fab->staging_bytes + need, fab->max_staging);
 	fab->staging_bytes += need;
-	*out = take_spare_locked(fab, slen);
+	r->stage_bytes = need;
+	r->own_stage = take_spare_locked(fab, slen);
 	return 0;
 }
 
@@ -1066,15 +1069,18 @@ static int start(struct pd_fabric *fab, enum req_kind kind, struct pd_mr *mr,
 
 		ret = 0;
 		pthread_mutex_lock(&fab->lock);
-		r->own_slot = pd_bounce_slot_get(fab->bounce);
-		if (r->own_slot < 0)
-			ret = reserve_staging_locked(fab, fn, slen, &r->own_stage);
+		/* A closed fabric fails the request below, with ESHUTDOWN. */
+		if (!fab->closed) {
+			r->own_slot = pd_bounce_slot_get(fab->bounce);
+			if (r->own_slot < 0)
+				ret = reserve_staging_locked(r, fn, slen);
+		}
 		pthread_mutex_unlock(&fab->lock);
-		if (!ret && r->own_slot < 0 && !r->own_stage) {
+		if (!ret && r->stage_bytes && !r->own_stage) {
 			ret = pd_stage_alloc(fab->domain, slen, pd_next_mr_key(), &r->own_stage);
 			if (ret) {
 				pthread_mutex_lock(&fab->lock);
-				fab->staging_bytes -= page_up(slen);
+				fab->staging_bytes -= r->stage_bytes;
 				pthread_mutex_unlock(&fab->lock);
 			}
 		}

@@ -392,6 +392,36 @@ TEST(newer_callers_attr_is_read_up_to_what_the_library_knows)
 	EXPECT_NE(NULL, strstr(pd_last_error(), "newer")) TH_LOG("%s", pd_last_error());
 }
 
+/*
+ * 1.2's cap on bounce staging beyond the pool applies to callers that know
+ * the field: a 1.1 binary's 88-byte attr keeps 1.1's behaviour (no cap)
+ * unless the environment sets one.  Before, it got the 1 GiB default it
+ * never chose, and a pattern that worked could get -EAGAIN for ever.
+ */
+TEST(staging_cap_default_only_for_callers_that_know_it)
+{
+	const size_t size_1_1 = offsetof(struct pd_fabric_attr, max_staging_bytes);
+	struct pd_fabric_attr attr;
+	struct pd_fabric *fab;
+
+	unsetenv("PEERDIRECT_MAX_STAGING_BYTES");
+	pd_fabric_attr_init_sz(&attr, size_1_1);
+	attr.provider = "tcp";
+	ASSERT_EQ(0, pd_fabric_open(&attr, &fab)) TH_LOG("%s", pd_last_error());
+	EXPECT_EQ(SIZE_MAX, fab->max_staging);
+	pd_fabric_close(fab);
+	setenv("PEERDIRECT_MAX_STAGING_BYTES", "64K", 1);
+	ASSERT_EQ(0, pd_fabric_open(&attr, &fab)) TH_LOG("%s", pd_last_error());
+	EXPECT_EQ(65536, fab->max_staging);
+	pd_fabric_close(fab);
+	unsetenv("PEERDIRECT_MAX_STAGING_BYTES");
+	pd_fabric_attr_init(&attr);
+	attr.provider = "tcp";
+	ASSERT_EQ(0, pd_fabric_open(&attr, &fab)) TH_LOG("%s", pd_last_error());
+	EXPECT_EQ((size_t)1 << 30, fab->max_staging);
+	pd_fabric_close(fab);
+}
+
 /* Output structs: a shorter (older) caller's struct is not overrun, a
  * longer (newer) one gets zeros for what the library does not know, and
  * *filled says how much was the library's. */

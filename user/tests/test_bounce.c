@@ -480,18 +480,28 @@ static int feed(struct own_rig *g, char *host, uint64_t tag, int v, struct pd_re
  * already posted complete with their data, and once one has finished its
  * bytes are free for the next.
  */
+/* An own staging buffer of one CHUNK: page-rounded. */
+static size_t own_bytes(void)
+{
+	size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+
+	return (CHUNK + pg - 1) / pg * pg;
+}
+
 TEST(own_staging_is_capped_and_a_refused_post_loses_nothing)
 {
 	static char host[CHUNK];
 	struct pd_req *r[3] = { NULL };
+	char cap[32];
 	struct own_rig g;
 
-	ASSERT_EQ(0, own_rig_open(&g, host, sizeof(host), 2 * CHUNK)) TH_LOG("%s", pd_last_error());
+	ASSERT_EQ(0, own_rig_open(&g, host, sizeof(host), 2 * own_bytes())) TH_LOG("%s", pd_last_error());
+	snprintf(cap, sizeof(cap), "%zu", 2 * own_bytes());
 	ASSERT_EQ(0, own_recv(&g, 50, &r[0])) TH_LOG("%s", pd_last_error());
 	ASSERT_EQ(0, own_recv(&g, 51, &r[1])) TH_LOG("%s", pd_last_error());
 	EXPECT_EQ(-EAGAIN, own_recv(&g, 52, &r[2]));
 	EXPECT_NE(NULL, strstr(pd_last_error(), "PEERDIRECT_MAX_STAGING_BYTES")) TH_LOG("%s", pd_last_error());
-	EXPECT_NE(NULL, strstr(pd_last_error(), "8192")) TH_LOG("%s", pd_last_error());
+	EXPECT_NE(NULL, strstr(pd_last_error(), cap)) TH_LOG("%s", pd_last_error());
 	EXPECT_EQ(0, feed(&g, host, 50, 5, r[0])) TH_LOG("%s", pd_last_error());
 	ASSERT_EQ(0, own_recv(&g, 52, &r[2])) TH_LOG("a finished request kept its staging bytes: %s",
 						     pd_last_error());
@@ -500,7 +510,64 @@ TEST(own_staging_is_capped_and_a_refused_post_loses_nothing)
 	pd_req_free(r[0]);
 	pd_req_free(r[1]);
 	pd_req_free(r[2]);
+	EXPECT_EQ(0, g.fab->staging_bytes);
 	own_rig_close(&g);
+}
+
+/*
+ * A chunk that is not a page multiple stages in page-rounded buffers, and
+ * the cap counts what they hold: every byte counted at the post comes
+ * back when the request finishes, spares reused or not.
+ */
+TEST(staging_counts_page_rounded_buffers_and_returns_to_zero)
+{
+	const size_t chunk = 6000, pg = (size_t)sysconf(_SC_PAGESIZE);
+	const size_t own = (chunk + pg - 1) / pg * pg;
+	static char host[6000];
+	struct pd_fabric_attr attr;
+	struct pd_req *r[3] = { NULL }, *s;
+	struct pd_mr *dev, *hm;
+	struct pd_fabric *fab;
+	uint64_t me;
+	int fd = memfd_of(chunk, 0), k, round;
+
+	ASSERT_LE(0, fd);
+	pd_set_dmabuf_sync(counting_sync);
+	pd_fabric_attr_init(&attr);
+	attr.chunk_size = chunk;
+	attr.bounce_slots = 2;
+	attr.path = PD_PATH_BOUNCE;
+	attr.max_staging_bytes = 2 * own;
+	ASSERT_EQ(0, open_loopback(&attr, &fab, &me)) TH_LOG("%s", pd_last_error());
+	ASSERT_EQ(0, pd_mr_reg_dmabuf(fab, fd, 0, chunk, 0, &dev));
+	ASSERT_EQ(0, pd_mr_reg_host(fab, host, sizeof(host), 0, &hm));
+	for (round = 0; round < 3; round++) {
+		/* two on the pool's slots, two on own buffers, one refused */
+		struct pd_req *pool[2];
+
+		ASSERT_EQ(0, pd_trecv(fab, dev, 0, chunk, me, 90, &pool[0]));
+		ASSERT_EQ(0, pd_trecv(fab, dev, 0, chunk, me, 91, &pool[1]));
+		for (k = 0; k < 2; k++)
+			ASSERT_EQ(0, pd_trecv(fab, dev, 0, chunk, me, 92 + k, &r[k]))
+				TH_LOG("round %d: %s", round, pd_last_error());
+		EXPECT_EQ(2 * own, fab->staging_bytes);
+		EXPECT_EQ(-EAGAIN, pd_trecv(fab, dev, 0, chunk, me, 94, &r[2]));
+		for (k = 0; k < 4; k++) {
+			struct pd_req *rq = k < 2 ? pool[k] : r[k - 2];
+
+			ASSERT_EQ(0, pd_tsend(fab, hm, 0, chunk, me, 90 + k, &s));
+			EXPECT_EQ(0, pd_wait(s, WAIT_MS, NULL) ?: pd_wait(rq, WAIT_MS, NULL))
+				TH_LOG("%s", pd_last_error());
+			pd_req_free(s);
+			pd_req_free(rq);
+		}
+		EXPECT_EQ(0, fab->staging_bytes) TH_LOG("round %d", round);
+	}
+	pd_mr_dereg(dev);
+	pd_mr_dereg(hm);
+	pd_fabric_close(fab);
+	pd_set_dmabuf_sync(NULL);
+	close(fd);
 }
 
 /*
@@ -510,8 +577,9 @@ TEST(own_staging_is_capped_and_a_refused_post_loses_nothing)
 TEST(staging_cap_from_the_environment_and_the_attr)
 {
 	static char host[CHUNK];
-	struct pd_req *r[2] = { NULL };
+	struct pd_req *r[3] = { NULL };
 	struct own_rig g;
+	char cap[32];
 
 	setenv("PEERDIRECT_MAX_STAGING_BYTES", "0", 1);
 	ASSERT_EQ(0, own_rig_open(&g, host, sizeof(host), 0)) TH_LOG("%s", pd_last_error());
@@ -519,17 +587,19 @@ TEST(staging_cap_from_the_environment_and_the_attr)
 	EXPECT_NE(NULL, strstr(pd_last_error(), "PEERDIRECT_MAX_STAGING_BYTES")) TH_LOG("%s", pd_last_error());
 	own_rig_close(&g);
 
-	ASSERT_EQ(0, own_rig_open(&g, host, sizeof(host), CHUNK)) TH_LOG("%s", pd_last_error());
+	ASSERT_EQ(0, own_rig_open(&g, host, sizeof(host), own_bytes())) TH_LOG("%s", pd_last_error());
 	ASSERT_EQ(0, own_recv(&g, 50, &r[0])) TH_LOG("the attr did not win: %s", pd_last_error());
 	EXPECT_EQ(-EAGAIN, own_recv(&g, 51, &r[1]));
 	EXPECT_EQ(0, feed(&g, host, 50, 8, r[0])) TH_LOG("%s", pd_last_error());
 	pd_req_free(r[0]);
 	own_rig_close(&g);
 
-	setenv("PEERDIRECT_MAX_STAGING_BYTES", "8K", 1);
+	snprintf(cap, sizeof(cap), "%zu", 2 * own_bytes());
+	setenv("PEERDIRECT_MAX_STAGING_BYTES", cap, 1);
 	ASSERT_EQ(0, own_rig_open(&g, host, sizeof(host), 0)) TH_LOG("%s", pd_last_error());
 	ASSERT_EQ(0, own_recv(&g, 50, &r[0])) TH_LOG("%s", pd_last_error());
 	ASSERT_EQ(0, own_recv(&g, 51, &r[1])) TH_LOG("%s", pd_last_error());
+	EXPECT_EQ(-EAGAIN, own_recv(&g, 52, &r[2]));
 	EXPECT_EQ(0, feed(&g, host, 50, 9, r[0])) TH_LOG("%s", pd_last_error());
 	EXPECT_EQ(0, feed(&g, host, 51, 10, r[1])) TH_LOG("%s", pd_last_error());
 	pd_req_free(r[0]);
