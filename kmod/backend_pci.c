@@ -104,6 +104,7 @@ struct pd_bar {
 	struct rw_semaphore hw_lock;
 	bool gone;
 	bool resetting;
+	unsigned int reset_gen;	/* resets begun: zeroing across one restarts */
 	wait_queue_head_t hw_wq;	/* zeroing waits out a reset */
 	/*
 	 * Our pci_enable_device_mem() is in effect: probe enables, AER's
@@ -381,20 +382,21 @@ static int pd_bar_wait_reset(struct pd_bar *bar)
 /*
  * hw_lock is dropped between 1 MiB chunks, so that a reset or a removal
  * waits for one chunk, not for a multi-GiB allocation, and the zeroing
- * then waits out the reset like any other hardware access.  A fatal
- * signal ends it: the caller gives the memory back.
+ * then waits out the reset like any other hardware access.  A reset may
+ * scrub or re-initialise device memory, so the zeroing starts over after
+ * one.  A fatal signal ends it: the caller gives the memory back.
  */
 static int pd_bar_zero(struct pd_device *pd, u64 offset, u64 length)
 {
 	struct pd_bar *bar = pd->backend;
 	u64 done = 0, n;
+	unsigned int gen;
 	int ret;
 
 	down_read(&bar->hw_lock);
-	for (;;) {
-		ret = pd_bar_wait_reset(bar);
-		if (ret || done >= length)
-			break;
+	ret = pd_bar_wait_reset(bar);
+	gen = bar->reset_gen;
+	while (!ret && done < length) {
 		if (fatal_signal_pending(current)) {
 			ret = -EINTR;
 			break;
@@ -409,9 +411,16 @@ static int pd_bar_zero(struct pd_device *pd, u64 offset, u64 length)
 		 * another CPU mapping can see what was there before.
 		 */
 		wmb();
+		if (done == length)
+			break;
 		up_read(&bar->hw_lock);
 		cond_resched();
 		down_read(&bar->hw_lock);
+		ret = pd_bar_wait_reset(bar);
+		if (!ret && bar->reset_gen != gen) {
+			gen = bar->reset_gen;
+			done = 0;
+		}
 	}
 	up_read(&bar->hw_lock);
 	return ret;
@@ -431,6 +440,7 @@ static void pd_bar_hw_block(struct pd_bar *bar)
 {
 	down_write(&bar->hw_lock);
 	bar->resetting = true;
+	bar->reset_gen++;
 	up_write(&bar->hw_lock);
 }
 
