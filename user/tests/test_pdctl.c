@@ -332,19 +332,24 @@ TEST_F(pdctl, doctor_netdev_is_mapped)
 	EXPECT_NE(NULL, strstr(self->out, "not set")) TH_LOG("%s", self->out);
 	EXPECT_NE(NULL, strstr(self->out, "quota_mb=128 sim_devices=1")) TH_LOG("%s", self->out);
 	EXPECT_NE(NULL, strstr(self->out, "iommu=pt")) TH_LOG("%s", self->out);
-	/* without a CPU mapping a netdev can only bounce */
+	/*
+	 * Without a CPU mapping a netdev has no path at all: bounce stages
+	 * through that mapping too, and pd_mr_reg_dmabuf fails.  It said
+	 * "bounce" (exit 7), a run that would work, slower.
+	 */
 	put(self->fake, "sys/class/misc/peerdirect0/features", "0x3");
-	EXPECT_EQ(7, doctor(self->fake, self->out, sizeof(self->out), "none", false,
+	EXPECT_EQ(1, doctor(self->fake, self->out, sizeof(self->out), "none", false,
 			    "doctor --nic eth9"));
-	EXPECT_NE(NULL, strstr(self->out, "netdev   bounce   ")) TH_LOG("%s", self->out);
+	EXPECT_NE(NULL, strstr(self->out, "netdev   none     ")) TH_LOG("%s", self->out);
 	EXPECT_NE(NULL, strstr(self->out, "cpu_mmap")) TH_LOG("%s", self->out);
+	EXPECT_NE(NULL, strstr(self->out, "a pair has no path")) TH_LOG("%s", self->out);
 }
 
 /*
  * An RDMA pair whose dma-buf MR was never tried (no libraries, or a device
  * libibverbs does not list) is "unknown", exit 1: nothing was learned.
  * The host has no RDMA device; rxe's real "bounce" is tested in the VM
- * (selftests/doctor-in-vm.sh).  A bounce found elsewhere still wins (7).
+ * (selftests/doctor-in-vm.sh).
  */
 TEST_F(pdctl, doctor_rdma_not_probed_is_unknown)
 {
@@ -360,11 +365,39 @@ TEST_F(pdctl, doctor_rdma_not_probed_is_unknown)
 			       "libibverbs lists no device fakerdma0")) TH_LOG("%s", self->out);
 	EXPECT_NE(NULL, strstr(self->out, "netdev   mapped")) TH_LOG("%s", self->out);
 	EXPECT_EQ(NULL, strstr(self->out, "peerdirect0  lo ")) TH_LOG("%s", self->out);
-	/* no CPU mapping: eth9 bounces, and 7 outranks the unknown pair's 1 */
+}
+
+/*
+ * rdma-core too old for dma-buf MRs (a libibverbs.so.1 without
+ * ibv_reg_dmabuf_mr ahead in the search path, with the stand-in
+ * libfabric.so.1, since the real one needs the real verbs) bounces, and 7 outranks the
+ * 1 of a second device's pairs, in reset.  Without a CPU mapping the
+ * bounce has nothing to stage from: "none", exit 1, over the 7.
+ */
+TEST_F(pdctl, doctor_bounce_outranks_unknown_and_none_outranks_bounce)
+{
+	char dir[PATH_MAX];
+
+	doctor_tree(self->fake);
+	put(self->fake, "sys/class/misc/peerdirect1/backend", "sim");
+	put(self->fake, "sys/class/misc/peerdirect1/features", "0x61f");
+	put(self->fake, "sys/class/misc/peerdirect1/page_size", "65536");
+	put(self->fake, "sys/class/misc/peerdirect1/state", "resetting");
+	put(self->fake, "dev/peerdirect1", "");
+	tool_path(dir, sizeof(dir), "tests/fakelibs");
+	ASSERT_EQ(0, setenv("LD_LIBRARY_PATH", dir, 1));
+	EXPECT_EQ(7, doctor(self->fake, self->out, sizeof(self->out), NULL, false,
+			    "doctor --nic fakerdma0"));
+	EXPECT_NE(NULL, strstr(self->out, "rdma     bounce   ibv_reg_dmabuf_mr not tried: "
+			       "libibverbs.so.1 has no")) TH_LOG("%s", self->out);
+	EXPECT_NE(NULL, strstr(self->out, "rdma     unknown  not probed: peerdirect1 is resetting"))
+		TH_LOG("%s", self->out);
 	put(self->fake, "sys/class/misc/peerdirect0/features", "0x3");
-	EXPECT_EQ(7, doctor(self->fake, self->out, sizeof(self->out), "none", false, "doctor"));
-	EXPECT_NE(NULL, strstr(self->out, "netdev   bounce   ")) TH_LOG("%s", self->out);
-	EXPECT_NE(NULL, strstr(self->out, "rdma     unknown  ")) TH_LOG("%s", self->out);
+	EXPECT_EQ(1, doctor(self->fake, self->out, sizeof(self->out), NULL, false,
+			    "doctor --nic fakerdma0"));
+	EXPECT_NE(NULL, strstr(self->out, "rdma     none     ")) TH_LOG("%s", self->out);
+	EXPECT_NE(NULL, strstr(self->out, "no CPU mapping")) TH_LOG("%s", self->out);
+	unsetenv("LD_LIBRARY_PATH");
 }
 
 /*
@@ -409,7 +442,7 @@ TEST_F(pdctl, doctor_counts_fi_hmem_on_rdm_endpoints_only)
 	char dir[PATH_MAX], lib[PATH_MAX];
 
 	doctor_tree(self->fake);
-	tool_path(lib, sizeof(lib), "tests/fakefab/libfabric.so.1");
+	tool_path(lib, sizeof(lib), "tests/fakelibs/libfabric.so.1");
 	snprintf(dir, sizeof(dir), "%s/lib", self->fake);
 	put(self->fake, "lib/.keep", "");
 	snprintf(self->out, sizeof(self->out), "%s/libfabric.so.1", dir);

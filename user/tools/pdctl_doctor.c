@@ -89,7 +89,7 @@ struct pair {
 	char device[32];
 	char nic[64];
 	const char *nic_kind;
-	const char *verdict;	/* dmabuf, mapped, bounce, denied, unavailable */
+	const char *verdict;	/* dmabuf, mapped, bounce, none, denied, unavailable, unknown */
 	char reason[TEXT];
 	char fix[TEXT];
 	char topology[TEXT];
@@ -1053,10 +1053,28 @@ static void pair_netdev(const struct dev *d, const struct nic *nic, struct pair 
 			 "dma-buf (the CPU reads device memory; no host copy)", nic->name);
 		return;
 	}
-	p->verdict = "bounce";
+	p->verdict = "none";
 	set_text(p->reason, "peerdirect%d has no CPU mapping (feature cpu_mmap): tcp over %s "
-		 "stages through host memory", d->idx, nic->name);
-	set_text(p->fix, "a backend or module version that offers cpu_mmap (pdctl info)");
+		 "can neither send from it nor stage it through host memory, so "
+		 "pd_mr_reg_dmabuf fails", d->idx, nic->name);
+	set_text(p->fix, "a backend or module version that offers cpu_mmap (pdctl info), or "
+		 "an RDMA NIC that takes the device's dma-bufs");
+}
+
+/*
+ * Bounce copies through the device's CPU mapping: without one, a pair the
+ * NIC cannot DMA has no path at all.  Appended to the reason the direct
+ * path failed for; its fix stays, being the only way left.
+ */
+static void bounce_needs_cpu_mmap(const struct dev *d, struct pair *p)
+{
+	size_t n = strlen(p->reason);
+
+	if (strcmp(p->verdict, "bounce") || (d->features & PEERDIRECT_FEAT_CPU_MMAP))
+		return;
+	p->verdict = "none";
+	snprintf(p->reason + n, sizeof(p->reason) - n, "; and peerdirect%d has no CPU mapping "
+		 "(feature cpu_mmap) to stage from, so pd_mr_reg_dmabuf fails", d->idx);
 }
 
 /* ---- libfabric, libpeerdirect ------------------------------------------------ */
@@ -1337,7 +1355,8 @@ static void print_human(int ret)
 	       ret == EX_BOUNCE ? "a pair would fall back to bounce" :
 	       ret == EX_PERM ? "permission denied" :
 	       ret == EX_NODEV ? "no module, device or node" :
-	       "a check failed, or a pair could not be probed (verdict unknown)");
+	       "a check failed, a pair has no path (verdict none), or a pair could not be "
+	       "probed (verdict unknown)");
 }
 
 static void print_json(const char *release, int ret)
@@ -1404,7 +1423,7 @@ int cmd_doctor(int argc, char **argv)
 	int skipped_nics = 0;
 	struct dev devs[MAX_DEVS];
 	int idx[MAX_DEVS], nr_nics = 0, nr_devs = 0, n, i, j, c, ret = 0;
-	bool want_nic = false;
+	bool want_nic = false, no_path = false;
 	struct utsname u;
 
 	if (getenv("PDCTL_PROC"))
@@ -1504,11 +1523,18 @@ int cmd_doctor(int argc, char **argv)
 				pair_rdma(&devs[i], &nics[j], p);
 			else
 				pair_netdev(&devs[i], &nics[j], p);
+			bounce_needs_cpu_mmap(&devs[i], p);
 			if (!strcmp(p->verdict, "bounce"))
 				ret = worse(ret, EX_BOUNCE);
 			else if (!strcmp(p->verdict, "unknown"))
 				ret = worse(ret, EX_FAIL);
+			else if (!strcmp(p->verdict, "none"))
+				no_path = true;
 		}
+	/* A pair with no path fails a training run: a bounce elsewhere, which
+	 * only slows one, must not hide it (3 and 4 still win). */
+	if (no_path && (ret == EX_OK || ret == EX_BOUNCE))
+		ret = EX_FAIL;
 	check_libpeerdirect(devs, nr_devs, nics, nr_nics);
 	/* A failed check is exit 1 at least, whatever the pairs said. */
 	for (i = 0; i < nr_checks; i++)
