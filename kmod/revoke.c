@@ -117,8 +117,10 @@ static void pd_revoke_locked(struct pd_revoke_ctx *ctx, struct pd_export *exp)
 	} else if (ctx->reason == PD_REVOKE_UNPLUG && earlier) {
 		/*
 		 * Revoked earlier, but its owner still learns the device is
-		 * gone; not one whose last fd was closed (its dentry is dying):
-		 * that export is gone, uncounted in revoked/unplug.
+		 * gone (uncounted in revoked/unplug).  One whose last fd was
+		 * just closed gets a record too: telling a dying dentry apart
+		 * here would race its release anyway, and export ids are never
+		 * reused, so the owner can only ignore it.
 		 */
 		pd_file_queue_event(exp->pfile, exp, PD_REVOKE_UNPLUG);
 	}
