@@ -238,31 +238,19 @@ static int read_settings(const struct pd_fabric_attr *a, struct settings *s)
 	return 0;
 }
 
-/* What to ask for beyond tagged + RMA; dropped in order when no provider
- * offers it (see get_info). */
-struct wants {
-	bool hmem, directed, source, sas;
-};
 
-static struct fi_info *make_hints(const struct settings *s, const struct wants *w)
+static struct fi_info *make_hints(const struct settings *s, const struct pd_wants *w)
 {
 	struct fi_info *h = fi_allocinfo();
 
 	if (!h)
 		return NULL;
-	pd_hints_base(h, w->hmem);
-	h->caps |= (w->directed ? FI_DIRECTED_RECV : 0) | (w->source ? FI_SOURCE : 0);
+	pd_hints_for(h, w);
 	/* Left to choose, libfabric could answer with a node-local provider
 	 * (on 2.1 shm is the one with FI_HMEM, asked for first), and a job's
 	 * remote peers would never answer.  Named, any provider is taken. */
 	if (!s->provider)
 		h->caps |= FI_REMOTE_COMM;
-	/* Chunks of two messages with one tag to one peer must not pass each
-	 * other on the wire. */
-	if (w->sas) {
-		h->tx_attr->msg_order = FI_ORDER_SAS;
-		h->rx_attr->msg_order = FI_ORDER_SAS;
-	}
 	if (s->provider)
 		h->fabric_attr->prov_name = strdup(s->provider);
 	if (s->queue) {
@@ -274,25 +262,15 @@ static struct fi_info *make_hints(const struct settings *s, const struct wants *
 
 static int get_info(struct pd_fabric *fab, const struct settings *s)
 {
-	/* Nice-to-haves, dropped in this order when no provider offers them:
-	 * FI_HMEM (for FI_MR_DMABUF), then FI_DIRECTED_RECV and FI_SOURCE (a
-	 * receive naming its peer; multi-chunk receives from any peer), then
-	 * FI_ORDER_SAS.  fi_getinfo refuses hints whose order a provider
-	 * lacks, so a provider without SAS is asked again for the others. */
-	static const struct wants tries[] = {
-		{ true, true, true, true }, { false, true, true, true },
-		{ true, false, false, true }, { false, false, false, true },
-		{ true, true, true, false }, { false, true, true, false },
-		{ true, false, false, false }, { false, false, false, false },
-	};
+	/* pd_tries (fabric_hints.h): the nice-to-haves, dropped in order. */
 	struct fi_info *hints;
 	int ret = -FI_ENODATA;
 	unsigned int i;
 
-	for (i = 0; i < sizeof(tries) / sizeof(tries[0]) && ret; i++) {
-		if (tries[i].hmem && !PD_HAVE_FI_MR_DMABUF)
+	for (i = 0; i < PD_NR_TRIES && ret; i++) {
+		if (pd_tries[i].hmem && !PD_HAVE_FI_MR_DMABUF)
 			continue;
-		hints = make_hints(s, &tries[i]);
+		hints = make_hints(s, &pd_tries[i]);
 		if (!hints)
 			return pd_error(-ENOMEM, "fi_allocinfo: out of memory");
 		ret = fi_getinfo(FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION), NULL, NULL,
@@ -366,7 +344,7 @@ static int open_objects(struct pd_fabric *fab)
 
 int pd_fabric_open(const struct pd_fabric_attr *attr, struct pd_fabric **out)
 {
-	struct pd_fabric_attr dflt;
+	struct pd_fabric_attr dflt = { 0 };
 	struct pd_mr_cache_ops ops = {
 		.reg = pd_paths_register, .dereg = pd_paths_deregister,
 	};
@@ -376,8 +354,10 @@ int pd_fabric_open(const struct pd_fabric_attr *attr, struct pd_fabric **out)
 
 	if (!out)
 		return pd_error(-EINVAL, "pd_fabric_open: out is NULL");
+	/* A NULL attr does not say which ABI its caller was built for: it
+	 * gets 1.1's defaults, which have no staging cap. */
 	if (!attr) {
-		pd_fabric_attr_init_sz(&dflt, sizeof(dflt));
+		pd_fabric_attr_init_sz(&dflt, offsetof(struct pd_fabric_attr, max_staging_bytes));
 		attr = &dflt;
 	}
 	ret = read_settings(attr, &s);

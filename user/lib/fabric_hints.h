@@ -13,6 +13,7 @@
 
 #include <rdma/fabric.h>
 #include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
 
 static inline void pd_hints_base(struct fi_info *h, bool hmem)
 {
@@ -24,6 +25,40 @@ static inline void pd_hints_base(struct fi_info *h, bool hmem)
 	/* Registration runs outside the fabric lock, concurrently with the
 	 * data path. */
 	h->domain_attr->threading = FI_THREAD_SAFE;
+}
+
+/*
+ * What to ask for beyond tagged + RMA, in the order the library tries it
+ * (get_info): nice-to-haves dropped in this order when no provider offers
+ * them: FI_HMEM (for FI_MR_DMABUF), then FI_DIRECTED_RECV and FI_SOURCE (a
+ * receive naming its peer; multi-chunk receives from any peer), then
+ * FI_ORDER_SAS.  fi_getinfo refuses hints whose order a provider lacks, so
+ * a provider without SAS is asked again for the others.  The first try a
+ * provider answers is what the library gets from it.
+ */
+struct pd_wants {
+	bool hmem, directed, source, sas;
+};
+
+static const struct pd_wants pd_tries[] = {
+	{ true, true, true, true }, { false, true, true, true },
+	{ true, false, false, true }, { false, false, false, true },
+	{ true, true, true, false }, { false, true, true, false },
+	{ true, false, false, false }, { false, false, false, false },
+};
+
+#define PD_NR_TRIES (sizeof(pd_tries) / sizeof(pd_tries[0]))
+
+static inline void pd_hints_for(struct fi_info *h, const struct pd_wants *w)
+{
+	pd_hints_base(h, w->hmem);
+	h->caps |= (w->directed ? FI_DIRECTED_RECV : 0) | (w->source ? FI_SOURCE : 0);
+	/* Chunks of two messages with one tag to one peer must not pass each
+	 * other on the wire. */
+	if (w->sas) {
+		h->tx_attr->msg_order = FI_ORDER_SAS;
+		h->rx_attr->msg_order = FI_ORDER_SAS;
+	}
 }
 
 #endif

@@ -3,7 +3,8 @@
  * A libfabric.so.1 for test_pdctl: one provider, "fakeprov", whose MSG
  * endpoints offer FI_HMEM and whose RDM endpoints do not (as a core
  * provider may, with the utility provider above it dropping FI_HMEM), unless
- * FAKE_FI_HMEM_RDM=1.  Like psm2 or opx it requires FI_CONTEXT, and like
+ * FAKE_FI_HMEM_RDM=1, or =alone: only without FI_DIRECTED_RECV and
+ * FI_SOURCE.  Like psm2 or opx it requires FI_CONTEXT, and like
  * libfabric it answers no hints that leave a required mode unset.  Only
  * what pdctl's doctor calls: fi_version, fi_dupinfo, fi_getinfo,
  * fi_freeinfo.
@@ -66,7 +67,8 @@ int fi_getinfo(uint32_t version, const char *node, const char *service,
 	       uint64_t flags, const struct fi_info *hints, struct fi_info **info)
 {
 	const char *rdm_env = getenv("FAKE_FI_HMEM_RDM");
-	bool rdm_hmem = rdm_env && !strcmp(rdm_env, "1");
+	bool rdm_hmem = rdm_env && (!strcmp(rdm_env, "1") || !strcmp(rdm_env, "alone"));
+	bool alone = rdm_env && !strcmp(rdm_env, "alone");
 	enum fi_ep_type type = hints && hints->ep_attr ? hints->ep_attr->type :
 			       FI_EP_UNSPEC;
 	struct fi_info *i;
@@ -75,7 +77,8 @@ int fi_getinfo(uint32_t version, const char *node, const char *service,
 	(void)node;
 	(void)service;
 	(void)flags;
-	if (hints && (hints->caps & FI_HMEM) && type == FI_EP_RDM && !rdm_hmem)
+	if (hints && (hints->caps & FI_HMEM) && type == FI_EP_RDM &&
+	    (!rdm_hmem || (alone && (hints->caps & (FI_DIRECTED_RECV | FI_SOURCE)))))
 		return -FI_ENODATA;
 	if (hints && !(hints->mode & FI_CONTEXT))
 		return -FI_ENODATA;

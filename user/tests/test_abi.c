@@ -420,6 +420,12 @@ TEST(staging_cap_default_only_for_callers_that_know_it)
 	ASSERT_EQ(0, pd_fabric_open(&attr, &fab)) TH_LOG("%s", pd_last_error());
 	EXPECT_EQ((size_t)1 << 30, fab->max_staging);
 	pd_fabric_close(fab);
+	/* A NULL attr cannot say which ABI its caller knows: 1.1's. */
+	setenv("PEERDIRECT_PROVIDER", "tcp", 1);
+	ASSERT_EQ(0, pd_fabric_open(NULL, &fab)) TH_LOG("%s", pd_last_error());
+	EXPECT_EQ(SIZE_MAX, fab->max_staging);
+	pd_fabric_close(fab);
+	unsetenv("PEERDIRECT_PROVIDER");
 }
 
 /* Output structs: a shorter (older) caller's struct is not overrun, a

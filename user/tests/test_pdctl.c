@@ -53,6 +53,15 @@ static int pdctl(const char *root, char *out, size_t len, bool with_err, const c
 	return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
 }
 
+/* Removes root/rel: 0 or -errno. */
+static int unlink_fake(const char *root, const char *rel)
+{
+	char path[PATH_MAX];
+
+	snprintf(path, sizeof(path), "%s/%s", root, rel);
+	return unlink(path) ? -errno : 0;
+}
+
 static void put(const char *root, const char *rel, const char *val)
 {
 	char path[PATH_MAX], dir[PATH_MAX], *p;
@@ -343,6 +352,13 @@ TEST_F(pdctl, doctor_netdev_is_mapped)
 	EXPECT_NE(NULL, strstr(self->out, "netdev   none     ")) TH_LOG("%s", self->out);
 	EXPECT_NE(NULL, strstr(self->out, "cpu_mmap")) TH_LOG("%s", self->out);
 	EXPECT_NE(NULL, strstr(self->out, "a pair has no path")) TH_LOG("%s", self->out);
+	/* Features that cannot be read say nothing of a CPU mapping: not
+	 * "none" (a module without the sysfs file, the node not a device). */
+	ASSERT_EQ(0, unlink_fake(self->fake, "sys/class/misc/peerdirect0/features"));
+	EXPECT_EQ(1, doctor(self->fake, self->out, sizeof(self->out), "none", false,
+			    "doctor --nic eth9"));
+	EXPECT_NE(NULL, strstr(self->out, "netdev   unknown  peerdirect0's features could not "
+			       "be read")) TH_LOG("%s", self->out);
 }
 
 /*
@@ -370,9 +386,10 @@ TEST_F(pdctl, doctor_rdma_not_probed_is_unknown)
 /*
  * rdma-core too old for dma-buf MRs (a libibverbs.so.1 without
  * ibv_reg_dmabuf_mr ahead in the search path, with the stand-in
- * libfabric.so.1, since the real one needs the real verbs) bounces, and 7 outranks the
- * 1 of a second device's pairs, in reset.  Without a CPU mapping the
- * bounce has nothing to stage from: "none", exit 1, over the 7.
+ * libfabric.so.1, since the real one needs the real verbs) bounces, and 7
+ * outranks the 1 of a second device's pair, in reset.  Live and without a
+ * CPU mapping, that device's bounce has nothing to stage from: "none",
+ * exit 1, over the first device's 7.
  */
 TEST_F(pdctl, doctor_bounce_outranks_unknown_and_none_outranks_bounce)
 {
@@ -389,14 +406,19 @@ TEST_F(pdctl, doctor_bounce_outranks_unknown_and_none_outranks_bounce)
 	EXPECT_EQ(7, doctor(self->fake, self->out, sizeof(self->out), NULL, false,
 			    "doctor --nic fakerdma0"));
 	EXPECT_NE(NULL, strstr(self->out, "rdma     bounce   ibv_reg_dmabuf_mr not tried: "
-			       "libibverbs.so.1 has no")) TH_LOG("%s", self->out);
+			       "libibverbs.so.1 has no ibv_reg_dmabuf_mr")) TH_LOG("%s", self->out);
 	EXPECT_NE(NULL, strstr(self->out, "rdma     unknown  not probed: peerdirect1 is resetting"))
 		TH_LOG("%s", self->out);
-	put(self->fake, "sys/class/misc/peerdirect0/features", "0x3");
+	put(self->fake, "sys/class/misc/peerdirect1/state", "live");
+	put(self->fake, "sys/class/misc/peerdirect1/features", "0x3");
 	EXPECT_EQ(1, doctor(self->fake, self->out, sizeof(self->out), NULL, false,
 			    "doctor --nic fakerdma0"));
-	EXPECT_NE(NULL, strstr(self->out, "rdma     none     ")) TH_LOG("%s", self->out);
+	EXPECT_NE(NULL, strstr(self->out, "peerdirect0  fakerdma0        rdma     bounce   "))
+		TH_LOG("%s", self->out);
+	EXPECT_NE(NULL, strstr(self->out, "peerdirect1  fakerdma0        rdma     none     "))
+		TH_LOG("%s", self->out);
 	EXPECT_NE(NULL, strstr(self->out, "no CPU mapping")) TH_LOG("%s", self->out);
+	EXPECT_EQ(NULL, strstr(self->out, "rdma     unknown")) TH_LOG("%s", self->out);
 	unsetenv("LD_LIBRARY_PATH");
 }
 
@@ -454,6 +476,12 @@ TEST_F(pdctl, doctor_counts_fi_hmem_on_rdm_endpoints_only)
 	ASSERT_EQ(0, setenv("FAKE_FI_HMEM_RDM", "1", 1));
 	doctor(self->fake, self->out, sizeof(self->out), NULL, false, "doctor --nic eth9");
 	EXPECT_NE(NULL, strstr(self->out, "providers offering FI_HMEM: fakeprov;"))
+		TH_LOG("%s", self->out);
+	/* FI_HMEM only without FI_DIRECTED_RECV and FI_SOURCE: the library's
+	 * try without FI_HMEM, which keeps them, comes first and is answered. */
+	ASSERT_EQ(0, setenv("FAKE_FI_HMEM_RDM", "alone", 1));
+	doctor(self->fake, self->out, sizeof(self->out), NULL, false, "doctor --nic eth9");
+	EXPECT_NE(NULL, strstr(self->out, "libfabric 1.21: no provider offers FI_HMEM"))
 		TH_LOG("%s", self->out);
 	unsetenv("FAKE_FI_HMEM_RDM");
 	unsetenv("LD_LIBRARY_PATH");
@@ -782,8 +810,8 @@ TEST_F(pdctl, doctor_json_fields)
 		 "for p in d[\"pairs\"]:\n"
 		 "    assert list(p) == [\"device\", \"nic\", \"nic_kind\", \"verdict\", \"reason\",\n"
 		 "        \"fix\", \"topology\", \"ibv_errno\"], p\n"
-		 "    assert p[\"verdict\"] in (\"dmabuf\", \"mapped\", \"bounce\", \"denied\",\n"
-		 "        \"unavailable\", \"unknown\"), p\n"
+		 "    assert p[\"verdict\"] in (\"dmabuf\", \"mapped\", \"bounce\", \"none\",\n"
+		 "        \"denied\", \"unavailable\", \"unknown\"), p\n"
 		 "v = {(p[\"nic\"], p[\"verdict\"]) for p in d[\"pairs\"]}\n"
 		 "assert v == {(\"eth9\", \"mapped\"), (\"fakerdma0\", \"unknown\")}, v\n"
 		 "names = {c[\"check\"] for c in d[\"checks\"]}\n"

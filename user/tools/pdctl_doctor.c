@@ -75,6 +75,7 @@ struct dev {
 	int fd;			/* -1: not opened */
 	int open_errno;		/* 0: opened */
 	unsigned long long features;
+	bool features_known;	/* from sysfs, else QUERY; unknown: no verdict on cpu_mmap */
 };
 
 struct check {
@@ -351,6 +352,18 @@ static bool in_group(gid_t gid)
 }
 
 /* Opens the node; exit code of its failure, or 0. */
+/* sysfs "features", else QUERY on the node (a module without the file). */
+static void read_features(struct dev *d)
+{
+	struct peerdirect_query q = { .argsz = sizeof(q) };
+
+	d->features_known = !attr_num(d->idx, "features", &d->features);
+	if (!d->features_known && d->fd >= 0 && !ioctl(d->fd, PEERDIRECT_IOCTL_QUERY, &q)) {
+		d->features = q.features;
+		d->features_known = true;
+	}
+}
+
 static int check_node(struct dev *d)
 {
 	char path[PATH_MAX], subject[32], gname[64];
@@ -1047,6 +1060,14 @@ static void pair_netdev(const struct dev *d, const struct nic *nic, struct pair 
 	if (lf_missing(p))
 		return;
 #endif
+	if (!d->features_known) {
+		p->verdict = "unknown";
+		set_text(p->reason, "peerdirect%d's features could not be read (sysfs features, "
+			 "QUERY): whether tcp over %s can send from its CPU mapping is not known",
+			 d->idx, nic->name);
+		set_text(p->fix, "pdctl info; a module whose version matches pdctl");
+		return;
+	}
 	if (d->features & PEERDIRECT_FEAT_CPU_MMAP) {
 		p->verdict = "mapped";
 		set_text(p->reason, "tcp over %s: the provider sends from the CPU mapping of the "
@@ -1070,7 +1091,8 @@ static void bounce_needs_cpu_mmap(const struct dev *d, struct pair *p)
 {
 	size_t n = strlen(p->reason);
 
-	if (strcmp(p->verdict, "bounce") || (d->features & PEERDIRECT_FEAT_CPU_MMAP))
+	if (strcmp(p->verdict, "bounce") || !d->features_known ||
+	    (d->features & PEERDIRECT_FEAT_CPU_MMAP))
 		return;
 	p->verdict = "none";
 	snprintf(p->reason + n, sizeof(p->reason) - n, "; and peerdirect%d has no CPU mapping "
@@ -1089,12 +1111,12 @@ static void check_libfabric(void)
 	void (*freeinfo)(struct fi_info *);
 	struct fi_info *hints, *info = NULL, *i;
 	const char *dmabuf_why = NULL;
-	char provs[TEXT] = "";
-	size_t used = 0;
+	char provs[TEXT] = "", seen[TEXT] = "";
+	size_t used = 0, seen_used = 0, t;
 	bool dmabuf;
 	uint32_t v;
 	void *so;
-	int ret;
+	int ret = 0, tret;
 #endif
 	char why[TEXT];
 
@@ -1123,29 +1145,44 @@ static void check_libfabric(void)
 	v = version();
 	lf.loaded = true;
 	lf.version = v;
-	hints = dupinfo(NULL);
-	if (!hints) {
-		add_check("libfabric", "FI_HMEM", "fail", NULL, "fi_dupinfo failed");
-		dlclose(so);
-		return;
-	}
-	/* What the library opens (fabric.c): a provider whose MSG endpoints
-	 * alone offer FI_HMEM stages there. */
-	pd_hints_base(hints, true);
-	ret = getinfo(v, NULL, NULL, 0, hints, &info);
-	for (i = ret ? NULL : info; i; i = i->next) {
-		const char *name = i->fabric_attr && i->fabric_attr->prov_name ?
-				   i->fabric_attr->prov_name : "?";
+	/*
+	 * The library's tries, in its order, with the version of the headers
+	 * it was built against: a provider offers FI_HMEM to the library when
+	 * the first try it answers asks for it.  One whose MSG endpoints alone
+	 * offer FI_HMEM, or that offers it only without FI_DIRECTED_RECV and
+	 * FI_SOURCE (asked for first), stages.  Tries with FI_HMEM are asked
+	 * even where libfabric has no FI_MR_DMABUF: that is said below.
+	 */
+	for (t = 0; t < PD_NR_TRIES; t++) {
+		hints = dupinfo(NULL);
+		if (!hints) {
+			add_check("libfabric", "FI_HMEM", "fail", NULL, "fi_dupinfo failed");
+			dlclose(so);
+			return;
+		}
+		pd_hints_for(hints, &pd_tries[t]);
+		info = NULL;
+		tret = getinfo(FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION), NULL, NULL, 0,
+			       hints, &info);
+		if (tret)
+			ret = ret ? ret : tret;
+		for (i = tret ? NULL : info; i; i = i->next) {
+			const char *name = i->fabric_attr && i->fabric_attr->prov_name ?
+					   i->fabric_attr->prov_name : "?";
 
-		if (list_has(provs, name, false))
-			continue;
-		if (used < sizeof(provs))
-			used += snprintf(provs + used, sizeof(provs) - used, "%s%s",
-					 used ? " " : "", name);
+			if (list_has(seen, name, false))
+				continue;
+			if (seen_used < sizeof(seen))
+				seen_used += snprintf(seen + seen_used, sizeof(seen) - seen_used,
+						      "%s%s", seen_used ? " " : "", name);
+			if (pd_tries[t].hmem && used < sizeof(provs))
+				used += snprintf(provs + used, sizeof(provs) - used, "%s%s",
+						 used ? " " : "", name);
+		}
+		if (info)
+			freeinfo(info);
+		freeinfo(hints);
 	}
-	if (info)
-		freeinfo(info);
-	freeinfo(hints);
 	/*
 	 * FI_MR_DMABUF is a flag of fi_mr_regattr, not an mr_mode bit: a
 	 * provider offering FI_HMEM takes dma-buf registrations when both the
@@ -1475,8 +1512,8 @@ int cmd_doctor(int argc, char **argv)
 		if (want_dev >= 0 && idx[i] != want_dev)
 			continue;
 		devs[nr_devs].idx = idx[i];
-		devs[nr_devs].features = attr_u64(idx[i], "features");
 		ret = worse(ret, check_node(&devs[nr_devs]));
+		read_features(&devs[nr_devs]);
 		nr_devs++;
 	}
 	if (!nr_devs && !ret) {
