@@ -384,13 +384,16 @@ static int pd_bar_wait_reset(struct pd_bar *bar)
  * waits for one chunk, not for a multi-GiB allocation, and the zeroing
  * then waits out the reset like any other hardware access.  A reset may
  * scrub or re-initialise device memory, so the zeroing starts over after
- * one.  A fatal signal ends it: the caller gives the memory back.
+ * one, at most PD_ZERO_RESTARTS times (then EIO).  A fatal signal ends
+ * it: the caller gives the memory back.
  */
+#define PD_ZERO_RESTARTS	3
+
 static int pd_bar_zero(struct pd_device *pd, u64 offset, u64 length)
 {
 	struct pd_bar *bar = pd->backend;
+	unsigned int gen, restarts = 0;
 	u64 done = 0, n;
-	unsigned int gen;
 	int ret;
 
 	down_read(&bar->hw_lock);
@@ -418,6 +421,11 @@ static int pd_bar_zero(struct pd_device *pd, u64 offset, u64 length)
 		down_read(&bar->hw_lock);
 		ret = pd_bar_wait_reset(bar);
 		if (!ret && bar->reset_gen != gen) {
+			/* Resets faster than a zeroing (an AER storm): give up. */
+			if (++restarts > PD_ZERO_RESTARTS) {
+				ret = -EIO;
+				break;
+			}
 			gen = bar->reset_gen;
 			done = 0;
 		}
@@ -615,7 +623,9 @@ static void pd_bar_remove(struct pci_dev *pdev)
  * while importers and CPU mappings may be live: revoke every export around
  * it (reason RESET) and keep the hardware untouched until it is over, the
  * way vfio-pci zaps and blocks BAR mappings.  Exports asked for meanwhile
- * wait for the end of the reset; allocations survive it.
+ * wait for the end of the reset; allocations survive it (their handles
+ * and offsets, not necessarily their contents: a zeroing under way starts
+ * over).
  */
 static void pd_bar_reset_begin(struct pci_dev *pdev)
 {

@@ -119,8 +119,8 @@ static void pd_revoke_locked(struct pd_revoke_ctx *ctx, struct pd_export *exp)
 		 * Revoked earlier, but its owner still learns the device is
 		 * gone (uncounted in revoked/unplug).  One whose last fd was
 		 * just closed gets a record too: telling a dying dentry apart
-		 * here would race its release anyway, and export ids are never
-		 * reused, so the owner can only ignore it.
+		 * here would race its release anyway, and a device never
+		 * reuses an export id, so the owner can only ignore it.
 		 */
 		pd_file_queue_event(exp->pfile, exp, PD_REVOKE_UNPLUG);
 	}
