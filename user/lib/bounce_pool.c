@@ -102,16 +102,22 @@ size_t pd_bounce_nfree(const struct pd_bounce_pool *p)
 
 unsigned long pd_stage_maps, pd_stage_unmaps;
 
+size_t pd_stage_bytes(size_t len)
+{
+	size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+
+	return (len + pg - 1) & ~(pg - 1);
+}
+
 int pd_stage_alloc(struct fid_domain *domain, size_t len, uint64_t key,
 		   struct pd_stage **out)
 {
-	size_t pg = (size_t)sysconf(_SC_PAGESIZE);
 	struct pd_stage *s = calloc(1, sizeof(*s));
 	int ret;
 
 	if (!s)
 		return pd_error(-ENOMEM, "staging buffer: out of memory");
-	s->len = (len + pg - 1) & ~(pg - 1);
+	s->len = pd_stage_bytes(len);
 	s->mem = mmap(NULL, s->len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (s->mem == MAP_FAILED) {
 		ret = -errno;

@@ -32,6 +32,8 @@ struct pd_stage {
 };
 int pd_stage_alloc(struct fid_domain *domain, size_t len, uint64_t key,
 		   struct pd_stage **out);
+/* What a staging buffer of len bytes holds: len rounded up to pages. */
+size_t pd_stage_bytes(size_t len);
 void pd_stage_free(struct pd_stage *stage);
 
 /*

@@ -238,7 +238,6 @@ static int read_settings(const struct pd_fabric_attr *a, struct settings *s)
 	return 0;
 }
 
-
 static struct fi_info *make_hints(const struct settings *s, const struct pd_wants *w)
 {
 	struct fi_info *h = fi_allocinfo();

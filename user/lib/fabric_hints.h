@@ -15,18 +15,6 @@
 #include <rdma/fi_domain.h>
 #include <rdma/fi_endpoint.h>
 
-static inline void pd_hints_base(struct fi_info *h, bool hmem)
-{
-	h->ep_attr->type = FI_EP_RDM;
-	h->caps = FI_TAGGED | FI_RMA | (hmem ? FI_HMEM : 0);
-	h->mode = FI_CONTEXT | FI_CONTEXT2;
-	h->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED |
-				  FI_MR_PROV_KEY | (hmem ? FI_MR_HMEM : 0);
-	/* Registration runs outside the fabric lock, concurrently with the
-	 * data path. */
-	h->domain_attr->threading = FI_THREAD_SAFE;
-}
-
 /*
  * What to ask for beyond tagged + RMA, in the order the library tries it
  * (get_info): nice-to-haves dropped in this order when no provider offers
@@ -51,8 +39,15 @@ static const struct pd_wants pd_tries[] = {
 
 static inline void pd_hints_for(struct fi_info *h, const struct pd_wants *w)
 {
-	pd_hints_base(h, w->hmem);
-	h->caps |= (w->directed ? FI_DIRECTED_RECV : 0) | (w->source ? FI_SOURCE : 0);
+	h->ep_attr->type = FI_EP_RDM;
+	h->caps = FI_TAGGED | FI_RMA | (w->hmem ? FI_HMEM : 0) |
+		  (w->directed ? FI_DIRECTED_RECV : 0) | (w->source ? FI_SOURCE : 0);
+	h->mode = FI_CONTEXT | FI_CONTEXT2;
+	h->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED |
+				  FI_MR_PROV_KEY | (w->hmem ? FI_MR_HMEM : 0);
+	/* Registration runs outside the fabric lock, concurrently with the
+	 * data path. */
+	h->domain_attr->threading = FI_THREAD_SAFE;
 	/* Chunks of two messages with one tag to one peer must not pass each
 	 * other on the wire. */
 	if (w->sas) {

@@ -376,23 +376,16 @@ static struct pd_stage *take_spare_locked(struct pd_fabric *fab, size_t slen)
 	return st;
 }
 
-static size_t page_up(size_t len)
-{
-	size_t pg = (size_t)sysconf(_SC_PAGESIZE);
-
-	return (len + pg - 1) & ~(pg - 1);
-}
-
 /*
- * slen bytes of own staging count against max_staging from here until the
- * request lets the buffer go: a spare if one fits (*out), else the caller
+ * The buffer of slen bytes counts against max_staging from here until the
+ * request lets it go: a spare if one fits (r->own_stage), else the caller
  * allocates one outside the lock.  Past the cap the post fails, before
  * anything was queued, so nothing is lost.
  */
 static int reserve_staging_locked(struct pd_req *r, const char *fn, size_t slen)
 {
 	struct pd_fabric *fab = r->fab;
-	size_t need = page_up(slen);
+	size_t need = pd_stage_bytes(slen);
 
 	if (need > fab->max_staging || fab->staging_bytes > fab->max_staging - need)
 		return pd_error(-EAGAIN, "%s: bounce staging beyond the pool's %zu slots would hold %zu bytes, past the cap of %zu (max_staging_bytes, PEERDIRECT_MAX_STAGING_BYTES): complete some bounce requests and try again",

@@ -494,6 +494,14 @@ static void iommu_group(const char *devdir, char *buf, size_t len)
 	snprintf(buf, len, "%.32s (%.24s)", g, type);
 }
 
+/* Appends word to a space-separated list of size bytes, *used long; a
+ * full list keeps what fits. */
+static void list_add(char *list, size_t size, size_t *used, const char *word)
+{
+	if (*used < size)
+		*used += snprintf(list + *used, size - *used, "%s%s", *used ? " " : "", word);
+}
+
 static void check_iommu(const struct dev *devs, int nr)
 {
 	char path[PATH_MAX], units[TEXT] = "", args[TEXT] = "", grp[64], *cmd, *tok, *save;
@@ -505,9 +513,8 @@ static void check_iommu(const struct dev *devs, int nr)
 	snprintf(path, sizeof(path), "%s/class/iommu", sysroot);
 	n = scandir(path, &names, NULL, alphasort);
 	for (i = 0; i < n; i++) {
-		if (names[i]->d_name[0] != '.' && used < sizeof(units))
-			used += snprintf(units + used, sizeof(units) - used, "%s%s",
-					 used ? " " : "", names[i]->d_name);
+		if (names[i]->d_name[0] != '.')
+			list_add(units, sizeof(units), &used, names[i]->d_name);
 		free(names[i]);
 	}
 	if (n >= 0)
@@ -670,9 +677,8 @@ static int acs_on_path(const char *a, const char *b, size_t common, char *text, 
 			ctrl = acs_ctrl(dir);
 			if (ctrl == -2)
 				unread++;
-			else if (ctrl >= 0 && (ctrl & ACS_REDIRECT) && used < sizeof(redirect))
-				used += snprintf(redirect + used, sizeof(redirect) - used, "%s%s",
-						 used ? " " : "", comp);
+			else if (ctrl >= 0 && (ctrl & ACS_REDIRECT))
+				list_add(redirect, sizeof(redirect), &used, comp);
 		}
 	}
 	if (used)
@@ -1172,12 +1178,9 @@ static void check_libfabric(void)
 
 			if (list_has(seen, name, false))
 				continue;
-			if (seen_used < sizeof(seen))
-				seen_used += snprintf(seen + seen_used, sizeof(seen) - seen_used,
-						      "%s%s", seen_used ? " " : "", name);
-			if (pd_tries[t].hmem && used < sizeof(provs))
-				used += snprintf(provs + used, sizeof(provs) - used, "%s%s",
-						 used ? " " : "", name);
+			list_add(seen, sizeof(seen), &seen_used, name);
+			if (pd_tries[t].hmem)
+				list_add(provs, sizeof(provs), &used, name);
 		}
 		if (info)
 			freeinfo(info);
