@@ -94,13 +94,6 @@ bool pd_provider_copies_with_cpu(const char *provider)
 }
 
 /*
- * Providers that move some messages by pinning the pages of a CPU mapping:
- * shm sends above its inject size with process_vm_readv/writev (CMA).  A
- * dma-buf's mmap is VM_PFNMAP, so that fails (EIO, measured in the VM)
- * whether the mapping was registered as host memory or as the base_addr of
- * an FI_MR_DMABUF registration.
- */
-/*
  * Providers whose registration pins host pages (verbs, efa, psm, ...):
  * every one but those that resolve addresses at transfer time (the CPU
  * movers and shm).  An idle registration of theirs would keep a freed
@@ -124,13 +117,25 @@ static bool fi_env_true(const char *name)
 		     !strcasecmp(v, "on"));
 }
 
-bool pd_provider_pins_cpu_maps(const char *provider)
+/*
+ * Providers that move some messages by pinning the pages of a CPU mapping:
+ * shm sends above its inject size with process_vm_readv/writev (CMA).  A
+ * dma-buf's mmap is VM_PFNMAP, so that fails (EIO, measured in the VM)
+ * whether the mapping was registered as host memory or as the base_addr of
+ * an FI_MR_DMABUF registration.
+ */
+bool pd_provider_pins_cpu_maps(const char *provider, bool hmem)
 {
 	size_t core = strcspn(provider, ";");
 
-	/* FI_SHM_DISABLE_CMA: shm copies through its own shared buffers,
-	 * with the CPU, from base_addr (tested in the VM's shim part). */
-	return core == 3 && !strncmp(provider, "shm", 3) && !fi_env_true("FI_SHM_DISABLE_CMA");
+	/*
+	 * shm turns CMA off for an endpoint with FI_HMEM (smr_ep.c, libfabric
+	 * 1.18 to 2.3 and main), as for FI_SHM_DISABLE_CMA: it copies through
+	 * its own shared buffers, with the CPU, from base_addr (tested in the
+	 * VM's shim part).  The library asks FI_HMEM only from 1.20.
+	 */
+	return core == 3 && !strncmp(provider, "shm", 3) && !hmem &&
+	       !fi_env_true("FI_SHM_DISABLE_CMA");
 }
 
 /* The caller's size, not ours: an older caller's struct is shorter. */
@@ -259,6 +264,17 @@ static struct fi_info *make_hints(const struct settings *s, const struct pd_want
 	return h;
 }
 
+/*
+ * FI_HMEM is not free: shm turns its single copy (CMA) off for every
+ * message of an endpoint that has it, host memory included (measured on
+ * libfabric 2.1: 4-8 MiB allreduce 20-30% slower).  A fabric opened with
+ * path bounce never gives a dma-buf to the provider, so it does not ask.
+ */
+static bool hmem_wanted(const struct settings *s)
+{
+	return PD_HAVE_FI_MR_DMABUF && s->path != PD_PATH_BOUNCE;
+}
+
 static int get_info(struct pd_fabric *fab, const struct settings *s)
 {
 	/* pd_tries (fabric_hints.h): the nice-to-haves, dropped in order. */
@@ -267,7 +283,7 @@ static int get_info(struct pd_fabric *fab, const struct settings *s)
 	unsigned int i;
 
 	for (i = 0; i < PD_NR_TRIES && ret; i++) {
-		if (pd_tries[i].hmem && !PD_HAVE_FI_MR_DMABUF)
+		if (pd_tries[i].hmem && !hmem_wanted(s))
 			continue;
 		hints = make_hints(s, &pd_tries[i]);
 		if (!hints)
@@ -279,6 +295,7 @@ static int get_info(struct pd_fabric *fab, const struct settings *s)
 	if (ret)
 		return pd_error(ret, "fi_getinfo(provider %s, RDM, tagged + RMA): %s",
 				s->provider ? s->provider : "auto", fi_strerror(-ret));
+	fab->hmem_asked = hmem_wanted(s);
 	fab->directed_recv = fab->info->caps & FI_DIRECTED_RECV;
 	fab->source = fab->info->caps & FI_SOURCE;
 	fab->sas = (fab->info->tx_attr->msg_order & FI_ORDER_SAS) &&
@@ -375,8 +392,8 @@ int pd_fabric_open(const struct pd_fabric_attr *attr, struct pd_fabric **out)
 		goto fail;
 	snprintf(fab->provider, sizeof(fab->provider), "%s", fab->info->fabric_attr->prov_name);
 	fab->cpu_mover = pd_provider_copies_with_cpu(fab->provider);
-	fab->pins_cpu_maps = pd_provider_pins_cpu_maps(fab->provider);
 	fab->hmem = fab->info->caps & FI_HMEM;
+	fab->pins_cpu_maps = pd_provider_pins_cpu_maps(fab->provider, fab->hmem);
 	fab->virt_addr = fab->info->domain_attr->mr_mode & FI_MR_VIRT_ADDR;
 	fab->chunk = s.chunk < fab->info->ep_attr->max_msg_size ? s.chunk :
 		     fab->info->ep_attr->max_msg_size;

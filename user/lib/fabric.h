@@ -41,6 +41,7 @@ struct pd_fabric {
 	bool cpu_mover;		/* sender copies with its own CPU (tcp, sockets, ...) */
 	bool pins_cpu_maps;	/* provider pins the pages of CPU mappings (shm's CMA) */
 	bool hmem;		/* provider announced FI_HMEM */
+	bool hmem_asked;	/* FI_HMEM was asked for (not with path bounce) */
 	bool virt_addr;		/* FI_MR_VIRT_ADDR: RMA addresses are VAs */
 	bool directed_recv;	/* FI_DIRECTED_RECV: a receive can name its peer */
 	bool source;		/* FI_SOURCE: completions name their sender */
@@ -169,7 +170,7 @@ int pd_fabric_bounce_pool(struct pd_fabric *fab, struct pd_bounce_pool **out);
  * few). */
 int pd_tag_bits_for(uint64_t mem_tag_format, unsigned int *user_bits);
 bool pd_provider_copies_with_cpu(const char *provider);
-bool pd_provider_pins_cpu_maps(const char *provider);
+bool pd_provider_pins_cpu_maps(const char *provider, bool hmem);
 bool pd_provider_pins_host_pages(const char *provider);
 
 /*

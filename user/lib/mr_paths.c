@@ -149,6 +149,11 @@ static int try_dmabuf_mr(struct pd_fabric *fab, const struct pd_mr_key *k,
 	};
 	int ret;
 
+	if (!fab->hmem_asked) {
+		note(r, "dmabuf: the fabric was opened with path bounce, so FI_HMEM was not asked of %s; ",
+		     fab->provider);
+		return -EOPNOTSUPP;
+	}
 	if (!fab->hmem) {
 		note(r, "dmabuf: provider %s lacks FI_HMEM; ", fab->provider);
 		return -EOPNOTSUPP;

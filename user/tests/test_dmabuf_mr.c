@@ -45,8 +45,9 @@ FIXTURE(dmabuf) {
 /*
  * What libfabric 2.1.0 was measured to do with FI_HMEM requested: only shm
  * offers it (tcp, tcp;ofi_rxm, udp;ofi_rxd and sockets answer ENODATA), and
- * shm accepts FI_MR_DMABUF.  In auto mode shm still skips the dmabuf path:
- * its large messages go through process_vm_readv/writev on the mapping.
+ * shm accepts FI_MR_DMABUF.  An shm endpoint with FI_HMEM has no CMA: its
+ * large messages are copied with the CPU through its own buffers, so auto
+ * takes the dmabuf path on it.
  */
 FIXTURE_VARIANT(dmabuf) {
 	const char *provider;
@@ -58,8 +59,7 @@ FIXTURE_VARIANT(dmabuf) {
 
 FIXTURE_VARIANT_ADD(dmabuf, shm) {
 	.provider = "shm", .hmem = true,
-	.auto_path = PD_PATH_BOUNCE,
-	.auto_dmabuf_step = "dmabuf: skipped, shm moves messages above its inject size with process_vm_readv/writev",
+	.auto_path = PD_PATH_DMABUF, .auto_dmabuf_step = "FI_MR_DMABUF on shm",
 	.auto_path_without = PD_PATH_BOUNCE,
 };
 FIXTURE_VARIANT_ADD(dmabuf, tcp) {
@@ -244,6 +244,58 @@ TEST_F_TIMEOUT(dmabuf, auto_path_and_reason_then_bytes, 120)
 	move_bytes(_metadata, self, a, b);
 	pd_mr_dereg(a);
 	pd_mr_dereg(b);
+}
+
+/*
+ * FI_HMEM costs shm its single copy (CMA) for host memory too, so a fabric
+ * opened with path bounce, which never gives a dma-buf to the provider,
+ * does not ask for it, and shm keeps CMA there.  Forcing dmabuf on such a
+ * fabric later is refused with that reason; host memory moves as before.
+ */
+TEST_F_TIMEOUT(dmabuf, a_bounce_fabric_asks_no_fi_hmem, 120)
+{
+	bool shm = !strcmp(variant->provider, "shm");
+	struct pd_fabric_attr attr;
+	struct pd_fabric *fab;
+	struct pd_mr *mr, *dst;
+	char addr[256];
+	size_t alen = sizeof(addr);
+	uint64_t me;
+
+	/* The fixture's fabric (auto) asked, where FI_MR_DMABUF is built. */
+	EXPECT_EQ(PD_HAVE_FI_MR_DMABUF, self->fab->hmem_asked);
+	EXPECT_EQ(dmabuf_accepted(variant), self->fab->hmem);
+	EXPECT_EQ(shm && !dmabuf_accepted(variant), self->fab->pins_cpu_maps);
+
+	unsetenv("PEERDIRECT_PATH");
+	pd_fabric_attr_init(&attr);
+	attr.provider = variant->provider;
+	attr.chunk_size = CHUNK;
+	attr.path = PD_PATH_BOUNCE;
+	ASSERT_EQ(0, pd_fabric_open(&attr, &fab)) TH_LOG("%s", pd_last_error());
+	EXPECT_FALSE(fab->hmem_asked);
+	EXPECT_FALSE(fab->info->caps & FI_HMEM);
+	EXPECT_EQ(shm, fab->pins_cpu_maps);
+
+	ASSERT_EQ(0, pd_fabric_set_path(fab, PD_PATH_DMABUF));
+	EXPECT_EQ(-EOPNOTSUPP, pd_mr_reg_dmabuf(fab, self->fd[0], REG_OFF, REG_LEN, 0, &mr));
+	EXPECT_NE(NULL, strstr(pd_last_error(), "forced path dmabuf is impossible"));
+	EXPECT_NE(NULL, strstr(pd_last_error(), PD_HAVE_FI_MR_DMABUF ?
+			       "opened with path bounce, so FI_HMEM was not asked of" :
+			       "without FI_MR_DMABUF")) TH_LOG("%s", pd_last_error());
+
+	/* Host memory, a multi-chunk message, over that fabric. */
+	ASSERT_EQ(0, pd_fabric_addr(fab, addr, &alen));
+	ASSERT_EQ(0, pd_fabric_insert(fab, addr, alen, &me));
+	ASSERT_EQ(0, pd_mr_reg_host(fab, self->host, BUF_LEN / 2, 0, &mr));
+	ASSERT_EQ(0, pd_mr_reg_host(fab, self->host + BUF_LEN / 2, BUF_LEN / 2, 0, &dst));
+	fill(self->host, BUF_LEN / 2, 9);
+	memset(self->host + BUF_LEN / 2, 0, BUF_LEN / 2);
+	ASSERT_EQ(0, loop_xfer(fab, me, mr, dst, (3u << 20) + 1, 5)) TH_LOG("%s", pd_last_error());
+	EXPECT_EQ(-1, check(self->host + BUF_LEN / 2, (3u << 20) + 1, 9));
+	pd_mr_dereg(mr);
+	pd_mr_dereg(dst);
+	pd_fabric_close(fab);
 }
 
 /*

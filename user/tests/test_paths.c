@@ -174,8 +174,9 @@ TEST(env_path_forces_bounce_and_rejects_unknown)
 
 /*
  * shm pins a CPU mapping (process_vm_readv) unless FI_SHM_DISABLE_CMA is
- * true in libfabric's spellings; then its copies go through its own
- * buffers and auto may give it the dma-buf.
+ * true in libfabric's spellings, or its endpoint has FI_HMEM (which turns
+ * CMA off from libfabric 1.18); then its copies go through its own buffers
+ * and auto may give it the dma-buf.
  */
 TEST(shm_without_cma_does_not_pin_cpu_maps)
 {
@@ -184,15 +185,17 @@ TEST(shm_without_cma_does_not_pin_cpu_maps)
 	unsigned int i;
 
 	unsetenv("FI_SHM_DISABLE_CMA");
-	EXPECT_TRUE(pd_provider_pins_cpu_maps("shm"));
-	EXPECT_FALSE(pd_provider_pins_cpu_maps("tcp;ofi_rxm"));
+	EXPECT_TRUE(pd_provider_pins_cpu_maps("shm", false));
+	EXPECT_FALSE(pd_provider_pins_cpu_maps("shm", true));
+	EXPECT_FALSE(pd_provider_pins_cpu_maps("tcp;ofi_rxm", false));
 	for (i = 0; i < sizeof(yes) / sizeof(yes[0]); i++) {
 		setenv("FI_SHM_DISABLE_CMA", yes[i], 1);
-		EXPECT_FALSE(pd_provider_pins_cpu_maps("shm")) TH_LOG("'%s'", yes[i]);
+		EXPECT_FALSE(pd_provider_pins_cpu_maps("shm", false)) TH_LOG("'%s'", yes[i]);
 	}
 	for (i = 0; i < sizeof(no) / sizeof(no[0]); i++) {
 		setenv("FI_SHM_DISABLE_CMA", no[i], 1);
-		EXPECT_TRUE(pd_provider_pins_cpu_maps("shm")) TH_LOG("'%s'", no[i]);
+		EXPECT_TRUE(pd_provider_pins_cpu_maps("shm", false)) TH_LOG("'%s'", no[i]);
+		EXPECT_FALSE(pd_provider_pins_cpu_maps("shm", true)) TH_LOG("'%s'", no[i]);
 	}
 	unsetenv("FI_SHM_DISABLE_CMA");
 }

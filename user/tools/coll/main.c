@@ -823,9 +823,10 @@ int main(int argc, char **argv)
 		       "recursive doubling" : "recursive doubling up to --rd-max, ring above", o.rd_max);
 		for (p = 0; p < NLANES; p++)
 			if (o.lanes[p])
-				printf("# path %-6s: memory %-8s %s: %s\n", lane_names[p],
+				printf("# path %-6s: memory %-8s %s: %s%s\n", lane_names[p],
 				       p == LANE_HOST ? "host" : o.memory, pd_path_name(pd_mr_path(lanes[p].mr)),
-				       pd_mr_reason(lanes[p].mr));
+				       pd_mr_reason(lanes[p].mr),
+				       p == LANE_DIRECT ? "" : " (fabric opened with path bounce: no FI_HMEM asked)");
 		if (o.lanes[LANE_DIRECT] || o.lanes[LANE_BOUNCE]) {
 			struct lane *l = &lanes[o.lanes[LANE_DIRECT] ? LANE_DIRECT : LANE_BOUNCE];
 			size_t len = o.maxb < (64 << 20) ? o.maxb : (64 << 20);
