@@ -8,9 +8,8 @@
 #   - tcp over a veth: mapped (the CPU reads the dma-buf): exit 0;
 #   - libfabric with FI_MR_DMABUF (the unstable root's 2.x) or without it
 #     (Debian 12's 1.17): the check says which; on 2.x the library's shm
-#     choice is dmabuf, with FI_SHM_DISABLE_CMA=1 or without it (an shm
-#     endpoint with FI_HMEM has no CMA), and verbs says why it could not
-#     take the dma-buf;
+#     choice is dmabuf once FI_SHM_DISABLE_CMA=1 (bounce with CMA, and
+#     why), and verbs says why it could not take the dma-buf;
 #   - a user outside the node's group: denied, exit 4, and the fix.
 # The payload holds bin/pdctl and lib/libpeerdirect.so.1, built for this
 # tier's userspace.
@@ -74,18 +73,17 @@ else
 		'^libpeerdirect +peerdirect0/verbs +warn +pd_mr_reg_dmabuf chose bounce: .*VM_PFNMAP' \
 		'^libpeerdirect +peerdirect0/tcp +ok +pd_mr_reg_dmabuf chose mapped'
 	if lf_has_dmabuf; then
-		# shm copies through its own buffers, with the CPU, from the
-		# mapping: its endpoint has FI_HMEM, which turns CMA off (and
-		# with CMA it would have to pin the VM_PFNMAP mapping); so it
-		# does with FI_SHM_DISABLE_CMA=1.
-		check "libfabric $lfver: FI_MR_DMABUF, shm takes the dma-buf itself (FI_HMEM: no CMA), verbs says why it refused" \
+		# With CMA the library asks no FI_HMEM of shm (it would turn
+		# CMA off for host memory too) and bounces, since CMA cannot pin
+		# the VM_PFNMAP mapping; with FI_SHM_DISABLE_CMA=1 shm copies
+		# from the mapping with the CPU and takes the dma-buf itself.
+		check "libfabric $lfver: FI_MR_DMABUF; shm with CMA bounces and says why, verbs says why it refused" \
 			7 7 /tmp/d-both \
 			'^libfabric +FI_HMEM +ok +libfabric [0-9]+\.[0-9]+: providers offering FI_HMEM: .*shm.*; dma-buf registrations \(FI_MR_DMABUF\): yes$' \
 			'^libpeerdirect +peerdirect0/verbs +warn +pd_mr_reg_dmabuf chose bounce: .*dmabuf: ' \
-			'^libpeerdirect +peerdirect0/shm +ok +pd_mr_reg_dmabuf chose dmabuf: .*FI_MR_DMABUF on shm' \
-			'!^libpeerdirect +peerdirect0/shm +warn'
+			"^libpeerdirect +peerdirect0/shm +warn +pd_mr_reg_dmabuf chose bounce: dmabuf: FI_HMEM not asked of shm: it would turn off shm's single copy \\(CMA\\)"
 		FI_SHM_DISABLE_CMA=1 doctor /tmp/d-shm -d 0 doctor --nic va
-		check "libfabric $lfver, FI_SHM_DISABLE_CMA=1: shm takes the dma-buf too" 0 0 /tmp/d-shm \
+		check "libfabric $lfver, FI_SHM_DISABLE_CMA=1: shm takes the dma-buf itself" 0 0 /tmp/d-shm \
 			'^libpeerdirect +peerdirect0/shm +ok +pd_mr_reg_dmabuf chose dmabuf: .*FI_MR_DMABUF on shm'
 	else
 		check "libfabric ${lfver:-?}: no FI_MR_DMABUF, and the check and the library say so" 7 7 /tmp/d-both \

@@ -265,14 +265,26 @@ static struct fi_info *make_hints(const struct settings *s, const struct pd_want
 }
 
 /*
- * FI_HMEM is not free: shm turns its single copy (CMA) off for every
- * message of an endpoint that has it, host memory included (measured on
- * libfabric 2.1: 4-8 MiB allreduce 20-30% slower).  A fabric opened with
- * path bounce never gives a dma-buf to the provider, so it does not ask.
+ * Why FI_HMEM is not asked for, or NULL if it is.  It is not free: shm
+ * turns its single copy (CMA) off for every message of an endpoint that
+ * has it, host memory included, and copies through its own buffers.  On
+ * libfabric 2.1 that made host memory 0.82-0.87x of Open MPI at 4-8 MiB,
+ * and device memory on the dmabuf path (two CPU copies) slower than bounce
+ * with CMA (a copy each side and one process_vm_readv): performance.md,
+ * section S.  shm has no NIC to hand a dma-buf to, so it gets FI_HMEM only
+ * where CMA is off anyway (FI_SHM_DISABLE_CMA) or the fabric is opened
+ * with path dmabuf.  A fabric opened with path bounce never gives a dma-buf
+ * to any provider.
  */
-static bool hmem_wanted(const struct settings *s)
+static const char *hmem_unasked(const struct settings *s)
 {
-	return PD_HAVE_FI_MR_DMABUF && s->path != PD_PATH_BOUNCE;
+	if (!PD_HAVE_FI_MR_DMABUF)
+		return "built without FI_MR_DMABUF";
+	if (s->path == PD_PATH_BOUNCE)
+		return "the fabric was opened with path bounce";
+	if (s->path != PD_PATH_DMABUF && s->provider && pd_provider_pins_cpu_maps(s->provider, false))
+		return "it would turn off shm's single copy (CMA) for every message, host memory included; FI_SHM_DISABLE_CMA=1 gives shm the dma-buf";
+	return NULL;
 }
 
 static int get_info(struct pd_fabric *fab, const struct settings *s)
@@ -283,7 +295,7 @@ static int get_info(struct pd_fabric *fab, const struct settings *s)
 	unsigned int i;
 
 	for (i = 0; i < PD_NR_TRIES && ret; i++) {
-		if (pd_tries[i].hmem && !hmem_wanted(s))
+		if (pd_tries[i].hmem && hmem_unasked(s))
 			continue;
 		hints = make_hints(s, &pd_tries[i]);
 		if (!hints)
@@ -295,7 +307,7 @@ static int get_info(struct pd_fabric *fab, const struct settings *s)
 	if (ret)
 		return pd_error(ret, "fi_getinfo(provider %s, RDM, tagged + RMA): %s",
 				s->provider ? s->provider : "auto", fi_strerror(-ret));
-	fab->hmem_asked = hmem_wanted(s);
+	fab->hmem_unasked = hmem_unasked(s);
 	fab->directed_recv = fab->info->caps & FI_DIRECTED_RECV;
 	fab->source = fab->info->caps & FI_SOURCE;
 	fab->sas = (fab->info->tx_attr->msg_order & FI_ORDER_SAS) &&
@@ -391,9 +403,11 @@ int pd_fabric_open(const struct pd_fabric_attr *attr, struct pd_fabric **out)
 	if (ret)
 		goto fail;
 	snprintf(fab->provider, sizeof(fab->provider), "%s", fab->info->fabric_attr->prov_name);
-	fab->cpu_mover = pd_provider_copies_with_cpu(fab->provider);
 	fab->hmem = fab->info->caps & FI_HMEM;
 	fab->pins_cpu_maps = pd_provider_pins_cpu_maps(fab->provider, fab->hmem);
+	/* Neither pins host pages nor the mapping: copies from it with the
+	 * CPU at transfer time (tcp, sockets, ..., and shm without CMA). */
+	fab->cpu_mover = !pd_provider_pins_host_pages(fab->provider) && !fab->pins_cpu_maps;
 	fab->virt_addr = fab->info->domain_attr->mr_mode & FI_MR_VIRT_ADDR;
 	fab->chunk = s.chunk < fab->info->ep_attr->max_msg_size ? s.chunk :
 		     fab->info->ep_attr->max_msg_size;

@@ -38,10 +38,10 @@ struct pd_fabric {
 	struct fid_cq *cq;
 	struct fid_ep *ep;
 	char provider[64];
-	bool cpu_mover;		/* sender copies with its own CPU (tcp, sockets, ...) */
+	bool cpu_mover;		/* copies with the CPU from a mapping (tcp, shm without CMA) */
 	bool pins_cpu_maps;	/* provider pins the pages of CPU mappings (shm's CMA) */
 	bool hmem;		/* provider announced FI_HMEM */
-	bool hmem_asked;	/* FI_HMEM was asked for (not with path bounce) */
+	const char *hmem_unasked; /* why FI_HMEM was not asked for, or NULL */
 	bool virt_addr;		/* FI_MR_VIRT_ADDR: RMA addresses are VAs */
 	bool directed_recv;	/* FI_DIRECTED_RECV: a receive can name its peer */
 	bool source;		/* FI_SOURCE: completions name their sender */

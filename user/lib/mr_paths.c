@@ -149,9 +149,8 @@ static int try_dmabuf_mr(struct pd_fabric *fab, const struct pd_mr_key *k,
 	};
 	int ret;
 
-	if (!fab->hmem_asked) {
-		note(r, "dmabuf: the fabric was opened with path bounce, so FI_HMEM was not asked of %s; ",
-		     fab->provider);
+	if (fab->hmem_unasked) {
+		note(r, "dmabuf: FI_HMEM not asked of %s: %s; ", fab->provider, fab->hmem_unasked);
 		return -EOPNOTSUPP;
 	}
 	if (!fab->hmem) {

@@ -45,30 +45,40 @@ FIXTURE(dmabuf) {
 /*
  * What libfabric 2.1.0 was measured to do with FI_HMEM requested: only shm
  * offers it (tcp, tcp;ofi_rxm, udp;ofi_rxd and sockets answer ENODATA), and
- * shm accepts FI_MR_DMABUF.  An shm endpoint with FI_HMEM has no CMA: its
- * large messages are copied with the CPU through its own buffers, so auto
- * takes the dmabuf path on it.
+ * shm accepts FI_MR_DMABUF.  But an shm endpoint with FI_HMEM has no CMA,
+ * host memory included, so the library asks it of shm only where CMA is
+ * off anyway (FI_SHM_DISABLE_CMA=1): then shm copies from the mapping with
+ * the CPU and auto takes the dmabuf path.  With CMA auto bounces.
  */
 FIXTURE_VARIANT(dmabuf) {
 	const char *provider;
-	bool hmem;			/* FI_HMEM offered, FI_MR_DMABUF accepted */
+	bool nocma;			/* FI_SHM_DISABLE_CMA=1 for the test */
+	bool asks_hmem;			/* the library asks FI_HMEM (auto) */
+	bool offers_hmem;		/* FI_HMEM offered, FI_MR_DMABUF accepted */
+	const char *forced_refusal;	/* why a forced dmabuf is refused */
 	enum pd_path auto_path;		/* where auto lands with FI_MR_DMABUF built in */
 	const char *auto_dmabuf_step;	/* the dmabuf step auto records then */
 	enum pd_path auto_path_without;	/* ... and without it (libfabric < 1.20) */
 };
 
 FIXTURE_VARIANT_ADD(dmabuf, shm) {
-	.provider = "shm", .hmem = true,
-	.auto_path = PD_PATH_DMABUF, .auto_dmabuf_step = "FI_MR_DMABUF on shm",
+	.provider = "shm", .asks_hmem = false, .offers_hmem = true,
+	.forced_refusal = "FI_HMEM not asked of shm: it would turn off shm's single copy (CMA)",
+	.auto_path = PD_PATH_BOUNCE, .auto_dmabuf_step = "FI_HMEM not asked of shm",
 	.auto_path_without = PD_PATH_BOUNCE,
 };
+FIXTURE_VARIANT_ADD(dmabuf, shm_nocma) {
+	.provider = "shm", .nocma = true, .asks_hmem = true, .offers_hmem = true,
+	.auto_path = PD_PATH_DMABUF, .auto_dmabuf_step = "FI_MR_DMABUF on shm",
+	.auto_path_without = PD_PATH_MAPPED,
+};
 FIXTURE_VARIANT_ADD(dmabuf, tcp) {
-	.provider = "tcp", .hmem = false,
+	.provider = "tcp", .asks_hmem = true, .offers_hmem = false, .forced_refusal = "lacks FI_HMEM",
 	.auto_path = PD_PATH_MAPPED, .auto_dmabuf_step = "lacks FI_HMEM",
 	.auto_path_without = PD_PATH_MAPPED,
 };
 FIXTURE_VARIANT_ADD(dmabuf, tcp_rxm) {
-	.provider = "tcp;ofi_rxm", .hmem = false,
+	.provider = "tcp;ofi_rxm", .asks_hmem = true, .offers_hmem = false, .forced_refusal = "lacks FI_HMEM",
 	.auto_path = PD_PATH_MAPPED, .auto_dmabuf_step = "lacks FI_HMEM",
 	.auto_path_without = PD_PATH_MAPPED,
 };
@@ -95,6 +105,11 @@ FIXTURE_SETUP(dmabuf)
 	size_t alen = sizeof(addr);
 	int i;
 
+	/* Each test runs in a child of its own, where libfabric starts. */
+	if (variant->nocma)
+		setenv("FI_SHM_DISABLE_CMA", "1", 1);
+	else
+		unsetenv("FI_SHM_DISABLE_CMA");
 	pd_set_dmabuf_sync(no_sync);
 	pd_fabric_attr_init(&attr);
 	attr.provider = variant->provider;
@@ -127,7 +142,7 @@ FIXTURE_TEARDOWN(dmabuf)
 
 static bool dmabuf_accepted(const FIXTURE_VARIANT(dmabuf) *variant)
 {
-	return PD_HAVE_FI_MR_DMABUF && variant->hmem;
+	return PD_HAVE_FI_MR_DMABUF && variant->offers_hmem && variant->asks_hmem;
 }
 
 /* The refusal the reason must name when the dmabuf path is not taken. */
@@ -135,7 +150,7 @@ static const char *refusal(const FIXTURE_VARIANT(dmabuf) *variant, bool forced)
 {
 	if (!PD_HAVE_FI_MR_DMABUF)
 		return "without FI_MR_DMABUF (needs 1.20)";
-	return forced ? "lacks FI_HMEM" : variant->auto_dmabuf_step;
+	return forced ? variant->forced_refusal : variant->auto_dmabuf_step;
 }
 
 /* Tagged send of len bytes from src to dst over loopback. */
@@ -249,12 +264,13 @@ TEST_F_TIMEOUT(dmabuf, auto_path_and_reason_then_bytes, 120)
 /*
  * FI_HMEM costs shm its single copy (CMA) for host memory too, so a fabric
  * opened with path bounce, which never gives a dma-buf to the provider,
- * does not ask for it, and shm keeps CMA there.  Forcing dmabuf on such a
- * fabric later is refused with that reason; host memory moves as before.
+ * does not ask for it, nor does an auto one on shm with CMA, and shm keeps
+ * CMA there.  Forcing dmabuf on such a fabric later is refused with the
+ * reason; host memory moves as before.
  */
 TEST_F_TIMEOUT(dmabuf, a_bounce_fabric_asks_no_fi_hmem, 120)
 {
-	bool shm = !strcmp(variant->provider, "shm");
+	bool cma = !strcmp(variant->provider, "shm") && !variant->nocma;
 	struct pd_fabric_attr attr;
 	struct pd_fabric *fab;
 	struct pd_mr *mr, *dst;
@@ -262,10 +278,11 @@ TEST_F_TIMEOUT(dmabuf, a_bounce_fabric_asks_no_fi_hmem, 120)
 	size_t alen = sizeof(addr);
 	uint64_t me;
 
-	/* The fixture's fabric (auto) asked, where FI_MR_DMABUF is built. */
-	EXPECT_EQ(PD_HAVE_FI_MR_DMABUF, self->fab->hmem_asked);
+	/* The fixture's fabric (auto). */
+	EXPECT_EQ(!(PD_HAVE_FI_MR_DMABUF && variant->asks_hmem), !!self->fab->hmem_unasked);
 	EXPECT_EQ(dmabuf_accepted(variant), self->fab->hmem);
-	EXPECT_EQ(shm && !dmabuf_accepted(variant), self->fab->pins_cpu_maps);
+	EXPECT_EQ(!!(self->fab->info->caps & FI_HMEM), self->fab->hmem);
+	EXPECT_EQ(cma, self->fab->pins_cpu_maps);
 
 	unsetenv("PEERDIRECT_PATH");
 	pd_fabric_attr_init(&attr);
@@ -273,16 +290,19 @@ TEST_F_TIMEOUT(dmabuf, a_bounce_fabric_asks_no_fi_hmem, 120)
 	attr.chunk_size = CHUNK;
 	attr.path = PD_PATH_BOUNCE;
 	ASSERT_EQ(0, pd_fabric_open(&attr, &fab)) TH_LOG("%s", pd_last_error());
-	EXPECT_FALSE(fab->hmem_asked);
+	EXPECT_NE(NULL, fab->hmem_unasked);
 	EXPECT_FALSE(fab->info->caps & FI_HMEM);
-	EXPECT_EQ(shm, fab->pins_cpu_maps);
+	EXPECT_EQ(cma, fab->pins_cpu_maps);
 
 	ASSERT_EQ(0, pd_fabric_set_path(fab, PD_PATH_DMABUF));
 	EXPECT_EQ(-EOPNOTSUPP, pd_mr_reg_dmabuf(fab, self->fd[0], REG_OFF, REG_LEN, 0, &mr));
 	EXPECT_NE(NULL, strstr(pd_last_error(), "forced path dmabuf is impossible"));
 	EXPECT_NE(NULL, strstr(pd_last_error(), PD_HAVE_FI_MR_DMABUF ?
-			       "opened with path bounce, so FI_HMEM was not asked of" :
-			       "without FI_MR_DMABUF")) TH_LOG("%s", pd_last_error());
+			       "FI_HMEM not asked of" : "without FI_MR_DMABUF"))
+		TH_LOG("%s", pd_last_error());
+	if (PD_HAVE_FI_MR_DMABUF)
+		EXPECT_NE(NULL, strstr(pd_last_error(), "opened with path bounce"))
+			TH_LOG("%s", pd_last_error());
 
 	/* Host memory, a multi-chunk message, over that fabric. */
 	ASSERT_EQ(0, pd_fabric_addr(fab, addr, &alen));
@@ -295,6 +315,25 @@ TEST_F_TIMEOUT(dmabuf, a_bounce_fabric_asks_no_fi_hmem, 120)
 	EXPECT_EQ(-1, check(self->host + BUF_LEN / 2, (3u << 20) + 1, 9));
 	pd_mr_dereg(mr);
 	pd_mr_dereg(dst);
+	pd_fabric_close(fab);
+}
+
+/*
+ * Opened with path dmabuf, the fabric asks FI_HMEM even of shm with CMA:
+ * the caller wants the dma-buf given to the provider.
+ */
+TEST_F(dmabuf, a_dmabuf_fabric_asks_fi_hmem)
+{
+	struct pd_fabric_attr attr;
+	struct pd_fabric *fab;
+
+	pd_fabric_attr_init(&attr);
+	attr.provider = variant->provider;
+	attr.chunk_size = CHUNK;
+	attr.path = PD_PATH_DMABUF;
+	ASSERT_EQ(0, pd_fabric_open(&attr, &fab)) TH_LOG("%s", pd_last_error());
+	EXPECT_EQ(!PD_HAVE_FI_MR_DMABUF, !!fab->hmem_unasked);
+	EXPECT_EQ(PD_HAVE_FI_MR_DMABUF && variant->offers_hmem, fab->hmem);
 	pd_fabric_close(fab);
 }
 
