@@ -34,6 +34,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -658,11 +659,13 @@ static bool sweeps_agree(struct boot *b, uint64_t plan, bool outputs_open)
  * Tuning by provider, each measured (Documentation/performance.md), for
  * what the command line left unset:
  *  - recursive doubling (no copy of the input; with 2 ranks the peer
- *    reads only the input) beats the ring over libfabric 1.17's shm up to
- *    4 MiB with 2 ranks, where both move the same bytes, but over 2.1's
- *    only up to 512 KiB, the ring leading at 2 and 4 MiB in three sets
- *    (by 4-22%; section 6 R; versions between were not measured, 2.x is
- *    taken for 2.1); and up to 1 MiB with 4 (it
+ *    reads only the input) beats the ring over shm up to 4 MiB with 2
+ *    ranks, where both move the same bytes: on libfabric 1.17, and on 2.1
+ *    with CMA (by 1.5-1.9x at 1-4 MiB, section 6 S).  Without CMA
+ *    (FI_SHM_DISABLE_CMA, copies through shm's own buffers) 2.1's ring
+ *    led at 2 and 4 MiB in three sets (by 4-22%; section 6 R), so there
+ *    only up to 512 KiB (versions between were not measured, 2.x is
+ *    taken for 2.1; 1.17 without CMA keeps 4 MiB); and up to 1 MiB with 4 (it
  *    moves log2(n) times the vector, the ring under twice); over tcp up
  *    to 512 KiB with 2 and 4 ranks; other rank counts, not measured with
  *    it, keep the ring above 4 KiB over shm and 256 KiB elsewhere;
@@ -683,6 +686,16 @@ static bool sweeps_agree(struct boot *b, uint64_t plan, bool outputs_open)
  *    eager pieces are cheaper (section 6 I).  Providers not measured keep
  *    whole pieces.
  */
+/* FI_SHM_DISABLE_CMA in libfabric's spellings of true (fi_param_get_bool).
+ * The library asks no FI_HMEM of shm, which would turn CMA off too. */
+static bool shm_without_cma(void)
+{
+	const char *v = getenv("FI_SHM_DISABLE_CMA");
+
+	return v && (!strcmp(v, "1") || !strcasecmp(v, "yes") || !strcasecmp(v, "true") ||
+		     !strcasecmp(v, "on"));
+}
+
 static void provider_defaults(struct opts *o, const char *prov, int nranks)
 {
 	bool shm = !strcmp(prov, "shm"), rxm = !strcmp(prov, "tcp;ofi_rxm");
@@ -693,7 +706,8 @@ static void provider_defaults(struct opts *o, const char *prov, int nranks)
 	size_t piece = 512 << 10;
 
 	if (!o->rd_max_set && shm)
-		o->rd_max = nranks == 2 ? (FI_MAJOR(fi_version()) >= 2 ? 512 << 10 : 4 << 20) :
+		o->rd_max = nranks == 2 ? (FI_MAJOR(fi_version()) >= 2 && shm_without_cma() ?
+					   512 << 10 : 4 << 20) :
 			    nranks == 4 ? 1 << 20 : 4096;
 	if (!o->rd_max_set && ((rxm && (nranks == 2 || nranks == 4)) || (tcp_rdm && nranks == 2)))
 		o->rd_max = 512 << 10;
