@@ -16,7 +16,8 @@
 # net provider, that same RDM endpoint before it was renamed tcp, against
 # the tcp btl too; the header names the provider each row ran on.
 # shm-nocma: both without single-copy (CMA, process_vm_readv): Open MPI's
-# btl_vader_single_copy_mechanism none, libfabric's FI_SHM_DISABLE_CMA=1.
+# btl_vader_single_copy_mechanism none (from Open MPI 5, no smsc
+# component), libfabric's FI_SHM_DISABLE_CMA=1.
 # On this VM pinning the peer's pages costs more than a second copy, for
 # both.
 # Prints every command, then per transport and size: both times, and
@@ -88,6 +89,8 @@ else
 	echo "# net left out: this libfabric has no net provider"
 fi
 mpicc -O2 -o "$mpiar" user/tools/coll/mpi/pd-mpi-allreduce.c
+ompi_major=$(mpirun --version 2>/dev/null | head -n 1 | grep -oE '[0-9]+' | head -n 1)
+[[ $ompi_major =~ ^[0-9]+$ ]] || { echo "coll-vs-mpi: cannot read Open MPI's version from mpirun --version" >&2; exit 2; }
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -104,8 +107,14 @@ for tr in $transports; do
 	shm) btl=vader,self prov=shm ;;
 	# Shared memory with no single-copy (CMA) on either side: both move
 	# large messages through shared buffers, a copy by each process.
+	# Open MPI 5 moved single-copy into the smsc framework, and ignores an
+	# --mca name it does not know: there no smsc component is the way.
 	shm-nocma) btl=vader,self prov=shm
-		extra=(--mca btl_vader_single_copy_mechanism none -x FI_SHM_DISABLE_CMA=1) ;;
+		if [ "$ompi_major" -ge 5 ]; then
+			extra=(--mca smsc '^cma,xpmem,knem' -x FI_SHM_DISABLE_CMA=1)
+		else
+			extra=(--mca btl_vader_single_copy_mechanism none -x FI_SHM_DISABLE_CMA=1)
+		fi ;;
 	esac
 	mpi=(mpirun --oversubscribe -np "$ranks" --mca pml ob1 --mca btl "$btl" "${extra[@]}")
 	pd=("$pdcoll" --provider "$prov" --paths host --coll allreduce -b "$minb" -e "$maxb" -f 2

@@ -610,6 +610,15 @@ TEST_F_TIMEOUT(coll1, coll_vs_mpi_prints_a_ratio_per_size, 240)
 		EXPECT_EQ(2, st) TH_LOG("%s", self->out);
 		EXPECT_NE(NULL, strstr(self->out, "this libfabric has no net provider")) TH_LOG("%s", self->out);
 	}
+	/* Without single copy on both sides: Open MPI 5 moved it from the
+	 * btl to the smsc framework and ignores an --mca name it lacks. */
+	st = coll_vs_mpi(exe, "-b 4096 -e 8192 -i 2 -r 1 shm-nocma", self->out);
+	EXPECT_EQ(0, st) TH_LOG("%s", self->out);
+	EXPECT_EQ(2, ratio_rows(self->out, "shm-nocma")) TH_LOG("%s", self->out);
+	EXPECT_NE(NULL, strstr(self->out, "-x FI_SHM_DISABLE_CMA=1 ")) TH_LOG("%s", self->out);
+	EXPECT_NE(NULL, strstr(self->out, strstr(self->out, "(Open MPI) 4.") ?
+			       "--mca btl_vader_single_copy_mechanism none " :
+			       "--mca smsc ^cma,xpmem,knem ")) TH_LOG("%s", self->out);
 	/* Refused before anything runs, tcp included. */
 	st = coll_vs_mpi("/nonexistent", "-b 4096 -e 4096 -i 1 -r 1 tcp udp", self->out);
 	EXPECT_EQ(2, st) TH_LOG("%s", self->out);
