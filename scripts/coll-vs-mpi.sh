@@ -95,6 +95,10 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 warm=3
+# Open MPI ignores an --mca name it does not know, silently: refuse one
+# before it runs, so that no comparison claims a setting it did not get.
+ompi_info --all --parsable > "$tmp/ompi_info" 2>/dev/null || true
+mca_known() { grep -q "^mca:[^:]*:[^:]*:param:$1:value:" "$tmp/ompi_info"; }
 median() { sort -g | awk '{ a[NR] = $1 } END { if (NR) print a[int((NR + 1) / 2)] }'; }
 echo "# $(date -u '+%F %T') $(uname -n), $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg), commit ${PD_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo '?')}"
 # Which stack: the figures differ between libfabric 1.x and 2.x.
@@ -117,6 +121,12 @@ for tr in $transports; do
 		fi ;;
 	esac
 	mpi=(mpirun --oversubscribe -np "$ranks" --mca pml ob1 --mca btl "$btl" "${extra[@]}")
+	for ((k = 0; k + 1 < ${#mpi[@]}; k++)); do
+		if [ "${mpi[k]}" = --mca ] && ! mca_known "${mpi[k + 1]}"; then
+			echo "coll-vs-mpi: $tr: Open MPI $ompi_major has no MCA parameter ${mpi[k + 1]} (ompi_info --all): it would ignore it" >&2
+			exit 2
+		fi
+	done
 	pd=("$pdcoll" --provider "$prov" --paths host --coll allreduce -b "$minb" -e "$maxb" -f 2
 	    -n "$iters" -w "$warm" -c 1 --stat median)
 	mpib=("$mpiar" "$minb" "$maxb" "$iters" "$warm")

@@ -7,9 +7,9 @@
 #     is refused, with the errno; the library's own choice agrees: exit 7;
 #   - tcp over a veth: mapped (the CPU reads the dma-buf): exit 0;
 #   - libfabric with FI_MR_DMABUF (the unstable root's 2.x) or without it
-#     (Debian 12's 1.17): the check says which; on 2.x the library's shm
-#     choice is dmabuf once FI_SHM_DISABLE_CMA=1 (bounce with CMA, and
-#     why), and verbs says why it could not take the dma-buf;
+#     (Debian 12's 1.17): the check says which; the library's shm choice
+#     is bounce with CMA, and why, and once FI_SHM_DISABLE_CMA=1 dmabuf
+#     on 2.x, mapped on 1.17; verbs says why it could not take the dma-buf;
 #   - a user outside the node's group: denied, exit 4, and the fix.
 # The payload holds bin/pdctl and lib/libpeerdirect.so.1, built for this
 # tier's userspace.
@@ -77,19 +77,24 @@ else
 		# CMA off for host memory too) and bounces, since CMA cannot pin
 		# the VM_PFNMAP mapping; with FI_SHM_DISABLE_CMA=1 shm copies
 		# from the mapping with the CPU and takes the dma-buf itself.
-		check "libfabric $lfver: FI_MR_DMABUF; shm with CMA bounces and says why, verbs says why it refused" \
-			7 7 /tmp/d-both \
+		FI_SHM_DISABLE_CMA=1 doctor /tmp/d-shm -d 0 doctor --nic va
+		cat /tmp/d-both /tmp/d-shm > /tmp/d-lf
+		check "libfabric $lfver: FI_MR_DMABUF; shm bounces with CMA and says why, takes the dma-buf without; verbs says why it refused" \
+			7 7 /tmp/d-lf \
 			'^libfabric +FI_HMEM +ok +libfabric [0-9]+\.[0-9]+: providers offering FI_HMEM: .*shm.*; dma-buf registrations \(FI_MR_DMABUF\): yes$' \
 			'^libpeerdirect +peerdirect0/verbs +warn +pd_mr_reg_dmabuf chose bounce: .*dmabuf: ' \
-			"^libpeerdirect +peerdirect0/shm +warn +pd_mr_reg_dmabuf chose bounce: dmabuf: FI_HMEM not asked of shm: it would turn off shm's single copy \\(CMA\\)"
-		FI_SHM_DISABLE_CMA=1 doctor /tmp/d-shm -d 0 doctor --nic va
-		check "libfabric $lfver, FI_SHM_DISABLE_CMA=1: shm takes the dma-buf itself" 0 0 /tmp/d-shm \
+			"^libpeerdirect +peerdirect0/shm +warn +pd_mr_reg_dmabuf chose bounce: dmabuf: FI_HMEM not asked of shm: it would turn off shm's single copy \\(CMA\\)" \
 			'^libpeerdirect +peerdirect0/shm +ok +pd_mr_reg_dmabuf chose dmabuf: .*FI_MR_DMABUF on shm'
 	else
-		check "libfabric ${lfver:-?}: no FI_MR_DMABUF, and the check and the library say so" 7 7 /tmp/d-both \
+		# Without FI_MR_DMABUF, shm without CMA copies from the mapping
+		# registered as host memory: mapped.
+		FI_SHM_DISABLE_CMA=1 doctor /tmp/d-shm -d 0 doctor --nic va
+		cat /tmp/d-both /tmp/d-shm > /tmp/d-lf
+		check "libfabric ${lfver:-?}: no FI_MR_DMABUF, and the check and the library say so; shm without CMA maps" 7 7 /tmp/d-lf \
 			'^libfabric +FI_HMEM +warn +libfabric 1\.[0-9]+: providers offering FI_HMEM: .*; dma-buf registrations \(FI_MR_DMABUF\): no, libfabric < 1\.20$' \
 			'fix: libfabric >= 1\.20' \
-			'^libpeerdirect +peerdirect0/shm +warn +pd_mr_reg_dmabuf chose bounce: dmabuf: built against libfabric 1\.[0-9]+ without FI_MR_DMABUF'
+			'^libpeerdirect +peerdirect0/shm +warn +pd_mr_reg_dmabuf chose bounce: dmabuf: built against libfabric 1\.[0-9]+ without FI_MR_DMABUF' \
+			'^libpeerdirect +peerdirect0/shm +ok +pd_mr_reg_dmabuf chose mapped: .*mapped: provider shm copies with the CPU'
 	fi
 	doctor /tmp/d-veth -d 0 doctor --nic va
 	check "veth: mapped, exit 0" 0 $? /tmp/d-veth '^peerdirect0 +va +netdev +mapped +tcp over va' \

@@ -76,9 +76,10 @@ int pd_path_parse(const char *name, enum pd_path *out)
 
 /*
  * Providers whose sender copies the bytes with its own CPU, so a VM_PFNMAP
- * mapping of device memory works as their source and target.  Not shm: it
- * moves large messages with process_vm_readv/writev, which must pin the
- * peer's pages and fails on a PFN mapping (measured: EIO in the VM).
+ * mapping of device memory works as their source and target.  shm does
+ * too only without CMA (pd_provider_pins_cpu_maps): with it, it moves
+ * large messages with process_vm_readv/writev, which must pin the peer's
+ * pages and fails on a PFN mapping (measured: EIO in the VM).
  */
 bool pd_provider_copies_with_cpu(const char *provider)
 {
@@ -130,7 +131,7 @@ bool pd_provider_pins_cpu_maps(const char *provider, bool hmem)
 
 	/*
 	 * shm turns CMA off for an endpoint with FI_HMEM (smr_ep.c, libfabric
-	 * 1.18 to 2.3 and main), as for FI_SHM_DISABLE_CMA: it copies through
+	 * 1.13 to 2.6 and main), as for FI_SHM_DISABLE_CMA: it copies through
 	 * its own shared buffers, with the CPU, from base_addr (tested in the
 	 * VM's shim part).  The library asks FI_HMEM only from 1.20.
 	 */
@@ -265,25 +266,24 @@ static struct fi_info *make_hints(const struct settings *s, const struct pd_want
 }
 
 /*
- * Why FI_HMEM is not asked for, or NULL if it is.  It is not free: shm
- * turns its single copy (CMA) off for every message of an endpoint that
- * has it, host memory included, and copies through its own buffers.  On
- * libfabric 2.1 that made host memory 0.82-0.87x of Open MPI at 4-8 MiB,
- * and device memory on the dmabuf path (two CPU copies) slower than bounce
- * with CMA (a copy each side and one process_vm_readv): performance.md,
- * section S.  shm has no NIC to hand a dma-buf to, so it gets FI_HMEM only
- * where CMA is off anyway (FI_SHM_DISABLE_CMA) or the fabric is opened
- * with path dmabuf.  A fabric opened with path bounce never gives a dma-buf
- * to any provider.
+ * Why FI_HMEM is not asked for, or NULL if it is.  It is not free on shm:
+ * shm turns its single copy (CMA) off for every message of an endpoint
+ * that has it, host memory included, and copies through its own buffers
+ * (smr_ep.c, libfabric 1.13 to 2.6 and main).  On libfabric 2.1 that cost
+ * pd-coll's host allreduce 1.2x-1.4x its time at 1-8 MiB, and
+ * device memory on the dmabuf path (two CPU copies) was no faster than
+ * bounce with CMA (performance.md, section S).  shm has no NIC to give a
+ * dma-buf to, so it gets FI_HMEM only where CMA is off anyway
+ * (FI_SHM_DISABLE_CMA) or the fabric is opened with path dmabuf.  The
+ * name is the caller's: libfabric matches provider names in any case.
  */
 static const char *hmem_unasked(const struct settings *s)
 {
 	if (!PD_HAVE_FI_MR_DMABUF)
 		return "built without FI_MR_DMABUF";
-	if (s->path == PD_PATH_BOUNCE)
-		return "the fabric was opened with path bounce";
-	if (s->path != PD_PATH_DMABUF && s->provider && pd_provider_pins_cpu_maps(s->provider, false))
-		return "it would turn off shm's single copy (CMA) for every message, host memory included; FI_SHM_DISABLE_CMA=1 gives shm the dma-buf";
+	if (s->path != PD_PATH_DMABUF && s->provider && strcspn(s->provider, ";") == 3 &&
+	    !strncasecmp(s->provider, "shm", 3) && !fi_env_true("FI_SHM_DISABLE_CMA"))
+		return "it would turn off shm's CMA, host memory included; FI_SHM_DISABLE_CMA=1 or path dmabuf gives shm the dma-buf";
 	return NULL;
 }
 

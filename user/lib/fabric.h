@@ -110,7 +110,7 @@ struct pd_mr_reg {
 	void *map;		/* mmap of the page-aligned range, or NULL */
 	size_t map_len;
 	enum pd_path path;
-	char reason[256];
+	char reason[512];
 };
 
 /*

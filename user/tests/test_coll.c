@@ -586,7 +586,7 @@ static int coll_vs_mpi(const char *pd_coll, const char *args, char *out)
  * refusal where not; a transport it does not know refused. */
 TEST_F_TIMEOUT(coll1, coll_vs_mpi_prints_a_ratio_per_size, 240)
 {
-	char exe[PATH_MAX], mpiar[PATH_MAX], cmd[PATH_MAX + 256];
+	char exe[PATH_MAX], mpiar[PATH_MAX], cmd[2 * PATH_MAX + 512];
 	int st;
 
 	SKIP_WITHOUT_MPIRUN();
@@ -619,6 +619,16 @@ TEST_F_TIMEOUT(coll1, coll_vs_mpi_prints_a_ratio_per_size, 240)
 	EXPECT_NE(NULL, strstr(self->out, strstr(self->out, "(Open MPI) 4.") ?
 			       "--mca btl_vader_single_copy_mechanism none " :
 			       "--mca smsc ^cma,xpmem,knem ")) TH_LOG("%s", self->out);
+	/* An --mca name this Open MPI lacks is refused, not ignored: an
+	 * ompi_info that knows only pml and btl stands in. */
+	snprintf(cmd, sizeof(cmd), "d=$(mktemp -d) && printf '#!/bin/sh\\necho mca:pml:base:param:pml:value:\\n"
+		 "echo mca:btl:base:param:btl:value:\\n' > $d/ompi_info && chmod +x $d/ompi_info && "
+		 "env -u MAKEFLAGS -u MAKELEVEL PATH=$d:$PATH PD_COLL='%s' '" PD_TOP "/scripts/coll-vs-mpi.sh' "
+		 "-b 4096 -e 4096 -i 1 -r 1 shm-nocma 2>&1; st=$?; rm -rf $d; exit $st", exe);
+	st = run_cmd(cmd, self->out);
+	EXPECT_EQ(2, st) TH_LOG("%s", self->out);
+	EXPECT_NE(NULL, strstr(self->out, "shm-nocma: Open MPI ")) TH_LOG("%s", self->out);
+	EXPECT_NE(NULL, strstr(self->out, " has no MCA parameter ")) TH_LOG("%s", self->out);
 	/* Refused before anything runs, tcp included. */
 	st = coll_vs_mpi("/nonexistent", "-b 4096 -e 4096 -i 1 -r 1 tcp udp", self->out);
 	EXPECT_EQ(2, st) TH_LOG("%s", self->out);

@@ -175,7 +175,7 @@ TEST(env_path_forces_bounce_and_rejects_unknown)
 /*
  * shm pins a CPU mapping (process_vm_readv) unless FI_SHM_DISABLE_CMA is
  * true in libfabric's spellings, or its endpoint has FI_HMEM (which turns
- * CMA off from libfabric 1.18); then its copies go through its own buffers
+ * CMA off from libfabric 1.13); then its copies go through its own buffers
  * and auto may give it the dma-buf.
  */
 TEST(shm_without_cma_does_not_pin_cpu_maps)

@@ -1344,8 +1344,9 @@ static void check_libpeerdirect(const struct dev *devs, int nr_devs, const struc
 			library_choice(api, devs[i].idx, "verbs");
 		if (netdev)
 			library_choice(api, devs[i].idx, "tcp");
-		/* Within the node: where libfabric has FI_MR_DMABUF, shm
-		 * takes the dma-buf itself. */
+		/* Within the node: shm bounces with CMA (the library asks
+		 * it no FI_HMEM, which would turn CMA off) and takes the
+		 * dma-buf itself with FI_SHM_DISABLE_CMA=1. */
 		library_choice(api, devs[i].idx, "shm");
 	}
 	dlclose(so);

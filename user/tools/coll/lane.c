@@ -88,10 +88,7 @@ int lane_open(struct lane *l, enum lane_kind kind, const struct opts *o, struct 
 	if (!ret) {
 		pd_fabric_attr_init(&attr);
 		attr.provider = o->provider;
-		/* The host lane gives no dma-buf to the provider either: opened
-		 * with path bounce it asks no FI_HMEM, which would cost shm its
-		 * single copy (CMA) for host memory too. */
-		attr.path = kind == LANE_DIRECT ? PD_PATH_AUTO : PD_PATH_BOUNCE;
+		attr.path = kind == LANE_BOUNCE ? PD_PATH_BOUNCE : PD_PATH_AUTO;
 		attr.chunk_size = o->chunk;
 		attr.bounce_slots = slots < 8 ? 8 : slots;
 		ret = pd_fabric_open(&attr, &l->fab) ?: pd_fabric_addr(l->fab, mine.addr, &len);

@@ -661,7 +661,7 @@ static bool sweeps_agree(struct boot *b, uint64_t plan, bool outputs_open)
  *  - recursive doubling (no copy of the input; with 2 ranks the peer
  *    reads only the input) beats the ring over shm up to 4 MiB with 2
  *    ranks, where both move the same bytes: on libfabric 1.17, and on 2.1
- *    with CMA (by 1.5-1.9x at 1-4 MiB, section 6 S).  Without CMA
+ *    with CMA (by 1.5-1.7x at 1-4 MiB, section 6 S).  Without CMA
  *    (FI_SHM_DISABLE_CMA, copies through shm's own buffers) 2.1's ring
  *    led at 2 and 4 MiB in three sets (by 4-22%; section 6 R), so there
  *    only up to 512 KiB (versions between were not measured, 2.x is
@@ -686,8 +686,9 @@ static bool sweeps_agree(struct boot *b, uint64_t plan, bool outputs_open)
  *    eager pieces are cheaper (section 6 I).  Providers not measured keep
  *    whole pieces.
  */
-/* FI_SHM_DISABLE_CMA in libfabric's spellings of true (fi_param_get_bool).
- * The library asks no FI_HMEM of shm, which would turn CMA off too. */
+/* FI_SHM_DISABLE_CMA in libfabric's spellings of true (fi_param_get_bool),
+ * read from the environment as the library reads it.  The library asks no
+ * FI_HMEM of shm, which would turn CMA off too. */
 static bool shm_without_cma(void)
 {
 	const char *v = getenv("FI_SHM_DISABLE_CMA");
@@ -837,10 +838,9 @@ int main(int argc, char **argv)
 		       "recursive doubling" : "recursive doubling up to --rd-max, ring above", o.rd_max);
 		for (p = 0; p < NLANES; p++)
 			if (o.lanes[p])
-				printf("# path %-6s: memory %-8s %s: %s%s\n", lane_names[p],
+				printf("# path %-6s: memory %-8s %s: %s\n", lane_names[p],
 				       p == LANE_HOST ? "host" : o.memory, pd_path_name(pd_mr_path(lanes[p].mr)),
-				       pd_mr_reason(lanes[p].mr),
-				       p == LANE_DIRECT ? "" : " (fabric opened with path bounce: no FI_HMEM asked)");
+				       pd_mr_reason(lanes[p].mr));
 		if (o.lanes[LANE_DIRECT] || o.lanes[LANE_BOUNCE]) {
 			struct lane *l = &lanes[o.lanes[LANE_DIRECT] ? LANE_DIRECT : LANE_BOUNCE];
 			size_t len = o.maxb < (64 << 20) ? o.maxb : (64 << 20);
