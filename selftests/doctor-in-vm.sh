@@ -83,7 +83,7 @@ else
 			7 7 /tmp/d-lf \
 			'^libfabric +FI_HMEM +ok +libfabric [0-9]+\.[0-9]+: providers offering FI_HMEM: .*shm.*; dma-buf registrations \(FI_MR_DMABUF\): yes$' \
 			'^libpeerdirect +peerdirect0/verbs +warn +pd_mr_reg_dmabuf chose bounce: .*dmabuf: ' \
-			"^libpeerdirect +peerdirect0/shm +warn +pd_mr_reg_dmabuf chose bounce: dmabuf: FI_HMEM not asked of shm: it would turn off shm's single copy \\(CMA\\)" \
+			"^libpeerdirect +peerdirect0/shm +warn +pd_mr_reg_dmabuf chose bounce: dmabuf: FI_HMEM not asked of shm: it would turn off shm's CMA, host memory included; .*; bounce: staged through [0-9]+ x [0-9]+ B registered host slots\$" \
 			'^libpeerdirect +peerdirect0/shm +ok +pd_mr_reg_dmabuf chose dmabuf: .*FI_MR_DMABUF on shm'
 	else
 		# Without FI_MR_DMABUF, shm without CMA copies from the mapping

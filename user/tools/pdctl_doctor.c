@@ -61,7 +61,7 @@
 #define MAX_NICS	32
 #define MAX_CHECKS	512
 #define MAX_PAIRS	(MAX_DEVS * MAX_NICS)
-#define TEXT		320
+#define TEXT		640
 
 enum nic_kind { NIC_RDMA, NIC_NETDEV };
 
