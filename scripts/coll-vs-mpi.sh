@@ -89,30 +89,32 @@ else
 	echo "# net left out: this libfabric has no net provider"
 fi
 mpicc -O2 -o "$mpiar" user/tools/coll/mpi/pd-mpi-allreduce.c
-ompi_major=$(mpirun --version 2>/dev/null | head -n 1 | grep -oE '[0-9]+' | head -n 1)
+ompi_major=$(mpirun --version 2>/dev/null | head -n 1 | grep -oE '[0-9]+' | head -n 1) || true
 [[ $ompi_major =~ ^[0-9]+$ ]] || { echo "coll-vs-mpi: cannot read Open MPI's version from mpirun --version" >&2; exit 2; }
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 warm=3
-# Open MPI ignores an --mca name it does not know, silently: refuse one
-# before it runs, so that no comparison claims a setting it did not get.
-ompi_info --all --parsable > "$tmp/ompi_info" 2>/dev/null || true
-mca_known() { grep -q "^mca:[^:]*:[^:]*:param:$1:value:" "$tmp/ompi_info"; }
-median() { sort -g | awk '{ a[NR] = $1 } END { if (NR) print a[int((NR + 1) / 2)] }'; }
-echo "# $(date -u '+%F %T') $(uname -n), $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg), commit ${PD_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo '?')}"
-# Which stack: the figures differ between libfabric 1.x and 2.x.
-echo "# $(fi_info --version 2>/dev/null | grep -m1 'libfabric:' | tr -d ' ' || echo 'libfabric:?'), $(mpirun --version 2>/dev/null | head -n 1)"
-for tr in $transports; do
-	extra=()
-	case $tr in
+# Open MPI ignores an --mca name it does not know, silently: every
+# transport's names are checked against ompi_info before anything runs,
+# so that no comparison claims a setting it did not get.
+if ! ompi_info --all --parsable > "$tmp/ompi_info" 2>"$tmp/ompi_info.err" || [ ! -s "$tmp/ompi_info" ]; then
+	echo "coll-vs-mpi: ompi_info --all --parsable failed or printed nothing, so the --mca names cannot be checked: $(head -c 300 "$tmp/ompi_info.err")" >&2
+	exit 2
+fi
+mca_known() { awk -F: -v n="$1" '$1 == "mca" && $4 == "param" && $5 == n { found = 1 } END { exit !found }' "$tmp/ompi_info"; }
+# mpirun_for TRANSPORT: sets btl, prov and mpi (the mpirun command line).
+mpirun_for() {
+	local extra=()
+
+	case $1 in
 	tcp) btl=tcp,self prov=tcp ;;
 	net) btl=tcp,self prov=net ;;
 	shm) btl=vader,self prov=shm ;;
 	# Shared memory with no single-copy (CMA) on either side: both move
 	# large messages through shared buffers, a copy by each process.
-	# Open MPI 5 moved single-copy into the smsc framework, and ignores an
-	# --mca name it does not know: there no smsc component is the way.
+	# Open MPI 5 moved single-copy into the smsc framework: there no smsc
+	# component is the way.
 	shm-nocma) btl=vader,self prov=shm
 		if [ "$ompi_major" -ge 5 ]; then
 			extra=(--mca smsc '^cma,xpmem,knem' -x FI_SHM_DISABLE_CMA=1)
@@ -121,12 +123,22 @@ for tr in $transports; do
 		fi ;;
 	esac
 	mpi=(mpirun --oversubscribe -np "$ranks" --mca pml ob1 --mca btl "$btl" "${extra[@]}")
+}
+for tr in $transports; do
+	mpirun_for "$tr"
 	for ((k = 0; k + 1 < ${#mpi[@]}; k++)); do
 		if [ "${mpi[k]}" = --mca ] && ! mca_known "${mpi[k + 1]}"; then
 			echo "coll-vs-mpi: $tr: Open MPI $ompi_major has no MCA parameter ${mpi[k + 1]} (ompi_info --all): it would ignore it" >&2
 			exit 2
 		fi
 	done
+done
+median() { sort -g | awk '{ a[NR] = $1 } END { if (NR) print a[int((NR + 1) / 2)] }'; }
+echo "# $(date -u '+%F %T') $(uname -n), $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg), commit ${PD_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo '?')}"
+# Which stack: the figures differ between libfabric 1.x and 2.x.
+echo "# $(fi_info --version 2>/dev/null | grep -m1 'libfabric:' | tr -d ' ' || echo 'libfabric:?'), $(mpirun --version 2>/dev/null | head -n 1)"
+for tr in $transports; do
+	mpirun_for "$tr"
 	pd=("$pdcoll" --provider "$prov" --paths host --coll allreduce -b "$minb" -e "$maxb" -f 2
 	    -n "$iters" -w "$warm" -c 1 --stat median)
 	mpib=("$mpiar" "$minb" "$maxb" "$iters" "$warm")

@@ -71,27 +71,32 @@ matrix tcp bounce /tmp/tcp-bounce $last
 # FI_MR_DMABUF on module dma-bufs.  libfabric 2.x's tcp has no FI_HMEM, so
 # forcing dmabuf there must be refused clearly (before 1.20: compiled out).
 # shm has FI_HMEM: both ranks in init_net, small (inject) and large messages.
-# shm moves large messages by CMA, which cannot pin the exporter's VM_PFNMAP
-# mapping; FI_SHM_DISABLE_CMA=1 makes it copy through its shared buffers with
-# the CPU from base_addr, which is what the library's mapping is for.
+# shm's CMA cannot pin the exporter's VM_PFNMAP mapping; an shm endpoint
+# with FI_HMEM has no CMA and copies through its shared buffers with the
+# CPU from base_addr.  The library asks shm for FI_HMEM where
+# FI_SHM_DISABLE_CMA=1 (64 B) or the fabric is opened with path dmabuf,
+# as pd-xfer --path dmabuf does (the large size, without the variable).
 pair ns1 ns2 10.0.0.1 /tmp/tcp-dmabuf --provider tcp --path dmabuf --size 64 --iters 1
 rc=$?
 if lf_has_dmabuf; then why='lacks FI_HMEM'; else why='without FI_MR_DMABUF'; fi
 check "tcp: forcing the dmabuf path is refused clearly ($why)" 3 $rc /tmp/tcp-dmabuf \
 	"forced path dmabuf is impossible: .*$why"
 matrix tcp dmabuf /tmp/tcp-dmabuf $last
-for size in 64 $big; do
-	FI_SHM_DISABLE_CMA=1 pair - - 127.0.0.1 /tmp/shm-dmabuf-$size --provider shm --path dmabuf \
-		--size $size --iters 3
+for run in "64 FI_SHM_DISABLE_CMA=1" "$big"; do
+	read -r size env <<<"$run"
+	(
+		[ -z "$env" ] || export "${env?}"
+		pair - - 127.0.0.1 /tmp/shm-dmabuf-$size --provider shm --path dmabuf --size "$size" --iters 3
+	)
 	rc=$?
 	if lf_has_dmabuf; then
-		check "shm, dmabuf path (FI_MR_DMABUF), $size B, checksums match" 0 $rc \
+		check "shm${env:+ with $env}, dmabuf path (FI_MR_DMABUF), $size B, checksums match" 0 $rc \
 			/tmp/shm-dmabuf-$size 'path dmabuf' 'summary: ok 3 error 0 mismatch 0'
 	else
 		check "shm, forcing the dmabuf path before libfabric 1.20 fails clearly ($size B)" 3 $rc \
 			/tmp/shm-dmabuf-$size 'forced path dmabuf is impossible: .*without FI_MR_DMABUF'
 	fi
-	matrix shm+FI_SHM_DISABLE_CMA=1 dmabuf /tmp/shm-dmabuf-$size $last
+	matrix "shm${env:++$env}" dmabuf /tmp/shm-dmabuf-$size $last
 done
 
 # tcp copies with the CPU and has no FI_HMEM: auto maps the dma-buf.

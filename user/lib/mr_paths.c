@@ -128,7 +128,7 @@ static void map_dmabuf(const struct pd_mr_key *k, struct pd_mr_reg *r)
 }
 
 static int try_dmabuf_mr(struct pd_fabric *fab, const struct pd_mr_key *k,
-			 struct pd_mr_reg *r, bool forced)
+			 struct pd_mr_reg *r)
 {
 #if PD_HAVE_FI_MR_DMABUF
 	/*
@@ -164,11 +164,6 @@ static int try_dmabuf_mr(struct pd_fabric *fab, const struct pd_mr_key *k,
 		     strerror(-r->map_err), fab->provider);
 		return -EOPNOTSUPP;
 	}
-	if (fab->pins_cpu_maps && !forced) {
-		note(r, "dmabuf: skipped, %s moves messages above its inject size with process_vm_readv/writev, which cannot pin the VM_PFNMAP mapping at base_addr; ",
-		     fab->provider);
-		return -EOPNOTSUPP;
-	}
 	dmabuf.base_addr = (void *)((uintptr_t)r->cpu - (uintptr_t)k->start);
 	ret = fi_mr_regattr(fab->domain, &attr, FI_MR_DMABUF, &r->mr);
 	if (ret) {
@@ -186,7 +181,6 @@ static int try_dmabuf_mr(struct pd_fabric *fab, const struct pd_mr_key *k,
 #else
 	(void)fab;
 	(void)k;
-	(void)forced;
 	note(r, "dmabuf: built against libfabric %d.%d without FI_MR_DMABUF (needs 1.20); ",
 	     FI_MAJOR_VERSION, FI_MINOR_VERSION);
 	return -EOPNOTSUPP;
@@ -208,7 +202,7 @@ static int reg_dmabuf(struct pd_fabric *fab, const struct pd_mr_key *k, int fd,
 	map_dmabuf(k, r);
 
 	if (want == PD_PATH_AUTO || want == PD_PATH_DMABUF) {
-		ret = try_dmabuf_mr(fab, k, r, want == PD_PATH_DMABUF);
+		ret = try_dmabuf_mr(fab, k, r);
 		if (!ret) {
 			r->path = PD_PATH_DMABUF;
 			note(r, "FI_MR_DMABUF on %s, base_addr from an mmap of the dma-buf",

@@ -619,16 +619,32 @@ TEST_F_TIMEOUT(coll1, coll_vs_mpi_prints_a_ratio_per_size, 240)
 	EXPECT_NE(NULL, strstr(self->out, strstr(self->out, "(Open MPI) 4.") ?
 			       "--mca btl_vader_single_copy_mechanism none " :
 			       "--mca smsc ^cma,xpmem,knem ")) TH_LOG("%s", self->out);
-	/* An --mca name this Open MPI lacks is refused, not ignored: an
-	 * ompi_info that knows only pml and btl stands in. */
+	/* An --mca name this Open MPI lacks is refused, not ignored, before
+	 * any transport runs: an ompi_info that knows only pml and btl. */
 	snprintf(cmd, sizeof(cmd), "d=$(mktemp -d) && printf '#!/bin/sh\\necho mca:pml:base:param:pml:value:\\n"
 		 "echo mca:btl:base:param:btl:value:\\n' > $d/ompi_info && chmod +x $d/ompi_info && "
 		 "env -u MAKEFLAGS -u MAKELEVEL PATH=$d:$PATH PD_COLL='%s' '" PD_TOP "/scripts/coll-vs-mpi.sh' "
-		 "-b 4096 -e 4096 -i 1 -r 1 shm-nocma 2>&1; st=$?; rm -rf $d; exit $st", exe);
+		 "-b 4096 -e 4096 -i 1 -r 1 shm shm-nocma 2>&1; st=$?; rm -rf $d; exit $st", exe);
 	st = run_cmd(cmd, self->out);
 	EXPECT_EQ(2, st) TH_LOG("%s", self->out);
 	EXPECT_NE(NULL, strstr(self->out, "shm-nocma: Open MPI ")) TH_LOG("%s", self->out);
 	EXPECT_NE(NULL, strstr(self->out, " has no MCA parameter ")) TH_LOG("%s", self->out);
+	EXPECT_EQ(NULL, strstr(self->out, "# shm: mpirun")) TH_LOG("%s", self->out);
+	/* An ompi_info that fails, and an mpirun whose version it cannot read:
+	 * refused with the reason, not a silent exit. */
+	snprintf(cmd, sizeof(cmd), "d=$(mktemp -d) && printf '#!/bin/sh\\nexit 1\\n' > $d/ompi_info && "
+		 "chmod +x $d/ompi_info && env -u MAKEFLAGS -u MAKELEVEL PATH=$d:$PATH PD_COLL='%s' '"
+		 PD_TOP "/scripts/coll-vs-mpi.sh' -b 4096 -e 4096 -i 1 -r 1 tcp 2>&1; st=$?; rm -rf $d; "
+		 "exit $st", exe);
+	EXPECT_EQ(2, run_cmd(cmd, self->out)) TH_LOG("%s", self->out);
+	EXPECT_NE(NULL, strstr(self->out, "ompi_info --all --parsable failed or printed nothing"))
+		TH_LOG("%s", self->out);
+	snprintf(cmd, sizeof(cmd), "d=$(mktemp -d) && printf '#!/bin/sh\\necho HYDRA build details:\\n' > "
+		 "$d/mpirun && chmod +x $d/mpirun && env -u MAKEFLAGS -u MAKELEVEL PATH=$d:$PATH PD_COLL='%s' '"
+		 PD_TOP "/scripts/coll-vs-mpi.sh' -b 4096 -e 4096 -i 1 -r 1 tcp 2>&1; st=$?; rm -rf $d; "
+		 "exit $st", exe);
+	EXPECT_EQ(2, run_cmd(cmd, self->out)) TH_LOG("%s", self->out);
+	EXPECT_NE(NULL, strstr(self->out, "cannot read Open MPI's version")) TH_LOG("%s", self->out);
 	/* Refused before anything runs, tcp included. */
 	st = coll_vs_mpi("/nonexistent", "-b 4096 -e 4096 -i 1 -r 1 tcp udp", self->out);
 	EXPECT_EQ(2, st) TH_LOG("%s", self->out);
@@ -718,7 +734,8 @@ TEST_F_TIMEOUT(coll1, one_rank_under_mpirun_refuses, 120)
 
 /* The automatic allreduce choice over shm follows the rank count, and with
  * 2 ranks whether shm has CMA: without it, on libfabric 2, the ring from
- * 1 MiB.  Only the variable's true spellings turn CMA off. */
+ * 1 MiB.  Only the variable's true spellings turn CMA off, and path dmabuf
+ * (shm is then asked for FI_HMEM). */
 TEST_F_TIMEOUT(coll1, shm_rd_limit_follows_the_rank_count, 120)
 {
 	bool lf2 = FI_MAJOR(fi_version()) >= 2;
@@ -727,6 +744,8 @@ TEST_F_TIMEOUT(coll1, shm_rd_limit_follows_the_rank_count, 120)
 		{ "FI_SHM_DISABLE_CMA=0", "2", "(--rd-max 4194304)" },
 		{ "FI_SHM_DISABLE_CMA=yes", "2", lf2 ? "(--rd-max 524288)" : "(--rd-max 4194304)" },
 		{ "FI_SHM_DISABLE_CMA=1", "2", lf2 ? "(--rd-max 524288)" : "(--rd-max 4194304)" },
+		{ "env -u FI_SHM_DISABLE_CMA PEERDIRECT_PATH=dmabuf", "2",
+		  lf2 ? "(--rd-max 524288)" : "(--rd-max 4194304)" },
 		{ "env -u FI_SHM_DISABLE_CMA", "3", "(--rd-max 4096)" },
 		{ "env -u FI_SHM_DISABLE_CMA", "4", "(--rd-max 1048576)" },
 	};

@@ -686,15 +686,18 @@ static bool sweeps_agree(struct boot *b, uint64_t plan, bool outputs_open)
  *    eager pieces are cheaper (section 6 I).  Providers not measured keep
  *    whole pieces.
  */
-/* FI_SHM_DISABLE_CMA in libfabric's spellings of true (fi_param_get_bool),
- * read from the environment as the library reads it.  The library asks no
- * FI_HMEM of shm, which would turn CMA off too. */
+/*
+ * Whether the lanes' shm endpoints lack CMA, as the library decides it:
+ * FI_SHM_DISABLE_CMA true in libfabric's spellings (fi_param_get_bool), or
+ * PEERDIRECT_PATH=dmabuf, which opens the auto lanes with path dmabuf and
+ * so has shm asked for FI_HMEM, which turns CMA off.
+ */
 static bool shm_without_cma(void)
 {
-	const char *v = getenv("FI_SHM_DISABLE_CMA");
+	const char *v = getenv("FI_SHM_DISABLE_CMA"), *path = getenv("PEERDIRECT_PATH");
 
-	return v && (!strcmp(v, "1") || !strcasecmp(v, "yes") || !strcasecmp(v, "true") ||
-		     !strcasecmp(v, "on"));
+	return (v && (!strcmp(v, "1") || !strcasecmp(v, "yes") || !strcasecmp(v, "true") ||
+		      !strcasecmp(v, "on"))) || (path && !strcmp(path, "dmabuf"));
 }
 
 static void provider_defaults(struct opts *o, const char *prov, int nranks)
