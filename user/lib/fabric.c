@@ -110,7 +110,7 @@ bool pd_provider_pins_host_pages(const char *provider)
 
 /* A libfabric boolean setting in the environment (fi_param_get_bool's
  * spellings of true). */
-static bool fi_env_true(const char *name)
+bool pd_fi_env_true(const char *name)
 {
 	const char *v = getenv(name);
 
@@ -135,8 +135,9 @@ bool pd_provider_pins_cpu_maps(const char *provider, bool hmem)
 	 * its own shared buffers, with the CPU, from base_addr (tested in the
 	 * VM's shim part).  The library asks FI_HMEM only from 1.20.
 	 */
-	return core == 3 && !strncmp(provider, "shm", 3) && !hmem &&
-	       !fi_env_true("FI_SHM_DISABLE_CMA");
+	/* In any case: libfabric matches provider names so. */
+	return core == 3 && !strncasecmp(provider, "shm", 3) && !hmem &&
+	       !pd_fi_env_true("FI_SHM_DISABLE_CMA");
 }
 
 /* The caller's size, not ours: an older caller's struct is shorter. */
@@ -274,15 +275,13 @@ static struct fi_info *make_hints(const struct settings *s, const struct pd_want
  * device memory on the dmabuf path (two CPU copies) was no faster than
  * bounce with CMA (performance.md, section S).  shm has no NIC to give a
  * dma-buf to, so it gets FI_HMEM only where CMA is off anyway
- * (FI_SHM_DISABLE_CMA) or the fabric is opened with path dmabuf.  The
- * name is the caller's: libfabric matches provider names in any case.
+ * (FI_SHM_DISABLE_CMA) or the fabric is opened with path dmabuf.
  */
 static const char *hmem_unasked(const struct settings *s)
 {
 	if (!PD_HAVE_FI_MR_DMABUF)
 		return "built without FI_MR_DMABUF";
-	if (s->path != PD_PATH_DMABUF && s->provider && strcspn(s->provider, ";") == 3 &&
-	    !strncasecmp(s->provider, "shm", 3) && !fi_env_true("FI_SHM_DISABLE_CMA"))
+	if (s->path != PD_PATH_DMABUF && s->provider && pd_provider_pins_cpu_maps(s->provider, false))
 		return "it would turn off shm's CMA, host memory included; FI_SHM_DISABLE_CMA=1 or path dmabuf gives shm the dma-buf";
 	return NULL;
 }

@@ -34,7 +34,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -46,6 +45,7 @@
 #include "../tool_args.h"
 #include "../tool_env.h"
 #include "errors.h"
+#include "fabric.h"
 
 extern char **environ;
 
@@ -694,10 +694,9 @@ static bool sweeps_agree(struct boot *b, uint64_t plan, bool outputs_open)
  */
 static bool shm_without_cma(void)
 {
-	const char *v = getenv("FI_SHM_DISABLE_CMA"), *path = getenv("PEERDIRECT_PATH");
+	const char *path = getenv("PEERDIRECT_PATH");
 
-	return (v && (!strcmp(v, "1") || !strcasecmp(v, "yes") || !strcasecmp(v, "true") ||
-		      !strcasecmp(v, "on"))) || (path && !strcmp(path, "dmabuf"));
+	return pd_fi_env_true("FI_SHM_DISABLE_CMA") || (path && !strcmp(path, "dmabuf"));
 }
 
 static void provider_defaults(struct opts *o, const char *prov, int nranks)
