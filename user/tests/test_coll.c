@@ -14,6 +14,7 @@
 #include "kselftest_harness.h"
 #include "peer_pair.h"
 #include "../tools/listen_port.h"
+#include "../tools/coll/stats.h"
 
 #define OUT_MAX (512 * 1024)
 
@@ -348,6 +349,67 @@ TEST_F_TIMEOUT(coll1, ranks_that_disagree_on_the_sweep_refuse, 120)
 }
 
 /* Without the check the column says N/A (nccl-tests' -c 0). */
+/*
+ * The ratio lines pair each iteration's times: 4x is the ratio of the two
+ * medians below, 3x the median of the per-iteration ratios (2 3 3 4 4).
+ */
+TEST(paired_ratio_pairs_iterations)
+{
+	const double num[] = { 2, 9, 3, 8, 4 }, den[] = { 1, 3, 1, 2, 1 };
+	double scratch[5];
+	struct coll_ratio r = coll_paired_ratio(num, den, 5, scratch);
+
+	EXPECT_EQ(3.0, r.med);
+	EXPECT_EQ(3.0, r.q1);
+	EXPECT_EQ(4.0, r.q3);
+	/* the inputs are left as they were */
+	EXPECT_EQ(9.0, num[1]);
+	EXPECT_EQ(3.0, den[1]);
+}
+
+/* An iteration one side has no time for takes no part; none gives NAN. */
+TEST(paired_ratio_skips_missing_times)
+{
+	const double num[] = { 0, 6, 5, -1 }, den[] = { 1, 2, 0, 1 };
+	double scratch[4];
+	struct coll_ratio r = coll_paired_ratio(num, den, 4, scratch);
+
+	EXPECT_EQ(3.0, r.med);
+	EXPECT_EQ(3.0, r.q1);
+	EXPECT_EQ(3.0, r.q3);
+	r = coll_paired_ratio(num, den, 0, scratch);
+	EXPECT_TRUE(isnan(r.med) && isnan(r.q1) && isnan(r.q3));
+	r = coll_paired_ratio(num + 2, den + 2, 2, scratch);
+	EXPECT_TRUE(isnan(r.med));
+}
+
+/*
+ * Every size gets a ratio line: "-" for a path not run, else the median
+ * with its quartiles around it.
+ */
+TEST_F_TIMEOUT(coll1, ratio_lines_name_their_spread, 120)
+{
+	int st = run("", "--np 2 --provider tcp -b 4K -e 16K -f 4 -n 5 --paths direct,host", self->out);
+	const char *line = strstr(self->out, "# out-of-place busbw ratios:");
+	int lines = 0;
+
+	ASSERT_EQ(0, st) TH_LOG("%s", self->out);
+	ASSERT_NE(NULL, line) TH_LOG("%s", self->out);
+	EXPECT_NE(NULL, strstr(self->out, "# ratios: the median over the timed iterations of the ratio within each (quartiles)"));
+	for (line = strchr(line, '\n'); line && !strncmp(line, "\n#    ", 6); line = strchr(line + 1, '\n')) {
+		double size, med, q1, q3;
+		char dash[4];
+
+		ASSERT_EQ(5, sscanf(line + 2, "%lf %3s %lfx (%lf-%lf)", &size, dash, &med, &q1, &q3))
+			TH_LOG("%s", line);
+		EXPECT_EQ(4096.0 * (lines ? 4 : 1), size);
+		EXPECT_STREQ("-", dash);
+		EXPECT_TRUE(q1 > 0 && q1 <= med && med <= q3) TH_LOG("%s", line);
+		lines++;
+	}
+	EXPECT_EQ(2, lines) TH_LOG("%s", self->out);
+}
+
 TEST_F(coll1, no_check_says_na)
 {
 	/* with nccl-tests' own flags, at the values that mean what pd-coll does */

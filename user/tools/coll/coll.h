@@ -8,6 +8,7 @@
  *   algo.c    the collectives (ring, chain, pairwise, recursive doubling)
  *   data.c    types, reductions, fill, poison and check
  *   outfile.c the --csv and --plot files, written when the run went ahead
+ *   stats.h   medians and paired ratios over the timed iterations
  */
 #ifndef PD_COLL_H
 #define PD_COLL_H

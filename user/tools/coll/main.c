@@ -12,8 +12,8 @@
  * Documentation/man/pd-coll.1).
  *
  * For every size, placement (out-of-place, then in-place) and iteration,
- * the paths take turns: device memory on the direct path, device memory
- * through bounce, host memory.  After the warmups, -c checked iterations
+ * the paths take turns, each first in turn: device memory on the direct
+ * path, device memory through bounce, host memory.  After the warmups, -c checked iterations
  * each fill the input (hashed values, see data.c), poison output and
  * scratch, barrier over the lane's fabric, run the collective and check
  * every element on every rank; they are not timed.  Then -n timed
@@ -22,7 +22,8 @@
  * iterations back to back and averages over the ranks, each iteration here
  * starts from a barrier (the paths take turns per iteration) and its time
  * is the slowest rank's, release skew included; the table shows the mean
- * over the iterations (--stat median for the median).
+ * over the iterations (--stat median for the median).  The ratios between
+ * paths pair the paths' times within each iteration (stats.h).
  * Exit status: 0 all verified, 1 transfer error, 2 any wrong element, 3
  * setup failed.
  */
@@ -40,6 +41,7 @@
 #include <rdma/fabric.h>
 
 #include "coll.h"
+#include "stats.h"
 #include "../bench_report.h"
 #include "../fnv1a.h"
 #include "../tool_args.h"
@@ -103,13 +105,6 @@ static bool reducing(enum coll_kind k)
 static bool rooted(enum coll_kind k)
 {
 	return k == C_BROADCAST || k == C_REDUCE;
-}
-
-static int cmp_d(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
 }
 
 /* nccl-tests' getFloatStr: as many decimals as the width allows. */
@@ -415,17 +410,20 @@ static void csv_header(void)
 static int measure(struct run *r, enum coll_kind k, const struct geom *g, struct sample *me)
 {
 	const struct opts *o = r->o;
-	int ip, it, p, ret;
+	int ip, it, j, p, ret, on[NLANES], non = 0;
 
+	for (p = 0; p < NLANES; p++)
+		if (o->lanes[p])
+			on[non++] = p;
 	for (ip = 0; ip < 2; ip++) {
 		for (it = 0; it < o->warmup + o->check + o->iters; it++) {
-			for (p = 0; p < NLANES; p++) {
+			/* Each lane goes first in turn: none always follows the same one. */
+			for (j = 0; j < non; j++) {
 				int chk = it - o->warmup, timed = chk - o->check;
 				bool checked = chk >= 0 && timed < 0;
 				uint64_t t0;
 
-				if (!o->lanes[p])
-					continue;
+				p = on[(j + it) % non];
 				r->l = &lanes[p];
 				ret = it == 0 || checked ? prepare(r, k, g, ip, it) : 0;
 				ret = ret ?: lane_barrier(r);
@@ -457,6 +455,23 @@ static int measure(struct run *r, enum coll_kind k, const struct geom *g, struct
 	return 0;
 }
 
+/* Rank 0: the slowest rank's time in each timed iteration of one lane, ns. */
+static void slowest(const struct opts *o, int n, const struct sample *all, size_t stride,
+		    int p, int ip, double *t)
+{
+	int it, q;
+
+	for (it = 0; it < o->iters; it++) {
+		t[it] = 0;
+		for (q = 0; q < n; q++) {
+			const struct sample *s = (const void *)((const char *)all + (size_t)q * stride);
+			double v = s->ns[((size_t)p * 2 + (size_t)ip) * (size_t)o->iters + (size_t)it];
+
+			t[it] = v > t[it] ? v : t[it];
+		}
+	}
+}
+
 /* Rank 0: slowest rank per iteration, then the mean or median. */
 static void summarize(const struct opts *o, int n, const struct sample *all, size_t stride,
 		      const struct geom *g, size_t esz, int p, int ip, struct result *res)
@@ -467,17 +482,9 @@ static void summarize(const struct opts *o, int n, const struct sample *all, siz
 	memset(res, 0, sizeof(*res));
 	if (!t)
 		return;
-	for (it = 0; it < o->iters; it++) {
-		for (q = 0; q < n; q++) {
-			const struct sample *s = (const void *)((const char *)all + (size_t)q * stride);
-			double v = s->ns[((size_t)p * 2 + (size_t)ip) * (size_t)o->iters + (size_t)it];
-
-			t[it] = v > t[it] ? v : t[it];
-		}
-	}
+	slowest(o, n, all, stride, p, ip, t);
 	if (o->median) {
-		qsort(t, (size_t)o->iters, sizeof(double), cmp_d);
-		sec = t[o->iters / 2] / 1e9;
+		sec = coll_median(t, (size_t)o->iters) / 1e9;
 	} else {
 		for (it = 0; it < o->iters; it++)
 			sec += t[it] / 1e9 / o->iters;
@@ -489,6 +496,25 @@ static void summarize(const struct opts *o, int n, const struct sample *all, siz
 	res->bus = res->alg * g->bus_factor;
 	res->checked = o->check > 0;
 	free(t);
+}
+
+/*
+ * Rank 0: out-of-place busbw of the direct lane over lane p's, paired per
+ * iteration (stats.h): lane p's time over direct's in the same iteration.
+ */
+static struct coll_ratio direct_over(const struct opts *o, int n, const struct sample *all,
+				     size_t stride, int p)
+{
+	struct coll_ratio r = { NAN, NAN, NAN };
+	double *t = calloc((size_t)o->iters * 3, sizeof(double));
+
+	if (o->lanes[LANE_DIRECT] && o->lanes[p] && t) {
+		slowest(o, n, all, stride, LANE_DIRECT, 0, t);
+		slowest(o, n, all, stride, p, 0, t + o->iters);
+		r = coll_paired_ratio(t + o->iters, t, (size_t)o->iters, t + 2 * (size_t)o->iters);
+	}
+	free(t);
+	return r;
 }
 
 static void plot_block(const char *coll, const char *path, const char *type, const char *op)
@@ -569,8 +595,7 @@ static void copy_bandwidth(struct lane *l, size_t len, double *to_dev, double *f
 	}
 	for (d = 0; d < 2; d++) {
 		tt = t[d];
-		qsort(tt, 5, sizeof(double), cmp_d);
-		*(d ? from_dev : to_dev) = (double)len / tt[2];
+		*(d ? from_dev : to_dev) = (double)len / coll_median(tt, 5);
 	}
 	free(host);
 }
@@ -876,7 +901,8 @@ int main(int argc, char **argv)
 				struct run r = { .o = &o, .rank = b.rank, .n = b.size, .t = o.types[ti],
 						 .op = reducing(k) ? o.ops[oi] : OP_SUM,
 						 .esz = o.types[ti] == T_FLOAT ? 4 : 2, .max = region / 3 };
-				double avg[NLANES] = { 0 }, ratio_sz[64][3], pbus[NLANES][64];
+				double avg[NLANES] = { 0 }, rsize[64], pbus[NLANES][64];
+				struct coll_ratio ratio[64][2];
 				int nrat = 0, rows = 0;
 				uint64_t wrong = 0;
 
@@ -948,11 +974,11 @@ int main(int argc, char **argv)
 						printf("  %s\n", lane_names[p]);
 					}
 					if (nrat < 64) {
-						ratio_sz[nrat][0] = (double)sizes[si];
+						rsize[nrat] = (double)sizes[si];
 						for (p = 0; p < NLANES; p++)
 							pbus[p][nrat] = o.lanes[p] ? res[p][0].bus : 0;
-						ratio_sz[nrat][1] = o.lanes[0] && o.lanes[1] ? res[0][0].bus / res[1][0].bus : NAN;
-						ratio_sz[nrat][2] = o.lanes[0] && o.lanes[2] ? res[0][0].bus / res[2][0].bus : NAN;
+						ratio[nrat][0] = direct_over(&o, b.size, all, stride, LANE_BOUNCE);
+						ratio[nrat][1] = direct_over(&o, b.size, all, stride, LANE_HOST);
 						nrat++;
 					}
 					fflush(stdout);
@@ -963,11 +989,22 @@ int main(int argc, char **argv)
 					continue;
 				}
 				if (o.lanes[0] && (o.lanes[1] || o.lanes[2]) && nrat) {
-					printf("# out-of-place busbw ratios: %10s  %13s  %11s\n", "size",
+					printf("# ratios: the median over the timed iterations of the ratio within each (quartiles)\n");
+					printf("# out-of-place busbw ratios: %10s  %-19s  %s\n", "size",
 					       "direct/bounce", "direct/host");
-					for (si = 0; si < nrat; si++)
-						printf("#                            %10.0f  %12.2fx  %10.2fx\n",
-						       ratio_sz[si][0], ratio_sz[si][1], ratio_sz[si][2]);
+					for (si = 0; si < nrat; si++) {
+						char cell[2][64];
+
+						for (p = 0; p < 2; p++)
+							if (isnan(ratio[si][p].med))
+								snprintf(cell[p], sizeof(cell[p]), "%5s", "-");
+							else
+								snprintf(cell[p], sizeof(cell[p]), "%5.2fx (%.2f-%.2f)",
+									 ratio[si][p].med, ratio[si][p].q1,
+									 ratio[si][p].q3);
+						printf("#                            %10.0f  %-19s  %s\n", rsize[si],
+						       cell[0], cell[1]);
+					}
 				}
 				/* A table cut short checked only what it ran. */
 				printf("# %-20s : %llu %s\n", "Out of bounds values", (unsigned long long)wrong,
@@ -983,7 +1020,7 @@ int main(int argc, char **argv)
 						plot_block(coll_names[k], lane_names[p], type_names[r.t],
 							   reducing(k) ? op_names[r.op] : "");
 						for (si = 0; si < nrat; si++)
-							fprintf(plotdat.f, "%.0f %.6f\n", ratio_sz[si][0], pbus[p][si]);
+							fprintf(plotdat.f, "%.0f %.6f\n", rsize[si], pbus[p][si]);
 					}
 				}
 				fflush(stdout);
