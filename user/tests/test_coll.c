@@ -348,68 +348,125 @@ TEST_F_TIMEOUT(coll1, ranks_that_disagree_on_the_sweep_refuse, 120)
 			    "--provider shm -b 4K -e 4K -n 2 --coll broadcast -r 5", why);
 }
 
-/* Without the check the column says N/A (nccl-tests' -c 0). */
+/* A double compared exactly, printed whole when it differs. */
+#define EXPECT_DBL(want, got) do {							\
+	double got_ = (got);								\
+											\
+	EXPECT_TRUE(got_ == (want)) TH_LOG("%s: want %g, got %g", #got, (double)(want), got_); \
+} while (0)
+
 /*
- * The ratio lines pair each iteration's times: 4x is the ratio of the two
- * medians below, 3x the median of the per-iteration ratios (2 3 3 4 4).
+ * The ratio lines pair each iteration's times: 5x is the ratio of the two
+ * medians below (5 over 1), 3x the median of the per-iteration ratios
+ * (1 2 3 5 7); their quartiles fall on values, at 2 and 5.
  */
 TEST(paired_ratio_pairs_iterations)
 {
-	const double num[] = { 2, 9, 3, 8, 4 }, den[] = { 1, 3, 1, 2, 1 };
+	const double num[] = { 7, 5, 4, 8, 3 }, den[] = { 1, 1, 4, 4, 1 };
 	double scratch[5];
 	struct coll_ratio r = coll_paired_ratio(num, den, 5, scratch);
 
-	EXPECT_EQ(3.0, r.med);
-	EXPECT_EQ(3.0, r.q1);
-	EXPECT_EQ(4.0, r.q3);
+	EXPECT_EQ(5, r.n);
+	EXPECT_DBL(3.0, r.med);
+	EXPECT_DBL(2.0, r.q1);
+	EXPECT_DBL(5.0, r.q3);
 	/* the inputs are left as they were */
-	EXPECT_EQ(9.0, num[1]);
-	EXPECT_EQ(3.0, den[1]);
+	EXPECT_DBL(7.0, num[0]);
+	EXPECT_DBL(4.0, den[3]);
+}
+
+/* An even count: the median is the mean of the middle two, and the
+ * quartiles fall between values (at 0.75 and 2.25 of 0..3). */
+TEST(paired_ratio_interpolates_an_even_count)
+{
+	const double num[] = { 8, 2, 4, 1 }, den[] = { 1, 1, 1, 1 };
+	double scratch[4];
+	struct coll_ratio r = coll_paired_ratio(num, den, 4, scratch);
+
+	EXPECT_EQ(4, r.n);
+	EXPECT_DBL(3.0, r.med);
+	EXPECT_DBL(1.75, r.q1);
+	EXPECT_DBL(5.0, r.q3);
 }
 
 /* An iteration one side has no time for takes no part; none gives NAN. */
 TEST(paired_ratio_skips_missing_times)
 {
-	const double num[] = { 0, 6, 5, -1 }, den[] = { 1, 2, 0, 1 };
-	double scratch[4];
-	struct coll_ratio r = coll_paired_ratio(num, den, 4, scratch);
+	const double num[] = { 0, 6, 5, -1, NAN, 9 }, den[] = { 1, 2, 0, 1, 1, 1 };
+	double scratch[6];
+	struct coll_ratio r = coll_paired_ratio(num, den, 6, scratch);
 
-	EXPECT_EQ(3.0, r.med);
-	EXPECT_EQ(3.0, r.q1);
-	EXPECT_EQ(3.0, r.q3);
+	EXPECT_EQ(2, r.n);
+	EXPECT_DBL(6.0, r.med);
 	r = coll_paired_ratio(num, den, 0, scratch);
+	EXPECT_EQ(0, r.n);
 	EXPECT_TRUE(isnan(r.med) && isnan(r.q1) && isnan(r.q3));
-	r = coll_paired_ratio(num + 2, den + 2, 2, scratch);
+	r = coll_paired_ratio(num + 2, den + 2, 3, scratch);
+	EXPECT_EQ(0, r.n);
 	EXPECT_TRUE(isnan(r.med));
 }
 
 /*
- * Every size gets a ratio line: "-" for a path not run, else the median
- * with its quartiles around it.
+ * Rank 0's ratio lines of "--paths direct,host" with SLOW's timed
+ * iterations 2 ms longer (--test-slow-path): the direct/host figures, with
+ * their quartiles, in med[], q1[], q3[]; how many lines.
  */
-TEST_F_TIMEOUT(coll1, ratio_lines_name_their_spread, 120)
+static int ratio_lines(const char *slow, char *out, double *med, double *q1, double *q3)
 {
-	int st = run("", "--np 2 --provider tcp -b 4K -e 16K -f 4 -n 5 --paths direct,host", self->out);
-	const char *line = strstr(self->out, "# out-of-place busbw ratios:");
+	char args[256];
+	const char *line;
 	int lines = 0;
 
-	ASSERT_EQ(0, st) TH_LOG("%s", self->out);
-	ASSERT_NE(NULL, line) TH_LOG("%s", self->out);
-	EXPECT_NE(NULL, strstr(self->out, "# ratios: the median over the timed iterations of the ratio within each (quartiles)"));
-	for (line = strchr(line, '\n'); line && !strncmp(line, "\n#    ", 6); line = strchr(line + 1, '\n')) {
-		double size, med, q1, q3;
-		char dash[4];
+	snprintf(args, sizeof(args), "--np 2 --provider tcp -b 4K -e 16K -f 4 -n 5 --paths direct,host "
+		 "--test-slow-path %s", slow);
+	if (run("", args, out))
+		return -1;
+	line = strstr(out, "# out-of-place busbw ratios:");
+	for (line = line ? strchr(line, '\n') : NULL; line && !strncmp(line, "\n#    ", 6);
+	     line = strchr(line + 1, '\n')) {
+		double size;
+		char na[8];
 
-		ASSERT_EQ(5, sscanf(line + 2, "%lf %3s %lfx (%lf-%lf)", &size, dash, &med, &q1, &q3))
-			TH_LOG("%s", line);
-		EXPECT_EQ(4096.0 * (lines ? 4 : 1), size);
-		EXPECT_STREQ("-", dash);
-		EXPECT_TRUE(q1 > 0 && q1 <= med && med <= q3) TH_LOG("%s", line);
+		if (lines == 2 || sscanf(line + 2, "%lf %7s %lfx [%lf, %lf]", &size, na, &med[lines],
+					 &q1[lines], &q3[lines]) != 5 || strcmp(na, "n/a") ||
+		    size != (lines ? 16384 : 4096))
+			return -1;
 		lines++;
 	}
-	EXPECT_EQ(2, lines) TH_LOG("%s", self->out);
+	return lines;
 }
 
+/*
+ * The ratio lines name which path is slower, and by how much: 2 ms on a
+ * collective of tens of us.  "n/a" for the path not run.
+ */
+TEST_F_TIMEOUT(coll1, ratio_lines_follow_the_slower_path, 120)
+{
+	double med[2], q1[2], q3[2];
+
+	ASSERT_EQ(2, ratio_lines("host", self->out, med, q1, q3)) TH_LOG("%s", self->out);
+	EXPECT_NE(NULL, strstr(self->out, "# ratios: paired, per timed iteration the other path's time over direct's; their median [quartiles]"));
+	EXPECT_NE(NULL, strstr(self->out, "# --test-slow-path host: every timed iteration of that path takes 2 ms more"));
+	for (int i = 0; i < 2; i++) {
+		EXPECT_TRUE(med[i] > 5 && q1[i] > 2 && q1[i] <= med[i] && med[i] <= q3[i])
+			TH_LOG("%g [%g, %g]: %s", med[i], q1[i], q3[i], self->out);
+	}
+	ASSERT_EQ(2, ratio_lines("direct", self->out, med, q1, q3)) TH_LOG("%s", self->out);
+	for (int i = 0; i < 2; i++) {
+		EXPECT_TRUE(med[i] < 0.2 && q3[i] < 0.5 && q1[i] <= med[i] && med[i] <= q3[i])
+			TH_LOG("%g [%g, %g]: %s", med[i], q1[i], q3[i], self->out);
+	}
+}
+
+/* Fewer than 4 pairs: no quartiles, the count instead. */
+TEST_F_TIMEOUT(coll1, few_iterations_give_no_quartiles, 120)
+{
+	ASSERT_EQ(0, run("", "--np 2 --provider tcp -b 4K -e 4K -n 3", self->out)) TH_LOG("%s", self->out);
+	EXPECT_NE(NULL, strstr(self->out, "x (of 3)")) TH_LOG("%s", self->out);
+	EXPECT_EQ(NULL, strstr(self->out, "x [")) TH_LOG("%s", self->out);
+}
+
+/* Without the check the column says N/A (nccl-tests' -c 0). */
 TEST_F(coll1, no_check_says_na)
 {
 	/* with nccl-tests' own flags, at the values that mean what pd-coll does */
@@ -1037,6 +1094,8 @@ TEST_F(coll1, refuses_bad_arguments)
 	EXPECT_EQ(3, run("", "--np 2 -o prod", self->out));
 	EXPECT_EQ(3, run("", "--np 2 -d int8", self->out));
 	EXPECT_EQ(3, run("", "--np 2 --paths fast", self->out));
+	EXPECT_EQ(3, run("", "--np 2 --test-slow-path fast", self->out));
+	EXPECT_NE(NULL, strstr(self->out, "unknown path 'fast'")) TH_LOG("%s", self->out);
 	EXPECT_EQ(3, run("", "--np 2 -r 5 -b 4K -e 4K", self->out));
 	EXPECT_EQ(3, run("", "--np 2 --small-chunk 100 --small-max 4K", self->out));
 	EXPECT_NE(NULL, strstr(self->out, "--small-chunk and --small-max go together"));
@@ -1065,6 +1124,8 @@ TEST_F(coll1, refuses_bad_arguments)
 		{ "--stat mode", "pd-coll: --stat mode: want mean or median" },
 		{ "--timeout 0", "pd-coll: --timeout 0: want a whole number" },
 		{ "--paths ,", "pd-coll: --paths: want one or more of direct, bounce and host" },
+		{ "--test-slow-path direct,host", "pd-coll: --test-slow-path direct,host: want one path" },
+		{ "--test-slow-path all", "pd-coll: --test-slow-path all: want one path" },
 		{ "-b 4K -e 4K extra", "pd-coll: unexpected argument 'extra'" },
 		{ "-b 8 -e 64 -f 1.05", "pd-coll: -f 1.05 does not grow 8 B" },
 		{ "-b 4K -e 1M -i 4K", "pd-coll: -b 4096 to -e 1048576 by that -i is more than 64 sizes" },

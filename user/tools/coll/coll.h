@@ -24,6 +24,7 @@
 #define MAX_RANKS 64
 #define MAX_DEPTH 64
 #define MAX_PEND (4 * MAX_DEPTH)	/* sends left pending in a run */
+#define SLOW_PATH_NS 2000000	/* --test-slow-path */
 
 enum lane_kind { LANE_DIRECT, LANE_BOUNCE, LANE_HOST, NLANES };
 enum coll_kind { C_ALLREDUCE, C_ALLGATHER, C_REDUCESCATTER, C_BROADCAST, C_REDUCE,
@@ -77,6 +78,7 @@ struct opts {
 	int corrupt;
 	int kill_rank;		/* test only: this rank raises SIGKILL before the first collective */
 	int max_pend;		/* test only (below MAX_PEND): pending sends before a wait */
+	int slow_lane;		/* test only: this lane's timed iterations sleep SLOW_PATH_NS */
 };
 
 /* A collective in flight on one lane: where its buffers are. */

@@ -12,8 +12,8 @@
  * Documentation/man/pd-coll.1).
  *
  * For every size, placement (out-of-place, then in-place) and iteration,
- * the paths take turns, each first in turn: device memory on the direct
- * path, device memory through bounce, host memory.  After the warmups, -c checked iterations
+ * the paths take turns: device memory on the direct path, device memory
+ * through bounce, host memory.  After the warmups, -c checked iterations
  * each fill the input (hashed values, see data.c), poison output and
  * scratch, barrier over the lane's fabric, run the collective and check
  * every element on every rank; they are not timed.  Then -n timed
@@ -217,7 +217,7 @@ static int parse(int argc, char **argv, struct opts *o, struct launch_opts *lo)
 {
 	enum { O_COLL = 256, O_PATHS, O_MEMORY, O_PROVIDER, O_DEPTH, O_CHUNK, O_ALGO, O_RDMAX,
 	       O_SMALL_CHUNK, O_SMALL_MAX, O_STAT, O_CSV, O_PLOT, O_TIMEOUT, O_NP, O_RANK, O_NRANKS, O_RDV, O_CORRUPT,
-	       O_MISPLACE, O_KILL, O_MAXPEND };
+	       O_MISPLACE, O_KILL, O_MAXPEND, O_SLOW };
 	static const struct option lopts[] = {
 		{ "minbytes", 1, 0, 'b' }, { "maxbytes", 1, 0, 'e' }, { "stepfactor", 1, 0, 'f' },
 		{ "stepbytes", 1, 0, 'i' }, { "iters", 1, 0, 'n' }, { "warmup_iters", 1, 0, 'w' },
@@ -232,12 +232,14 @@ static int parse(int argc, char **argv, struct opts *o, struct launch_opts *lo)
 		{ "nranks", 1, 0, O_NRANKS }, { "rendezvous", 1, 0, O_RDV },
 		{ "test-corrupt", 0, 0, O_CORRUPT }, { "test-misplace", 0, 0, O_MISPLACE },
 		{ "test-kill-rank", 1, 0, O_KILL }, { "test-max-pending", 1, 0, O_MAXPEND },
+		{ "test-slow-path", 1, 0, O_SLOW },
 		{ 0 },
 	};
 	int c, lanes_sel[NLANES], n, i;
 
 	*o = (struct opts) { .minb = 32 << 20, .maxb = 32 << 20, .stepb = 1 << 20, .chunk = 4 << 20,
 			     .iters = 20, .warmup = 1, .check = 1, .depth = 4, .timeout_ms = 60000, .max_pend = MAX_PEND,
+			     .slow_lane = -1,
 			     .ncolls = 1, .ntypes = 1, .nops = 1, .rd_max = 256 << 10,
 			     .lanes = { true, true, true },
 			     .memory = access("/dev/peerdirect0", R_OK | W_OK) ? "memfd" : "device:0" };
@@ -344,6 +346,13 @@ static int parse(int argc, char **argv, struct opts *o, struct launch_opts *lo)
 		case O_MISPLACE: o->corrupt = CORRUPT_MISPLACE; break;
 		case O_KILL: if (TOOL_INT_ARG("--test-kill-rank", 1, MAX_RANKS - 1, &o->kill_rank)) return -1; break;
 		case O_MAXPEND: if (TOOL_INT_ARG("--test-max-pending", 1, MAX_PEND, &o->max_pend)) return -1; break;
+		case O_SLOW:
+			if (strchr(optarg, ',') || !strcmp(optarg, "all"))
+				return tool_bad(TOOL_NAME, "--test-slow-path", optarg, "want one path");
+			if (parse_list(optarg, lane_names, NLANES, lanes_sel, "path") != 1)
+				return -1;
+			o->slow_lane = lanes_sel[0];
+			break;
 		default: usage(); return -1;
 		}
 	}
@@ -410,26 +419,30 @@ static void csv_header(void)
 static int measure(struct run *r, enum coll_kind k, const struct geom *g, struct sample *me)
 {
 	const struct opts *o = r->o;
-	int ip, it, j, p, ret, on[NLANES], non = 0;
+	int ip, it, p, ret;
 
-	for (p = 0; p < NLANES; p++)
-		if (o->lanes[p])
-			on[non++] = p;
+	/*
+	 * The lanes run in one fixed order in every iteration, so that each
+	 * always follows the same one.  (Rotating which goes first would, with
+	 * two lanes, run the last of one iteration again first in the next.)
+	 */
 	for (ip = 0; ip < 2; ip++) {
 		for (it = 0; it < o->warmup + o->check + o->iters; it++) {
-			/* Each lane goes first in turn: none always follows the same one. */
-			for (j = 0; j < non; j++) {
+			for (p = 0; p < NLANES; p++) {
 				int chk = it - o->warmup, timed = chk - o->check;
 				bool checked = chk >= 0 && timed < 0;
 				uint64_t t0;
 
-				p = on[(j + it) % non];
+				if (!o->lanes[p])
+					continue;
 				r->l = &lanes[p];
 				ret = it == 0 || checked ? prepare(r, k, g, ip, it) : 0;
 				ret = ret ?: lane_barrier(r);
 				t0 = coll_now_ns();
 				if (!ret)
 					ret = coll_run(r, k, g, ip);
+				if (p == o->slow_lane && timed >= 0)
+					nanosleep(&(struct timespec){ .tv_nsec = SLOW_PATH_NS }, NULL);
 				if (ret) {
 					fprintf(stderr, "pd-coll: rank %d: %s %s %zu B %s iter %d: %s (%s)\n",
 						r->rank, coll_names[k], lane_names[p], g->recvcount * r->esz,
@@ -499,22 +512,42 @@ static void summarize(const struct opts *o, int n, const struct sample *all, siz
 }
 
 /*
- * Rank 0: out-of-place busbw of the direct lane over lane p's, paired per
- * iteration (stats.h): lane p's time over direct's in the same iteration.
+ * Rank 0: out-of-place busbw of the direct lane over each other lane's,
+ * paired per iteration (stats.h): that lane's time over direct's in the
+ * same iteration.  out[p] has n 0 where there is no ratio.
  */
-static struct coll_ratio direct_over(const struct opts *o, int n, const struct sample *all,
-				     size_t stride, int p)
+static void direct_over(const struct opts *o, int n, const struct sample *all, size_t stride,
+			struct coll_ratio out[NLANES])
 {
-	struct coll_ratio r = { NAN, NAN, NAN };
 	double *t = calloc((size_t)o->iters * 3, sizeof(double));
+	int p;
 
-	if (o->lanes[LANE_DIRECT] && o->lanes[p] && t) {
-		slowest(o, n, all, stride, LANE_DIRECT, 0, t);
+	for (p = 0; p < NLANES; p++)
+		out[p] = (struct coll_ratio){ NAN, NAN, NAN, 0 };
+	if (!t || !o->lanes[LANE_DIRECT]) {
+		free(t);
+		return;
+	}
+	slowest(o, n, all, stride, LANE_DIRECT, 0, t);
+	for (p = LANE_DIRECT + 1; p < NLANES; p++) {
+		if (!o->lanes[p])
+			continue;
 		slowest(o, n, all, stride, p, 0, t + o->iters);
-		r = coll_paired_ratio(t + o->iters, t, (size_t)o->iters, t + 2 * (size_t)o->iters);
+		out[p] = coll_paired_ratio(t + o->iters, t, (size_t)o->iters, t + 2 * (size_t)o->iters);
 	}
 	free(t);
-	return r;
+}
+
+/* One ratio cell: "1.22x [1.13, 1.34]" (median [quartiles]), "1.22x (of 2)"
+ * below 4 pairs, "n/a" for none. */
+static void ratio_cell(const struct coll_ratio *r, char *s, size_t len)
+{
+	if (!r->n)
+		snprintf(s, len, "n/a");
+	else if (r->n < 4)
+		snprintf(s, len, "%.2fx (of %zu)", r->med, r->n);
+	else
+		snprintf(s, len, "%.2fx [%.2f, %.2f]", r->med, r->q1, r->q3);
 }
 
 static void plot_block(const char *coll, const char *path, const char *type, const char *op)
@@ -570,7 +603,7 @@ static int run_plot(const char *png, const char *dat)
  * of 5, GB/s (an input of the model in Documentation/performance.md). */
 static void copy_bandwidth(struct lane *l, size_t len, double *to_dev, double *from_dev)
 {
-	double t[2][5], *tt;
+	double t[2][5];
 	char *host = malloc(len);
 	int k, d;
 
@@ -593,10 +626,8 @@ static void copy_bandwidth(struct lane *l, size_t len, double *to_dev, double *f
 			t[d][k] = (double)(coll_now_ns() - t0);
 		}
 	}
-	for (d = 0; d < 2; d++) {
-		tt = t[d];
-		*(d ? from_dev : to_dev) = (double)len / coll_median(tt, 5);
-	}
+	for (d = 0; d < 2; d++)
+		*(d ? from_dev : to_dev) = (double)len / coll_median(t[d], 5);
 	free(host);
 }
 
@@ -885,6 +916,9 @@ int main(int argc, char **argv)
 		if (o.max_pend < MAX_PEND)
 			printf("# --test-max-pending %d: an exchange waits for its oldest sends past that many\n",
 			       o.max_pend);
+		if (o.slow_lane >= 0)
+			printf("# --test-slow-path %s: every timed iteration of that path takes %d ms more\n",
+			       lane_names[o.slow_lane], SLOW_PATH_NS / 1000000);
 		began = true;
 		if (csv.f)
 			csv_header();
@@ -902,7 +936,7 @@ int main(int argc, char **argv)
 						 .op = reducing(k) ? o.ops[oi] : OP_SUM,
 						 .esz = o.types[ti] == T_FLOAT ? 4 : 2, .max = region / 3 };
 				double avg[NLANES] = { 0 }, rsize[64], pbus[NLANES][64];
-				struct coll_ratio ratio[64][2];
+				struct coll_ratio ratio[64][NLANES];
 				int nrat = 0, rows = 0;
 				uint64_t wrong = 0;
 
@@ -977,8 +1011,7 @@ int main(int argc, char **argv)
 						rsize[nrat] = (double)sizes[si];
 						for (p = 0; p < NLANES; p++)
 							pbus[p][nrat] = o.lanes[p] ? res[p][0].bus : 0;
-						ratio[nrat][0] = direct_over(&o, b.size, all, stride, LANE_BOUNCE);
-						ratio[nrat][1] = direct_over(&o, b.size, all, stride, LANE_HOST);
+						direct_over(&o, b.size, all, stride, ratio[nrat]);
 						nrat++;
 					}
 					fflush(stdout);
@@ -989,21 +1022,16 @@ int main(int argc, char **argv)
 					continue;
 				}
 				if (o.lanes[0] && (o.lanes[1] || o.lanes[2]) && nrat) {
-					printf("# ratios: the median over the timed iterations of the ratio within each (quartiles)\n");
-					printf("# out-of-place busbw ratios: %10s  %-19s  %s\n", "size",
+					printf("# ratios: paired, per timed iteration the other path's time over direct's; their median [quartiles]\n");
+					printf("# out-of-place busbw ratios: %10s  %-24s  %s\n", "size",
 					       "direct/bounce", "direct/host");
 					for (si = 0; si < nrat; si++) {
-						char cell[2][64];
+						char cb[64], ch[64];
 
-						for (p = 0; p < 2; p++)
-							if (isnan(ratio[si][p].med))
-								snprintf(cell[p], sizeof(cell[p]), "%5s", "-");
-							else
-								snprintf(cell[p], sizeof(cell[p]), "%5.2fx (%.2f-%.2f)",
-									 ratio[si][p].med, ratio[si][p].q1,
-									 ratio[si][p].q3);
-						printf("#                            %10.0f  %-19s  %s\n", rsize[si],
-						       cell[0], cell[1]);
+						ratio_cell(&ratio[si][LANE_BOUNCE], cb, sizeof(cb));
+						ratio_cell(&ratio[si][LANE_HOST], ch, sizeof(ch));
+						printf("#                            %10.0f  %-24s  %s\n", rsize[si],
+						       cb, ch);
 					}
 				}
 				/* A table cut short checked only what it ran. */

@@ -17,44 +17,59 @@ static inline int coll_cmp_double(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-/* The median of v[0..n) (sorts v); the upper one of an even count, NAN for none. */
+/*
+ * The q-quantile of sorted v[0..n), interpolated between the two nearest
+ * values at q * (n - 1) (the definition of R's and numpy's defaults):
+ * 0.5 is the median, the mean of the two middle values for even n.
+ */
+static inline double coll_quantile(const double *v, size_t n, double q)
+{
+	double pos = q * (double)(n - 1), lo = floor(pos);
+	size_t i = (size_t)lo;
+
+	if (!n)
+		return NAN;
+	return i + 1 < n ? v[i] + (pos - lo) * (v[i + 1] - v[i]) : v[i];
+}
+
+/* The median of v[0..n) (sorts v); NAN for none. */
 static inline double coll_median(double *v, size_t n)
 {
 	if (!n)
 		return NAN;
 	qsort(v, n, sizeof(*v), coll_cmp_double);
-	return v[n / 2];
+	return coll_quantile(v, n, 0.5);
 }
 
-/* A ratio's median and quartiles over the iterations. */
+/* A ratio over the iterations: median, quartiles, and of how many. */
 struct coll_ratio {
 	double med, q1, q3;
+	size_t n;
 };
 
 /*
  * Two paths compared side by side: the ratio within each iteration,
  * num[i] / den[i], over the iterations.  The paths take turns in every
- * iteration, so whatever slowed the machine for a while (another tenant,
- * a VM's vCPU) slowed both sides of one pair; the ratio of two separate
- * medians pairs the middle of one path's times with the middle of the
- * other's, taken at different moments, and keeps that spread.  The
- * quartiles say how far one figure can be trusted.  scratch holds n
- * doubles.  NAN for every field when no pair has both times.
+ * iteration, so a pair's two times are moments apart; the ratio of two
+ * separate medians pairs the middle of one path's times with the middle of
+ * the other's, which may be far apart.  The quartiles say how far one
+ * figure can be trusted.  scratch holds n doubles.  NAN (n 0) when no pair
+ * has both times.
  */
 static inline struct coll_ratio coll_paired_ratio(const double *num, const double *den,
 						  size_t n, double *scratch)
 {
-	struct coll_ratio r = { NAN, NAN, NAN };
-	size_t i, m = 0;
+	struct coll_ratio r = { NAN, NAN, NAN, 0 };
+	size_t i;
 
 	for (i = 0; i < n; i++)
 		if (num[i] > 0 && den[i] > 0)
-			scratch[m++] = num[i] / den[i];
-	if (!m)
+			scratch[r.n++] = num[i] / den[i];
+	if (!r.n)
 		return r;
-	r.med = coll_median(scratch, m);
-	r.q1 = scratch[m / 4];
-	r.q3 = scratch[3 * m / 4];
+	r.med = coll_median(scratch, r.n);
+	r.q1 = coll_quantile(scratch, r.n, 0.25);
+	r.q3 = coll_quantile(scratch, r.n, 0.75);
 	return r;
 }
 
