@@ -12,8 +12,9 @@
  * Documentation/man/pd-coll.1).
  *
  * For every size, placement (out-of-place, then in-place) and iteration,
- * the paths take turns: device memory on the direct path, device memory
- * through bounce, host memory.  After the warmups, -c checked iterations
+ * the paths take turns (each first in turn over the timed iterations):
+ * device memory on the direct path, device memory through bounce, host
+ * memory.  After the warmups, -c checked iterations
  * each fill the input (hashed values, see data.c), poison output and
  * scratch, barrier over the lane's fabric, run the collective and check
  * every element on every rank; they are not timed.  Then -n timed
@@ -419,22 +420,28 @@ static void csv_header(void)
 static int measure(struct run *r, enum coll_kind k, const struct geom *g, struct sample *me)
 {
 	const struct opts *o = r->o;
-	int ip, it, p, ret;
+	int ip, it, j, p, ret, on[NLANES], non = 0;
 
+	for (p = 0; p < NLANES; p++)
+		if (o->lanes[p])
+			on[non++] = p;
 	/*
-	 * The lanes run in one fixed order in every iteration, so that each
-	 * always follows the same one.  (Rotating which goes first would, with
-	 * two lanes, run the last of one iteration again first in the next.)
+	 * Which lane goes first in an iteration may matter (a 0-3% lean
+	 * against the first in Documentation/performance.md, section T, no
+	 * more than the spread): over the timed iterations each goes first in
+	 * turn, from the first timed one, so that every lane holds every place
+	 * equally often when -n is a multiple of the number of lanes.  With
+	 * two lanes the last of one iteration then runs again first in the
+	 * next (d h | h d), each lane as often.
 	 */
 	for (ip = 0; ip < 2; ip++) {
 		for (it = 0; it < o->warmup + o->check + o->iters; it++) {
-			for (p = 0; p < NLANES; p++) {
+			for (j = 0; j < non; j++) {
 				int chk = it - o->warmup, timed = chk - o->check;
 				bool checked = chk >= 0 && timed < 0;
 				uint64_t t0;
 
-				if (!o->lanes[p])
-					continue;
+				p = on[(j + (timed > 0 ? timed : 0)) % non];
 				r->l = &lanes[p];
 				ret = it == 0 || checked ? prepare(r, k, g, ip, it) : 0;
 				ret = ret ?: lane_barrier(r);
@@ -908,7 +915,7 @@ int main(int argc, char **argv)
 			printf("# CPU copy of %zu B (rank 0, median of 5): host to %s %.2f GB/s, %s to host %.2f GB/s\n",
 			       len, o.memory, up, o.memory, down);
 		}
-		printf("# paths alternate per iteration; every checked iteration verifies every element on every rank\n");
+		printf("# paths alternate per iteration, each first in turn in the timed ones; every checked iteration verifies every element on every rank\n");
 		if (o.corrupt == CORRUPT_POISON)
 			printf("# --test-corrupt: one output element per checked iteration is put back to its poison\n");
 		if (o.corrupt == CORRUPT_MISPLACE)
