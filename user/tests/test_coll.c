@@ -355,38 +355,34 @@ TEST_F_TIMEOUT(coll1, ranks_that_disagree_on_the_sweep_refuse, 120)
 	EXPECT_TRUE(got_ == (want)) TH_LOG("%s: want %g, got %g", #got, (double)(want), got_); \
 } while (0)
 
+/* The paired ratio of num over den: its count, median and quartiles. */
+#define EXPECT_PAIRED(num, den, want_n, want_med, want_q1, want_q3) do {		\
+	double scratch_[sizeof(num) / sizeof((num)[0])];				\
+	struct coll_ratio r_ = coll_paired_ratio(num, den, sizeof(num) / sizeof((num)[0]), scratch_); \
+											\
+	EXPECT_EQ(want_n, r_.n);							\
+	EXPECT_DBL(want_med, r_.med);							\
+	EXPECT_DBL(want_q1, r_.q1);							\
+	EXPECT_DBL(want_q3, r_.q3);							\
+} while (0)
+
 /*
  * The ratio lines pair each iteration's times: 5x is the ratio of the two
- * medians below (5 over 1), 3x the median of the per-iteration ratios
- * (1 2 3 5 7); their quartiles fall on values, at 2 and 5.
+ * medians of the first case (5 over 1), 3x the median of its per-iteration
+ * ratios (1 2 3 5 7), whose quartiles fall on values, at 2 and 5.  For an
+ * even count the median is the mean of the middle two, and the quartiles
+ * fall between values (at 0.75 and 2.25 of 0..3).
  */
 TEST(paired_ratio_pairs_iterations)
 {
 	const double num[] = { 7, 5, 4, 8, 3 }, den[] = { 1, 1, 4, 4, 1 };
-	double scratch[5];
-	struct coll_ratio r = coll_paired_ratio(num, den, 5, scratch);
+	const double even_num[] = { 8, 2, 4, 1 }, even_den[] = { 1, 1, 1, 1 };
 
-	EXPECT_EQ(5, r.n);
-	EXPECT_DBL(3.0, r.med);
-	EXPECT_DBL(2.0, r.q1);
-	EXPECT_DBL(5.0, r.q3);
+	EXPECT_PAIRED(num, den, 5, 3.0, 2.0, 5.0);
 	/* the inputs are left as they were */
 	EXPECT_DBL(7.0, num[0]);
 	EXPECT_DBL(4.0, den[3]);
-}
-
-/* An even count: the median is the mean of the middle two, and the
- * quartiles fall between values (at 0.75 and 2.25 of 0..3). */
-TEST(paired_ratio_interpolates_an_even_count)
-{
-	const double num[] = { 8, 2, 4, 1 }, den[] = { 1, 1, 1, 1 };
-	double scratch[4];
-	struct coll_ratio r = coll_paired_ratio(num, den, 4, scratch);
-
-	EXPECT_EQ(4, r.n);
-	EXPECT_DBL(3.0, r.med);
-	EXPECT_DBL(1.75, r.q1);
-	EXPECT_DBL(5.0, r.q3);
+	EXPECT_PAIRED(even_num, even_den, 4, 3.0, 1.75, 5.0);
 }
 
 /* An iteration one side has no time for takes no part; none gives NAN. */
