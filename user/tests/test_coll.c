@@ -413,7 +413,7 @@ static int ratio_lines(const char *slow, char *out, double *med, double *q1, dou
 	const char *line;
 	int lines = 0;
 
-	snprintf(args, sizeof(args), "--np 2 --provider tcp -b 4K -e 16K -f 4 -n 5 --paths direct,host "
+	snprintf(args, sizeof(args), "--np 2 --provider tcp -b 4K -e 16K -f 4 -n 15 --paths direct,host "
 		 "--test-slow-path %s", slow);
 	if (run("", args, out))
 		return -1;
@@ -434,32 +434,38 @@ static int ratio_lines(const char *slow, char *out, double *med, double *q1, dou
 
 /*
  * The ratio lines name which path is slower, and by how much: 2 ms on a
- * collective of tens of us.  "n/a" for the path not run.
+ * collective of tens of us, about 60x; the bounds leave room for a loaded
+ * machine (a stall of a few ms in some iterations), the unit tests above
+ * check the arithmetic.  "n/a" for the path not run.
  */
 TEST_F_TIMEOUT(coll1, ratio_lines_follow_the_slower_path, 120)
 {
 	double med[2], q1[2], q3[2];
+	int i;
 
 	ASSERT_EQ(2, ratio_lines("host", self->out, med, q1, q3)) TH_LOG("%s", self->out);
 	EXPECT_NE(NULL, strstr(self->out, "# ratios: paired, per timed iteration the other path's time over direct's; their median [quartiles]"));
 	EXPECT_NE(NULL, strstr(self->out, "# --test-slow-path host: every timed iteration of that path takes 2 ms more"));
-	for (int i = 0; i < 2; i++) {
-		EXPECT_TRUE(med[i] > 5 && q1[i] > 2 && q1[i] <= med[i] && med[i] <= q3[i])
+	for (i = 0; i < 2; i++) {
+		EXPECT_TRUE(med[i] > 5 && q1[i] > 1 && q1[i] <= med[i] && med[i] <= q3[i])
 			TH_LOG("%g [%g, %g]: %s", med[i], q1[i], q3[i], self->out);
 	}
 	ASSERT_EQ(2, ratio_lines("direct", self->out, med, q1, q3)) TH_LOG("%s", self->out);
-	for (int i = 0; i < 2; i++) {
-		EXPECT_TRUE(med[i] < 0.2 && q3[i] < 0.5 && q1[i] <= med[i] && med[i] <= q3[i])
+	for (i = 0; i < 2; i++) {
+		EXPECT_TRUE(med[i] < 0.2 && q3[i] < 1 && q1[i] <= med[i] && med[i] <= q3[i])
 			TH_LOG("%g [%g, %g]: %s", med[i], q1[i], q3[i], self->out);
 	}
 }
 
-/* Fewer than 4 pairs: no quartiles, the count instead. */
+/* Fewer than 4 pairs: no quartiles, the count instead; from 4, quartiles. */
 TEST_F_TIMEOUT(coll1, few_iterations_give_no_quartiles, 120)
 {
 	ASSERT_EQ(0, run("", "--np 2 --provider tcp -b 4K -e 4K -n 3", self->out)) TH_LOG("%s", self->out);
 	EXPECT_NE(NULL, strstr(self->out, "x (of 3)")) TH_LOG("%s", self->out);
 	EXPECT_EQ(NULL, strstr(self->out, "x [")) TH_LOG("%s", self->out);
+	ASSERT_EQ(0, run("", "--np 2 --provider tcp -b 4K -e 4K -n 4", self->out)) TH_LOG("%s", self->out);
+	EXPECT_NE(NULL, strstr(self->out, "x [")) TH_LOG("%s", self->out);
+	EXPECT_EQ(NULL, strstr(self->out, "x (of")) TH_LOG("%s", self->out);
 }
 
 /* Without the check the column says N/A (nccl-tests' -c 0). */
@@ -1122,6 +1128,7 @@ TEST_F(coll1, refuses_bad_arguments)
 		{ "--paths ,", "pd-coll: --paths: want one or more of direct, bounce and host" },
 		{ "--test-slow-path direct,host", "pd-coll: --test-slow-path direct,host: want one path" },
 		{ "--test-slow-path all", "pd-coll: --test-slow-path all: want one path" },
+		{ "--test-slow-path ''", "pd-coll: --test-slow-path : want one path" },
 		{ "-b 4K -e 4K extra", "pd-coll: unexpected argument 'extra'" },
 		{ "-b 8 -e 64 -f 1.05", "pd-coll: -f 1.05 does not grow 8 B" },
 		{ "-b 4K -e 1M -i 4K", "pd-coll: -b 4096 to -e 1048576 by that -i is more than 64 sizes" },

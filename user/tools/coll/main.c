@@ -37,6 +37,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <rdma/fabric.h>
@@ -348,7 +349,7 @@ static int parse(int argc, char **argv, struct opts *o, struct launch_opts *lo)
 		case O_KILL: if (TOOL_INT_ARG("--test-kill-rank", 1, MAX_RANKS - 1, &o->kill_rank)) return -1; break;
 		case O_MAXPEND: if (TOOL_INT_ARG("--test-max-pending", 1, MAX_PEND, &o->max_pend)) return -1; break;
 		case O_SLOW:
-			if (strchr(optarg, ',') || !strcmp(optarg, "all"))
+			if (!*optarg || strchr(optarg, ',') || !strcmp(optarg, "all"))
 				return tool_bad(TOOL_NAME, "--test-slow-path", optarg, "want one path");
 			if (parse_list(optarg, lane_names, NLANES, lanes_sel, "path") != 1)
 				return -1;
@@ -426,10 +427,11 @@ static int measure(struct run *r, enum coll_kind k, const struct geom *g, struct
 		if (o->lanes[p])
 			on[non++] = p;
 	/*
-	 * Which lane goes first in an iteration may matter (a 0-3% lean
-	 * against the first in Documentation/performance.md, section T, no
-	 * more than the spread): over the timed iterations each goes first in
-	 * turn, from the first timed one, so that every lane holds every place
+	 * Whether the lane that goes first in an iteration pays for it is not
+	 * known (Documentation/performance.md, section T: differences within
+	 * the spread); a fixed order would put any such cost on the direct
+	 * lane every time.  So over the timed iterations each goes first in
+	 * turn, from the first timed one, and every lane holds every place
 	 * equally often when -n is a multiple of the number of lanes.  With
 	 * two lanes the last of one iteration then runs again first in the
 	 * next (d h | h d), each lane as often.

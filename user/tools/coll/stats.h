@@ -24,12 +24,14 @@ static inline int coll_cmp_double(const void *a, const void *b)
  */
 static inline double coll_quantile(const double *v, size_t n, double q)
 {
-	double pos = q * (double)(n - 1), lo = floor(pos);
-	size_t i = (size_t)lo;
+	double pos;
+	size_t i;
 
 	if (!n)
 		return NAN;
-	return i + 1 < n ? v[i] + (pos - lo) * (v[i + 1] - v[i]) : v[i];
+	pos = q * (double)(n - 1);
+	i = (size_t)pos;	/* pos >= 0: the floor */
+	return i + 1 < n ? v[i] + (pos - (double)i) * (v[i + 1] - v[i]) : v[i];
 }
 
 /* The median of v[0..n) (sorts v); NAN for none. */
