@@ -752,20 +752,13 @@ static bool sweeps_agree(struct boot *b, uint64_t plan, bool outputs_open)
  *    whole pieces.
  */
 /*
- * Whether the lanes' shm endpoints lack CMA, as the library decides it:
- * FI_SHM_DISABLE_CMA true in libfabric's spellings (fi_param_get_bool), or
- * PEERDIRECT_PATH=dmabuf, which opens the auto lanes with path dmabuf and
- * so has shm asked for FI_HMEM, which turns CMA off.
+ * first: the first lane's fabric, whose provider every lane has.  Over shm
+ * without CMA (FI_SHM_DISABLE_CMA, or FI_HMEM granted, which turns it off)
+ * the library has no CPU mapping pinned: pins_cpu_maps says which.
  */
-static bool shm_without_cma(void)
+static void provider_defaults(struct opts *o, const struct pd_fabric *first, int nranks)
 {
-	const char *path = getenv("PEERDIRECT_PATH");
-
-	return pd_fi_env_true("FI_SHM_DISABLE_CMA") || (path && !strcmp(path, "dmabuf"));
-}
-
-static void provider_defaults(struct opts *o, const char *prov, int nranks)
-{
+	const char *prov = pd_fabric_provider(first);
 	bool shm = !strcmp(prov, "shm"), rxm = !strcmp(prov, "tcp;ofi_rxm");
 	/* tcp's own RDM endpoint: net, or tcp alone (rxm adds its name). */
 	bool tcp_rdm = !strcmp(prov, "net") || !strcmp(prov, "tcp");
@@ -774,7 +767,7 @@ static void provider_defaults(struct opts *o, const char *prov, int nranks)
 	size_t piece = 512 << 10;
 
 	if (!o->rd_max_set && shm)
-		o->rd_max = nranks == 2 ? (FI_MAJOR(fi_version()) >= 2 && shm_without_cma() ?
+		o->rd_max = nranks == 2 ? (FI_MAJOR(fi_version()) >= 2 && !first->pins_cpu_maps ?
 					   512 << 10 : 4 << 20) :
 			    nranks == 4 ? 1 << 20 : 4096;
 	if (!o->rd_max_set && ((rxm && (nranks == 2 || nranks == 4)) || (tcp_rdm && nranks == 2)))
@@ -853,7 +846,7 @@ int main(int argc, char **argv)
 	if (status)
 		goto out;
 	first = lanes[o.lanes[0] ? 0 : o.lanes[1] ? 1 : 2].fab;	/* same provider on every lane */
-	provider_defaults(&o, pd_fabric_provider(first), b.size);
+	provider_defaults(&o, first, b.size);
 	stride = sizeof(struct sample) + (size_t)NLANES * 2 * (size_t)o.iters * sizeof(double);
 	stride = (stride + 7) / 8 * 8;
 	me = calloc(1, stride);
