@@ -110,7 +110,7 @@ bool pd_provider_pins_host_pages(const char *provider)
 
 /* A libfabric boolean setting in the environment (fi_param_get_bool's
  * spellings of true). */
-bool pd_fi_env_true(const char *name)
+static bool fi_env_true(const char *name)
 {
 	const char *v = getenv(name);
 
@@ -137,7 +137,7 @@ bool pd_provider_pins_cpu_maps(const char *provider, bool hmem)
 	 */
 	/* In any case: libfabric matches provider names so. */
 	return core == 3 && !strncasecmp(provider, "shm", 3) && !hmem &&
-	       !pd_fi_env_true("FI_SHM_DISABLE_CMA");
+	       !fi_env_true("FI_SHM_DISABLE_CMA");
 }
 
 /* The caller's size, not ours: an older caller's struct is shorter. */

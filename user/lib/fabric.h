@@ -171,7 +171,6 @@ int pd_fabric_bounce_pool(struct pd_fabric *fab, struct pd_bounce_pool **out);
 int pd_tag_bits_for(uint64_t mem_tag_format, unsigned int *user_bits);
 bool pd_provider_copies_with_cpu(const char *provider);
 bool pd_provider_pins_cpu_maps(const char *provider, bool hmem);
-bool pd_fi_env_true(const char *name);
 bool pd_provider_pins_host_pages(const char *provider);
 
 /*

@@ -752,13 +752,25 @@ static bool sweeps_agree(struct boot *b, uint64_t plan, bool outputs_open)
  *    whole pieces.
  */
 /*
- * first: the first lane's fabric, whose provider every lane has.  Over shm
- * without CMA (FI_SHM_DISABLE_CMA, or FI_HMEM granted, which turns it off)
- * the library has no CPU mapping pinned: pins_cpu_maps says which.
+ * Whether the library configured some lane's shm endpoint without CMA
+ * (FI_SHM_DISABLE_CMA, or FI_HMEM granted, which turns it off): its
+ * pins_cpu_maps is false.  Lanes can differ (the bounce lane is opened with
+ * path bounce, PEERDIRECT_PATH=dmabuf reaches the auto ones); --rd-max is
+ * one for all, so one lane without CMA decides it, whichever --paths chose.
  */
-static void provider_defaults(struct opts *o, const struct pd_fabric *first, int nranks)
+static bool shm_lane_without_cma(const struct opts *o)
 {
-	const char *prov = pd_fabric_provider(first);
+	int p;
+
+	for (p = 0; p < NLANES; p++)
+		if (o->lanes[p] && lanes[p].fab && !lanes[p].fab->pins_cpu_maps)
+			return true;
+	return false;
+}
+
+/* prov: the provider every lane has. */
+static void provider_defaults(struct opts *o, const char *prov, int nranks)
+{
 	bool shm = !strcmp(prov, "shm"), rxm = !strcmp(prov, "tcp;ofi_rxm");
 	/* tcp's own RDM endpoint: net, or tcp alone (rxm adds its name). */
 	bool tcp_rdm = !strcmp(prov, "net") || !strcmp(prov, "tcp");
@@ -767,7 +779,7 @@ static void provider_defaults(struct opts *o, const struct pd_fabric *first, int
 	size_t piece = 512 << 10;
 
 	if (!o->rd_max_set && shm)
-		o->rd_max = nranks == 2 ? (FI_MAJOR(fi_version()) >= 2 && !first->pins_cpu_maps ?
+		o->rd_max = nranks == 2 ? (FI_MAJOR(fi_version()) >= 2 && shm_lane_without_cma(o) ?
 					   512 << 10 : 4 << 20) :
 			    nranks == 4 ? 1 << 20 : 4096;
 	if (!o->rd_max_set && ((rxm && (nranks == 2 || nranks == 4)) || (tcp_rdm && nranks == 2)))
@@ -846,7 +858,7 @@ int main(int argc, char **argv)
 	if (status)
 		goto out;
 	first = lanes[o.lanes[0] ? 0 : o.lanes[1] ? 1 : 2].fab;	/* same provider on every lane */
-	provider_defaults(&o, first, b.size);
+	provider_defaults(&o, pd_fabric_provider(first), b.size);
 	stride = sizeof(struct sample) + (size_t)NLANES * 2 * (size_t)o.iters * sizeof(double);
 	stride = (stride + 7) / 8 * 8;
 	me = calloc(1, stride);

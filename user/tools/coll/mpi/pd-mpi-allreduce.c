@@ -15,16 +15,10 @@
 #include <stdlib.h>
 
 #include "../../tool_args.h"
+#include "../stats.h"
 
 /* MAXBYTES up to 4 GiB is a size_t here. */
 _Static_assert(sizeof(size_t) >= 8, "pd-mpi-allreduce needs a 64-bit size_t");
-
-static int cmp_d(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
-}
 
 int main(int argc, char **argv)
 {
@@ -87,8 +81,9 @@ int main(int argc, char **argv)
 		if (!rank) {
 			for (it = 0; it < iters; it++)
 				mean += tmax[it] / iters;
-			qsort(tmax, (size_t)iters, sizeof(double), cmp_d);
-			printf("%12zu %14.2f %14.2f %12.4f\n", size, mean * 1e6, tmax[iters / 2] * 1e6,
+			/* the median as pd-coll's --stat median takes it */
+			printf("%12zu %14.2f %14.2f %12.4f\n", size, mean * 1e6,
+			       coll_median(tmax, (size_t)iters) * 1e6,
 			       (double)size / mean / 1e9 * 2.0 * (n - 1) / n);
 			fflush(stdout);
 		}
