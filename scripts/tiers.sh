@@ -17,10 +17,12 @@
 #   stable    Debian 12's 6.1, the newest installed from bookworm
 #   debug     our debug build of the same source (scripts/debug-kernel.sh)
 #   lts       the newest kernel in bookworm-backports (6.12 LTS today),
-#             installed on the host next to 6.1 (apt keeps its package cache;
-#             an older backports kernel from an earlier run is purged).  On a
-#             machine that boots, GRUB would offer it: run make check on
-#             build machines, as CI does.
+#             read through an apt configuration of our own in the cache, so
+#             the host's apt sources never name backports
+#
+# No tier installs a kernel: stable and lts are unpacked into
+# /var/cache/peerdirect (scripts/kernel-cache.sh) and booted and built from
+# there, so /boot, GRUB and dpkg's list of kernels stay as they were.
 #   newest    the newest kernel in unstable, in a debootstrap'd root
 #             (scripts/stack-root.sh): its headers need that suite's libc
 #
@@ -62,39 +64,35 @@ meta_abi() {	# meta_abi match|skip REGEX
 		sed -n 's/^Depends:.*linux-image-\([^ ,]*-amd64\).*/\1/p' | head -n 1
 }
 
-# Installs the image and headers of ABI from the named suite only: never
-# `-t SUITE`, which would also move linux-image-amd64 to that suite.
-install_abi() {	# install_abi ABI SUITE
-	[ -f "/boot/vmlinuz-$1" ] && [ -d "/lib/modules/$1/build" ] && return 0
-	echo "tiers: installing linux-image-$1 and linux-headers-$1 from $2" >&2
-	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-		-o DPkg::Lock::Timeout=600 "linux-image-$1/$2" "linux-headers-$1/$2" > /dev/null ||
-		die "installing linux-image-$1 from $2 failed"
-}
-
-# Older backports kernels an earlier run installed: one tier kernel at a time
-# on the host, not a /boot that fills up.
-prune_lts() {	# prune_lts KEEP_ABI
-	local old
-	old=$(dpkg-query -W -f='${Package}\n' 'linux-image-*+deb12-amd64' 'linux-headers-*+deb12-amd64' 2>/dev/null |
-		grep -v -- "-$1\$" || true)
-	[ -z "$old" ] && return 0
-	echo "tiers: removing older backports kernels: $old" >&2
-	# shellcheck disable=SC2086  # package names
-	DEBIAN_FRONTEND=noninteractive apt-get purge -y -qq -o DPkg::Lock::Timeout=600 $old > /dev/null ||
-		echo "tiers: could not remove $old" >&2
+# The private apt configuration for bookworm-backports: its own sources and
+# lists, dpkg's status read-only.  apt-cache and apt-get download through it
+# never change what the host's apt sees.
+backports_apt() {
+	local d=${PEERDIRECT_CACHE:-/var/cache/peerdirect}/apt-backports
+	mkdir -p "$d/lists/partial" "$d/archives/partial"
+	echo "deb $mirror bookworm-backports main" > "$d/sources.list"
+	cat > "$d/apt.conf" <<-EOF
+	Dir::Etc::SourceList "$d/sources.list";
+	Dir::Etc::SourceParts "-";
+	Dir::State::Lists "$d/lists";
+	Dir::Cache "$d";
+	Dir::Cache::archives "$d/archives";
+	Dir::Cache::pkgcache "";
+	Dir::Cache::srcpkgcache "";
+	EOF
+	echo "$d/apt.conf"
 }
 
 # Debian 12's own kernel: the newest 6.1 ABI bookworm (with its security
 # and point-release updates) serves, not whatever the metapackage says.
 prepare_stable() {
-	local abi ver
+	local abi root ver
 	abi=$(meta_abi skip 'backports')
-	[ -n "$abi" ] || die "apt knows no Debian 12 kernel (scripts/install-deps.sh)"
-	install_abi "$abi" "$(apt-cache madison "linux-image-$abi" | awk -F' [|] ' 'NR == 1 { split($3, a, " "); print a[2] }' | cut -d/ -f1)"
-	ver=$(dpkg-query -W -f='${Version}' "linux-image-$abi")
-	emit "$(label_of "$abi")" "$abi" "/lib/modules/$abi/build" "" \
-		"bookworm linux-image-$abi $ver" --kernel stock --kver "$abi"
+	[ -n "$abi" ] || die "apt knows no Debian 12 kernel (apt-get update?)"
+	root=$("$here/kernel-cache.sh" "$abi") || die "unpacking linux-image-$abi failed"
+	ver=${root##*/kernel-"$abi"-}
+	emit "$(label_of "$abi")" "$abi" "$root/lib/modules/$abi/build" "" \
+		"bookworm linux-image-$abi $ver" --kernel stock --kver "$abi" --kroot "$root"
 }
 
 prepare_debug() {
@@ -110,25 +108,23 @@ prepare_debug() {
 		--kernel debug
 }
 
-# Debian 12's backports suite installs directly on the host.
+# Debian 12's backports suite: its headers' tools run on Debian 12.
 prepare_lts() {
-	local list=/etc/apt/sources.list.d/peerdirect-backports.list abi ver
-	[ -f "$list" ] || echo "deb $mirror bookworm-backports main" > "$list"
-	apt-get update -qq -o Dir::Etc::sourcelist="$list" -o Dir::Etc::sourceparts=- \
-		-o APT::Get::List-Cleanup=0 > /dev/null 2>&1 ||
+	local conf abi root ver
+	conf=$(backports_apt)
+	APT_CONFIG=$conf apt-get update -qq > /dev/null 2>&1 ||
 		echo "tiers: apt-get update of bookworm-backports failed" >&2
-	abi=$(meta_abi match 'backports')
+	abi=$(APT_CONFIG=$conf meta_abi match 'backports')
 	if [ -z "$abi" ]; then
-		# Unreachable now: use what an earlier run installed, if anything.
-		abi=$(ls /boot/vmlinuz-*+deb12-amd64 2>/dev/null | sed 's|.*/vmlinuz-||' | sort -V | tail -n 1)
-		[ -n "$abi" ] || { echo "tiers: bookworm-backports unreachable and no backports kernel installed" >&2; exit 4; }
-		echo "tiers: bookworm-backports unreachable; using the installed $abi" >&2
+		# Unreachable now: use what an earlier run unpacked, if anything.
+		abi=$("$here/kernel-cache.sh" --list | sed -n 's|.*/kernel-\(.*+deb12-amd64\)-.*|\1|p' | sort -V | tail -n 1)
+		[ -n "$abi" ] || { echo "tiers: bookworm-backports unreachable and no backports kernel cached" >&2; exit 4; }
+		echo "tiers: bookworm-backports unreachable; using the cached $abi" >&2
 	fi
-	install_abi "$abi" bookworm-backports
-	prune_lts "$abi"
-	ver=$(dpkg-query -W -f='${Version}' "linux-image-$abi")
-	emit "$(label_of "$abi")" "$abi" "/lib/modules/$abi/build" "" \
-		"bookworm-backports linux-image-$abi $ver" --kernel stock --kver "$abi"
+	root=$(APT_CONFIG=$conf "$here/kernel-cache.sh" "$abi") || die "unpacking linux-image-$abi failed"
+	ver=${root##*/kernel-"$abi"-}
+	emit "$(label_of "$abi")" "$abi" "$root/lib/modules/$abi/build" "" \
+		"bookworm-backports linux-image-$abi $ver" --kernel stock --kver "$abi" --kroot "$root"
 }
 
 prepare_newest() {

@@ -11,6 +11,10 @@
 #   --kver RELEASE        the stock kernel's release (same as $KVER); default:
 #                         the one the first --ko was built for, if installed,
 #                         else the newest
+#   --kroot DIR           take the stock kernel and its modules from DIR, an
+#                         unpacked image (scripts/kernel-cache.sh), programs
+#                         from the host.  Without --kroot or --sysroot: the
+#                         host's /boot if it has the kernel, else the cache
 #   --sysroot DIR         take the stock kernel, its modules, and every
 #                         program and library from the Debian root DIR
 #                         (scripts/stack-root.sh) instead of the host
@@ -72,6 +76,7 @@ die() {
 
 kernel=stock
 sysroot=
+kroot=
 kos=()
 payload=
 ivshmem=()
@@ -97,6 +102,7 @@ while [ $# -gt 0 ]; do
 	--kernel) kernel=${2:?}; shift 2 ;;
 	--kver) KVER=${2:?}; shift 2 ;;
 	--sysroot) sysroot=$(cd "${2:?}" && pwd); shift 2 ;;
+	--kroot) kroot=$(cd "${2:?}" && pwd); shift 2 ;;
 	--ko) kos+=("${2:?}"); shift 2 ;;
 	--payload) payload=${2:?}; shift 2 ;;
 	--ivshmem) ivshmem+=("${2:?}"); shift 2 ;;
@@ -135,12 +141,30 @@ done
 # ---- kernel -------------------------------------------------------------
 case "$kernel" in
 stock)
+	# Where the kernel comes from: --kroot, the --sysroot, the host's /boot,
+	# else the kernels make check unpacked into the cache (never installed).
+	[ -n "$kroot" ] || kroot=$sysroot
+	if [ -z "$kroot" ] && [ -z "${VMLINUZ:-}" ]; then
+		want=${KVER:-}
+		if [ -z "$want" ] && [ ${#kos[@]} -gt 0 ]; then
+			want=$(modinfo -F vermagic "${kos[0]}" 2>/dev/null | cut -d' ' -f1)
+		fi
+		if [ -n "$want" ] && [ -e "/boot/vmlinuz-$want" ]; then
+			:
+		elif [ -n "$want" ] && c=$(ls -d "${PEERDIRECT_CACHE:-/var/cache/peerdirect}/kernel-$want-"*/.complete 2>/dev/null | sort -V | tail -n 1) &&
+			[ -n "$c" ]; then
+			kroot=${c%/.complete}
+		elif ! ls /boot/vmlinuz-*-amd64 > /dev/null 2>&1; then
+			kroot=$("$here/kernel-cache.sh" --newest) ||
+				die "no kernel: none in /boot and none unpacked (scripts/tiers.sh prepare stable)"
+		fi
+	fi
 	# Without --kver: the kernel the first --ko was built for, when it is
-	# installed (make modules may take the running kernel's headers, which
-	# need not be the newest /boot/vmlinuz).
+	# there (make modules may take the running kernel's headers, which
+	# need not be the newest vmlinuz).
 	if [ -z "${KVER:-}" ] && [ -z "${VMLINUZ:-}" ] && [ ${#kos[@]} -gt 0 ]; then
 		KVER=$(modinfo -F vermagic "${kos[0]}" 2>/dev/null | cut -d' ' -f1)
-		[ -n "$KVER" ] && [ -e "$sysroot/boot/vmlinuz-$KVER" ] || KVER=
+		[ -n "$KVER" ] && [ -e "$kroot/boot/vmlinuz-$KVER" ] || KVER=
 	fi
 	if [ -z "${KVER:-}" ]; then
 		if [ -n "${VMLINUZ:-}" ]; then
@@ -148,12 +172,12 @@ stock)
 			KVER=${VMLINUZ##*/vmlinuz-}
 		else
 			# shellcheck disable=SC2012  # names are kernel versions
-			KVER=$(ls "$sysroot"/boot/vmlinuz-*-amd64 2>/dev/null | sed 's|.*/vmlinuz-||' | sort -V | tail -n 1)
+			KVER=$(ls "$kroot"/boot/vmlinuz-*-amd64 2>/dev/null | sed 's|.*/vmlinuz-||' | sort -V | tail -n 1)
 		fi
 	fi
-	[ -n "$KVER" ] || die "no $sysroot/boot/vmlinuz-*-amd64 (apt-get install linux-image-amd64)"
-	vmlinuz=${VMLINUZ:-$sysroot/boot/vmlinuz-$KVER}
-	moddir=$sysroot/lib/modules/$KVER
+	[ -n "$KVER" ] || die "no $kroot/boot/vmlinuz-*-amd64 (scripts/tiers.sh prepare stable unpacks one)"
+	vmlinuz=${VMLINUZ:-$kroot/boot/vmlinuz-$KVER}
+	moddir=$kroot/lib/modules/$KVER
 	[ -d "$moddir" ] || die "$moddir missing"
 	: "${mem:=1024}"
 	margin=60
@@ -168,7 +192,7 @@ debug)
 	;;
 *) die "--kernel stock|debug" ;;
 esac
-[ -z "$sysroot" ] || [ "$kernel" = stock ] || die "--sysroot goes with --kernel stock"
+[ -z "$sysroot$kroot" ] || [ "$kernel" = stock ] || die "--sysroot and --kroot go with --kernel stock"
 # Host or root: where programs, libraries and the kernel's modules come from.
 # A root's absolute symlinks and its loader only make sense inside it.
 in_sys() {
@@ -372,13 +396,13 @@ if [ "$kernel" = stock ]; then
 	mods+=(${extra_mods[@]+"${extra_mods[@]}"})
 	# rxe pulls crc32 in through the crypto API where it is a module (6.1);
 	# later kernels build it in.  Any other missing module is an error.
-	modprobe -d "$sysroot/" -S "$KVER" -n crc32_generic 2>/dev/null && mods+=(crc32_generic)
-	deps=$(modprobe -d "$sysroot/" -S "$KVER" --show-depends -a "${mods[@]}") ||
+	modprobe -d "$kroot/" -S "$KVER" -n crc32_generic 2>/dev/null && mods+=(crc32_generic)
+	deps=$(modprobe -d "$kroot/" -S "$KVER" --show-depends -a "${mods[@]}") ||
 		die "a module of ${mods[*]} is missing for $KVER"
 	# Paths relative to the root the modules come from ("/" for the host).
-	mapfile -t kos_host < <(awk -v r="$sysroot" '$1 == "insmod" {
+	mapfile -t kos_host < <(awk -v r="$kroot" '$1 == "insmod" {
 		p = substr($2, length(r) + 1); sub(/^\/+/, "", p); print p }' <<<"$deps" | sort -u)
-	(cd "$sysroot/" && cp --parents "${kos_host[@]}" "$root/")
+	(cd "$kroot/" && cp --parents "${kos_host[@]}" "$root/")
 	gmoddir=/lib/modules/$KVER
 	for f in modules.order modules.builtin modules.builtin.modinfo; do
 		[ ! -f "$moddir/$f" ] || cp "$moddir/$f" "$root$gmoddir/$f"
