@@ -24,6 +24,7 @@
 /* And of LIST's records. */
 #define PD_MIN_EXPORT_INFO offsetofend(struct peerdirect_export_info, pad)
 #define PD_MIN_ATTACH_INFO offsetofend(struct peerdirect_attach_info, device)
+#define PD_MIN_ALLOC_INFO offsetofend(struct peerdirect_alloc_info, nr_exports)
 
 /* The uapi layouts: the same on every architecture, 32-bit ones included. */
 static inline void pd_uapi_layout(void)
@@ -35,7 +36,9 @@ static inline void pd_uapi_layout(void)
 	BUILD_BUG_ON(sizeof(struct peerdirect_revoke) != 32);
 	BUILD_BUG_ON(sizeof(struct peerdirect_reset) != 16);
 	BUILD_BUG_ON(sizeof(struct peerdirect_subscribe) != 40);
-	BUILD_BUG_ON(sizeof(struct peerdirect_list) != 48);
+	BUILD_BUG_ON(sizeof(struct peerdirect_list) != 72);
+	BUILD_BUG_ON(offsetof(struct peerdirect_list, allocation_size) != 48);
+	BUILD_BUG_ON(sizeof(struct peerdirect_alloc_info) != 40);
 	BUILD_BUG_ON(sizeof(struct peerdirect_export_info) != 88);
 	BUILD_BUG_ON(sizeof(struct peerdirect_attach_info) != 72);
 	BUILD_BUG_ON(offsetof(struct peerdirect_attach_info, device) != 40);
@@ -276,11 +279,13 @@ static bool pd_list_size_ok(u32 size, size_t minsz)
 }
 
 /*
- * Every process may list, but sees only its user's exports unless it has
- * CAP_SYS_ADMIN (pd_list() decides).
+ * Every process may list, but sees only its user's exports and allocations
+ * unless it has CAP_SYS_ADMIN (pd_list() decides).  A 2.1 caller's argsz
+ * stops before the allocation fields, which then read as zero.
  */
 static int pd_ioctl_list(struct pd_file *pfile, void __user *uarg)
 {
+	const u32 known = PEERDIRECT_LIST_ATTACHMENTS | PEERDIRECT_LIST_ALLOCATIONS;
 	struct peerdirect_list l;
 	u32 usize;
 	int ret;
@@ -288,8 +293,9 @@ static int pd_ioctl_list(struct pd_file *pfile, void __user *uarg)
 	ret = pd_copy_in(&l, sizeof(l), PD_MIN_LIST, uarg, &usize);
 	if (ret)
 		return ret;
-	if (l.flags & ~PEERDIRECT_LIST_ATTACHMENTS || l.total_exports ||
-	    l.total_attachments || !pd_list_size_ok(l.export_size, PD_MIN_EXPORT_INFO))
+	if (l.flags & ~known || l.total_exports || l.total_attachments ||
+	    l.total_allocations || l.pad ||
+	    !pd_list_size_ok(l.export_size, PD_MIN_EXPORT_INFO))
 		return -EINVAL;
 	if (l.flags & PEERDIRECT_LIST_ATTACHMENTS) {
 		if (!pd_list_size_ok(l.attach_size, PD_MIN_ATTACH_INFO))
@@ -297,7 +303,14 @@ static int pd_ioctl_list(struct pd_file *pfile, void __user *uarg)
 	} else if (l.attach_size || l.attachments || l.nr_attachments) {
 		return -EINVAL;
 	}
-	if ((l.nr_exports && !l.exports) || (l.nr_attachments && !l.attachments))
+	if (l.flags & PEERDIRECT_LIST_ALLOCATIONS) {
+		if (!pd_list_size_ok(l.allocation_size, PD_MIN_ALLOC_INFO))
+			return -EINVAL;
+	} else if (l.allocation_size || l.allocations || l.nr_allocations) {
+		return -EINVAL;
+	}
+	if ((l.nr_exports && !l.exports) || (l.nr_attachments && !l.attachments) ||
+	    (l.nr_allocations && !l.allocations))
 		return -EFAULT;
 
 	ret = pd_list(pfile->pd, &l);

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * PEERDIRECT_IOCTL_LIST: the exports of a device and their importers, for
- * administrators' tools (pdctl).  A stable interface, unlike debugfs.
+ * PEERDIRECT_IOCTL_LIST: the exports of a device and their importers, and
+ * its allocations with their owners, for administrators' tools (pdctl
+ * exports, pdctl ps).  A stable interface, unlike debugfs.
  *
  * The records are snapshotted into kernel buffers under pd_device.lock,
  * sized beforehand from the caller's capacity (at most PEERDIRECT_LIST_MAX
@@ -27,12 +28,30 @@ struct pd_list_snap {
 	u32 cap_exps, nr_exps, total_exps;
 	struct peerdirect_attach_info *atts;
 	u32 cap_atts, nr_atts, total_atts;
+	struct peerdirect_alloc_info *allocs;
+	u32 cap_allocs, nr_allocs, total_allocs;
 };
 
 /* The importer pins beyond those the core takes per map without MOVE_NOTIFY. */
 static bool pd_list_attach_pinned(const struct pd_attach *pa)
 {
 	return pa->pins > (PD_MOVE_NOTIFY ? 0 : pa->maps);
+}
+
+/*
+ * Whether a revoke makes the importer let go: what pd_invalidate() reaches.
+ * From 7.1 the kernel's own answer; before, an importer with the op that
+ * has not pinned (a pinned one is quarantined, never invalidated).
+ */
+static bool pd_list_attach_revocable(const struct pd_attach *pa)
+{
+#ifdef PD_HAVE_DMA_BUF_ATTACH_REVOCABLE
+	return dma_buf_attach_revocable(pa->attach);
+#else
+	const struct dma_buf_attach_ops *ops = pa->attach->importer_ops;
+
+	return ops && ops->PD_IMPORTER_INVALIDATE && !pd_list_attach_pinned(pa);
+#endif
 }
 
 /* Under pd_device.lock and the export's reservation lock. */
@@ -58,6 +77,8 @@ static void pd_list_attachments(struct pd_list_snap *s, struct pd_export *exp,
 			a->flags |= PEERDIRECT_ATTACH_INFO_DYNAMIC;
 		if (pa->attach->peer2peer)
 			a->flags |= PEERDIRECT_ATTACH_INFO_PEER2PEER;
+		if (pd_list_attach_revocable(pa))
+			a->flags |= PEERDIRECT_ATTACH_INFO_REVOCABLE;
 		strscpy(a->device, dev_name(pa->attach->dev), sizeof(a->device));
 	}
 }
@@ -112,6 +133,28 @@ static void pd_list_export(struct pd_list_snap *s, struct pd_export *exp)
 	dma_resv_unlock(resv);
 }
 
+/* Under pd_device.lock. */
+static void pd_list_alloc(struct pd_list_snap *s, struct pd_alloc *alloc)
+{
+	struct peerdirect_alloc_info *a;
+
+	if (!s->all && !uid_eq(alloc->owner->uid, s->uid))
+		return;
+	s->total_allocs++;
+	if (s->nr_allocs >= s->cap_allocs)
+		return;
+	a = &s->allocs[s->nr_allocs++];
+	/* Set once the allocation is zeroed, outside the lock. */
+	a->handle = READ_ONCE(alloc->handle);
+	a->size = alloc->size;
+	a->created_ns = alloc->created_ns;
+	a->tgid = pd_pid_nr(alloc->pid);
+	a->uid = from_kuid_munged(current_user_ns(), alloc->owner->uid);
+	if (alloc->freed)
+		a->flags |= PEERDIRECT_ALLOC_INFO_FREED;
+	a->nr_exports = alloc->nr_exports;
+}
+
 /* Each record at @stride bytes: cut to it, or zero-padded up to it. */
 static int pd_list_copy(void __user *ubase, u32 stride, const void *kbase,
 			size_t ksize, u32 nr)
@@ -139,7 +182,9 @@ int pd_list(struct pd_device *pd, struct peerdirect_list *l)
 		.uid = current_uid(),
 		.cap_exps = min_t(u32, l->nr_exports, PEERDIRECT_LIST_MAX),
 		.cap_atts = min_t(u32, l->nr_attachments, PEERDIRECT_LIST_MAX),
+		.cap_allocs = min_t(u32, l->nr_allocations, PEERDIRECT_LIST_MAX),
 	};
+	bool allocations = l->flags & PEERDIRECT_LIST_ALLOCATIONS;
 	struct pd_alloc *alloc;
 	struct pd_export *exp;
 	int ret = -ENOMEM;
@@ -154,11 +199,19 @@ int pd_list(struct pd_device *pd, struct peerdirect_list *l)
 		if (!s.atts)
 			goto out;
 	}
+	if (s.cap_allocs) {
+		s.allocs = kvcalloc(s.cap_allocs, sizeof(*s.allocs), GFP_KERNEL_ACCOUNT);
+		if (!s.allocs)
+			goto out;
+	}
 
 	mutex_lock(&pd->lock);
-	list_for_each_entry(alloc, &pd->allocs, node)
+	list_for_each_entry(alloc, &pd->allocs, node) {
+		if (allocations)
+			pd_list_alloc(&s, alloc);
 		list_for_each_entry(exp, &alloc->exports, node)
 			pd_list_export(&s, exp);
+	}
 	mutex_unlock(&pd->lock);
 
 	ret = pd_list_copy(u64_to_user_ptr(l->exports), l->export_size, s.exps,
@@ -166,12 +219,18 @@ int pd_list(struct pd_device *pd, struct peerdirect_list *l)
 	if (!ret)
 		ret = pd_list_copy(u64_to_user_ptr(l->attachments), l->attach_size,
 				   s.atts, sizeof(*s.atts), s.nr_atts);
+	if (!ret)
+		ret = pd_list_copy(u64_to_user_ptr(l->allocations), l->allocation_size,
+				   s.allocs, sizeof(*s.allocs), s.nr_allocs);
 	l->nr_exports = s.nr_exps;
 	l->total_exports = s.total_exps;
 	l->nr_attachments = s.nr_atts;
 	l->total_attachments = s.total_atts;
+	l->nr_allocations = s.nr_allocs;
+	l->total_allocations = s.total_allocs;
 out:
 	kvfree(s.exps);
 	kvfree(s.atts);
+	kvfree(s.allocs);
 	return ret;
 }

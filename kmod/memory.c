@@ -9,6 +9,7 @@
 #include <linux/genalloc.h>
 #include <linux/sched.h>
 #include <linux/slab.h>
+#include <linux/timekeeping.h>
 #include "peerdirect.h"
 #include "trace.h"
 
@@ -109,6 +110,7 @@ int pd_alloc_create(struct pd_file *pfile, u64 size, u64 *handlep, u64 *sizep)
 	alloc->size = size;
 	alloc->tgid = task_tgid_nr(current);
 	alloc->pid = get_task_pid(current, PIDTYPE_TGID);
+	alloc->created_ns = ktime_get_boottime_ns();
 
 	mutex_lock(&pd->lock);
 	if (pd->dead) {
@@ -149,7 +151,8 @@ int pd_alloc_create(struct pd_file *pfile, u64 size, u64 *handlep, u64 *sizep)
 		pd_alloc_put(alloc);
 		return ret == -EBUSY ? -ENOSPC : ret;
 	}
-	alloc->handle = handle;
+	/* LIST reads it under pd_device.lock, which this does not hold. */
+	WRITE_ONCE(alloc->handle, handle);
 	*handlep = handle;
 	*sizep = size;
 	trace_peerdirect_alloc(pd->index, alloc->tgid, handle, alloc->offset, size);

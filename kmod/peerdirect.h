@@ -181,6 +181,7 @@ struct pd_alloc {
 	u64 size;
 	pid_t tgid;			/* initial pid namespace, for tracepoints */
 	struct pid *pid;		/* the allocating process, for reports */
+	u64 created_ns;			/* CLOCK_BOOTTIME */
 	bool freed;			/* handle gone; memory quarantined */
 	/*
 	 * Every export of the allocation shares it: a fence one importer adds
