@@ -54,16 +54,14 @@ MODULE_PARM_DESC(p2p_policy,
  * The 7.1 revoke contract (dma_buf_attach_revocable()): an importer without
  * invalidate_mappings, i.e. pinned for good (EFA's dma-buf MRs until they
  * adopt the revocable registration), may keep DMA addresses of the BAR for
- * an unbounded time after a revoke, a reset or device removal.  The BAR
- * refuses such importers at attach unless the administrator accepts them,
- * in which case revocation waits boundedly and quarantines, as on kernels
- * that cannot tell.
+ * an unbounded time after a revoke, a reset or device removal.  Such
+ * importers are accepted by default on every kernel: EFA, the NIC this
+ * module exists for, is one of them, and the quarantine keeps the memory
+ * safe (a revoke waits boundedly, reports it pending, and the memory stays
+ * out of the pool until the importer releases it).  Refusing them is an
+ * opt-in policy, possible only where the kernel can tell them apart.
  */
-#ifdef PD_HAVE_DMA_BUF_ATTACH_REVOCABLE
-static bool require_revocable = true;
-#else
 static bool require_revocable;
-#endif
 
 static int pd_set_require_revocable(const char *val, const struct kernel_param *kp)
 {
@@ -88,7 +86,7 @@ static const struct kernel_param_ops pd_require_revocable_ops = {
 };
 module_param_cb(require_revocable, &pd_require_revocable_ops, &require_revocable, 0644);
 MODULE_PARM_DESC(require_revocable,
-		 "Refuse importers of BAR memory that cannot be revoked (pinned without invalidate_mappings); default and only possible on kernels with dma_buf_attach_revocable() (7.1)");
+		 "Refuse importers of BAR memory that cannot be revoked (pinned without invalidate_mappings, as EFA); default off, possible only on kernels with dma_buf_attach_revocable() (7.1)");
 
 #define PD_BAR_INDEX	2
 #define PD_BAR_OPT_IN		1	/* pci_device_id.driver_data */
@@ -602,8 +600,8 @@ err_disable:
  * range to another device: an importer still holding DMA addresses into it
  * (a pinned RDMA MR, which remote peers can drive) would then write into
  * that device.  vfio-pci blocks remove() the same way for its users.  On
- * 7.1+ kernels require_revocable keeps importers that cannot let go out
- * in the first place; the wait then ends as soon as they unmapped.
+ * 7.1+ kernels require_revocable=1 keeps importers that cannot let go out
+ * in the first place.
  * Files and dma-bufs still open keep the structures, and every call on
  * them fails with ENODEV.
  */

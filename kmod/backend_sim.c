@@ -18,9 +18,13 @@
 
 #define PD_SIM_MAX_DEVICES 8
 
-static unsigned int sim_devices = 1;
+/*
+ * None unless asked for: on a node without a bound accelerator a simulated
+ * device would pass every check while there is nothing to accelerate.
+ */
+static unsigned int sim_devices;
 module_param(sim_devices, uint, 0444);
-MODULE_PARM_DESC(sim_devices, "Simulated accelerators to create (0-8, default 1)");
+MODULE_PARM_DESC(sim_devices, "Simulated accelerators to create (0-8, default 0)");
 
 static unsigned int sim_mem_mb = 64;
 module_param(sim_mem_mb, uint, 0444);

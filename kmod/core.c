@@ -254,6 +254,7 @@ u64 pd_device_features(struct pd_device *pd)
 	u64 features = PEERDIRECT_FEAT_EXPORT | PEERDIRECT_FEAT_PIN |
 		       PEERDIRECT_FEAT_CPU_MMAP | PEERDIRECT_FEAT_EVENTS |
 		       PEERDIRECT_FEAT_SUBSCRIBE | PEERDIRECT_FEAT_LIST |
+		       PEERDIRECT_FEAT_LIST_ALLOCS |
 		       pd->ops->features;
 
 	if (pd->ops->dyn_features)

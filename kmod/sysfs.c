@@ -68,6 +68,8 @@ static ssize_t _name##_show(struct device *dev,				\
 static DEVICE_ATTR_RO(_name)
 
 PD_ATTR_CONST(backend, "%s", pd->ops->name);
+/* 1: RAM standing in for device memory (sim_devices), nothing to accelerate. */
+PD_ATTR_CONST(simulated, "%d", pd->ops->kind == PEERDIRECT_BACKEND_SIM);
 PD_ATTR_CONST(features, "0x%llx", pd_device_features(pd));
 PD_ATTR_CONST(p2pdma, "%d",
 	      !!(pd_device_features(pd) & PEERDIRECT_FEAT_P2PDMA));
@@ -105,6 +107,7 @@ static DEVICE_ATTR_RO(state);
 
 static struct attribute *pd_attrs[] = {
 	&dev_attr_backend.attr,
+	&dev_attr_simulated.attr,
 	&dev_attr_abi_version.attr,
 	&dev_attr_features.attr,
 	&dev_attr_p2pdma.attr,

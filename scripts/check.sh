@@ -277,7 +277,9 @@ vm_selftests() {
 	payload=$(mktemp -d)
 	mkdir -p "$payload/selftests"
 	cp build/selftests/* "$payload/selftests/"
-	cp selftests/run-in-vm.sh "$payload/"
+	cp selftests/run-in-vm.sh kmod/60-peerdirect.rules "$payload/"
+	# udevd for the stable names test (udevadm is udevd when called so).
+	command -v udevadm > /dev/null && extra+=(--bin udevadm)
 	tier_vm --timeout 1500 \
 		--ko "$moddir/kmod/peerdirect.ko" \
 		--ko "$moddir/selftests/importer/pd_test_importer.ko" \

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * The administrator's view (uapi 2.1): PEERDIRECT_IOCTL_LIST's export and
- * attachment records, its argument rules and who sees what, and the sysfs
- * attributes of /sys/class/misc/peerdirectN against QUERY and the counts.
+ * The administrator's view (uapi 2.1, 2.2): PEERDIRECT_IOCTL_LIST's export,
+ * attachment and allocation records, its argument rules and who sees what,
+ * and the sysfs attributes of /sys/class/misc/peerdirectN against QUERY and
+ * the counts.
  */
 #define _GNU_SOURCE
 #include <fcntl.h>
@@ -50,7 +51,38 @@ struct listing {
 	struct peerdirect_list l;
 	struct peerdirect_export_info e[MAXREC];
 	struct peerdirect_attach_info a[MAXREC];
+	struct peerdirect_alloc_info m[MAXREC];
 };
+
+/* LIST with every kind of record: exports, attachments and allocations. */
+static int do_list_all(int fd, struct listing *x)
+{
+	memset(x, 0, sizeof(*x));
+	x->l.argsz = sizeof(x->l);
+	x->l.flags = PEERDIRECT_LIST_ATTACHMENTS | PEERDIRECT_LIST_ALLOCATIONS;
+	x->l.export_size = sizeof(x->e[0]);
+	x->l.exports = (uintptr_t)x->e;
+	x->l.nr_exports = MAXREC;
+	x->l.attach_size = sizeof(x->a[0]);
+	x->l.attachments = (uintptr_t)x->a;
+	x->l.nr_attachments = MAXREC;
+	x->l.allocation_size = sizeof(x->m[0]);
+	x->l.allocations = (uintptr_t)x->m;
+	x->l.nr_allocations = MAXREC;
+	return ioctl(fd, PEERDIRECT_IOCTL_LIST, &x->l) ? -errno : 0;
+}
+
+/* The allocation record of handle @h made by process @tgid. */
+static struct peerdirect_alloc_info *find_alloc(struct listing *x, __u64 h,
+						pid_t tgid)
+{
+	__u32 i;
+
+	for (i = 0; i < x->l.nr_allocations; i++)
+		if (x->m[i].handle == h && x->m[i].tgid == tgid)
+			return &x->m[i];
+	return NULL;
+}
 
 static int do_list(int fd, struct listing *x, int attachments)
 {
@@ -155,6 +187,11 @@ TEST_F(list, export_and_attachment_records)
 		EXPECT_TRUE(x.a[i].flags & PEERDIRECT_ATTACH_INFO_PINNED);
 		EXPECT_TRUE(x.a[i].flags & PEERDIRECT_ATTACH_INFO_DYNAMIC);
 		EXPECT_TRUE(x.a[i].flags & PEERDIRECT_ATTACH_INFO_PEER2PEER);
+		/* Pinned for good (as EFA) unless the revocable kind where the
+		 * kernel can tell it (7.1): then a revoke makes it let go. */
+		EXPECT_EQ(!!(pd_pinned_flags(&self->q) & PDTI_REVOCABLE) &&
+			  !!(pdti_kernel_facts() & PDTI_K_REVOCABLE_CONTRACT),
+			  !!(x.a[i].flags & PEERDIRECT_ATTACH_INFO_REVOCABLE));
 		EXPECT_EQ(1, x.a[i].maps);
 		EXPECT_LE(1, x.a[i].pins);
 		EXPECT_EQ(self->q.page_size, x.a[i].mapped_bytes);
@@ -324,7 +361,7 @@ TEST_F(list, bad_arguments)
 #define RESET_L() do { memset(&l, 0, sizeof(l)); l.argsz = sizeof(l); \
 	l.export_size = sizeof(e[0]); l.exports = (uintptr_t)e; l.nr_exports = 1; } while (0)
 	RESET_L();
-	l.flags = 0x2;
+	l.flags = 0x4;			/* the first unknown flag */
 	EXPECT_EQ(-1, ioctl(self->fd, PEERDIRECT_IOCTL_LIST, &l));
 	EXPECT_EQ(EINVAL, errno);
 	RESET_L();
@@ -374,6 +411,323 @@ TEST_F(list, bad_arguments)
 		EXPECT_EQ(E2BIG, errno);
 	}
 #undef RESET_L
+}
+
+/* A dynamic importer is invalidated by a revoke and lets go: REVOCABLE. */
+TEST_F(list, a_dynamic_importer_is_revocable)
+{
+	static struct listing x;
+	int64_t h = pd_alloc(self->fd, self->len);
+	__u64 id = 0;
+	int d, imp;
+	__u32 i, mine = 0;
+
+	ASSERT_LT(0, h);
+	d = pd_export_id(self->fd, h, 0, self->len, PEERDIRECT_EXPORT_RDWR, &id);
+	ASSERT_LE(0, d);
+	imp = pdti_open("peerdirect0");
+	ASSERT_LE(0, imp);
+	ASSERT_EQ(0, pdti_import(imp, d, PDTI_DYNAMIC, 0));
+	ASSERT_EQ(0, do_list(self->fd, &x, 1));
+	for (i = 0; i < x.l.nr_attachments; i++) {
+		if (x.a[i].export_id != id)
+			continue;
+		mine++;
+		EXPECT_TRUE(x.a[i].flags & PEERDIRECT_ATTACH_INFO_DYNAMIC);
+		EXPECT_EQ(0, x.a[i].flags & PEERDIRECT_ATTACH_INFO_PINNED);
+		EXPECT_TRUE(x.a[i].flags & PEERDIRECT_ATTACH_INFO_REVOCABLE);
+	}
+	EXPECT_EQ(1, mine);
+	close(imp);
+	close(d);
+	pd_free(self->fd, h);
+}
+
+/*
+ * Allocation records (uapi 2.2): one per allocation, exported or not, with
+ * its size, owner, live exports and creation time; a freed one that an
+ * export still holds is FREED (quarantined); gone once nothing holds it.
+ */
+TEST_F(list, allocation_records)
+{
+	static struct listing x;
+	struct peerdirect_alloc_info *m;
+	long long t0 = boottime_ns();
+	int64_t bare, exported;
+	struct peerdirect_list c;
+	int d[2];
+
+	if (!(self->q.features & PEERDIRECT_FEAT_LIST_ALLOCS))
+		SKIP(return, "no PEERDIRECT_FEAT_LIST_ALLOCS");
+	bare = pd_alloc(self->fd, self->q.page_size);
+	ASSERT_LT(0, bare);
+	exported = pd_alloc(self->fd, self->len);
+	ASSERT_LT(0, exported);
+	d[0] = pd_export(self->fd, exported, 0, self->q.page_size);
+	ASSERT_LE(0, d[0]);
+	d[1] = pd_export(self->fd, exported, 0, self->len);
+	ASSERT_LE(0, d[1]);
+
+	ASSERT_EQ(0, do_list_all(self->fd, &x));
+	EXPECT_LE(2, x.l.total_allocations);
+	EXPECT_EQ(x.l.total_allocations, x.l.nr_allocations);
+	m = find_alloc(&x, bare, getpid());
+	ASSERT_NE(NULL, m);
+	EXPECT_EQ(self->q.page_size, m->size);
+	EXPECT_EQ(getuid(), m->uid);
+	EXPECT_EQ(0, m->flags);
+	EXPECT_EQ(0, m->nr_exports);
+	EXPECT_LE(t0, (long long)m->created_ns);
+	EXPECT_GE(boottime_ns(), (long long)m->created_ns);
+	m = find_alloc(&x, exported, getpid());
+	ASSERT_NE(NULL, m);
+	EXPECT_EQ(self->len, m->size);
+	EXPECT_EQ(2, m->nr_exports);
+	EXPECT_EQ(0, m->flags);
+	/* The export records are the same as without the flag. */
+	EXPECT_LE(2, x.l.total_exports);
+
+	/* Capacity 0 counts them; the sizes for the next call. */
+	memset(&c, 0, sizeof(c));
+	c.argsz = sizeof(c);
+	c.flags = PEERDIRECT_LIST_ALLOCATIONS;
+	c.export_size = sizeof(struct peerdirect_export_info);
+	c.allocation_size = sizeof(struct peerdirect_alloc_info);
+	ASSERT_EQ(0, ioctl(self->fd, PEERDIRECT_IOCTL_LIST, &c));
+	EXPECT_EQ(0, c.nr_allocations);
+	EXPECT_EQ(x.l.total_allocations, c.total_allocations);
+
+	close(d[0]);
+	ASSERT_EQ(0, pd_free(self->fd, exported));
+	ASSERT_EQ(0, do_list_all(self->fd, &x));
+	m = find_alloc(&x, exported, getpid());
+	ASSERT_NE(NULL, m);
+	EXPECT_EQ(PEERDIRECT_ALLOC_INFO_FREED, m->flags);
+	EXPECT_EQ(1, m->nr_exports);
+	close(d[1]);
+	ASSERT_EQ(0, pd_free(self->fd, bare));
+	ASSERT_EQ(0, do_list_all(self->fd, &x));
+	EXPECT_EQ(NULL, find_alloc(&x, exported, getpid()));
+	EXPECT_EQ(NULL, find_alloc(&x, bare, getpid()));
+}
+
+/*
+ * A process that holds device memory without exporting it is listed, by
+ * the pid the caller knows it by; the export listing shows nothing of it.
+ */
+TEST_F(list, a_process_that_only_allocates_is_listed)
+{
+	int go[2], ready[2], status;
+	static struct listing x;
+	struct peerdirect_alloc_info *m;
+	int64_t ch = 0;
+	__u32 i;
+	pid_t pid;
+	char c = 0;
+
+	if (!(self->q.features & PEERDIRECT_FEAT_LIST_ALLOCS))
+		SKIP(return, "no PEERDIRECT_FEAT_LIST_ALLOCS");
+	ASSERT_EQ(0, pipe2(go, O_CLOEXEC));
+	ASSERT_EQ(0, pipe2(ready, O_CLOEXEC));
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (pid == 0) {
+		int fd = pd_open(PD_DEV0);
+
+		close(go[1]);
+		close(ready[0]);
+		ch = fd < 0 ? -1 : pd_alloc(fd, 3 * self->q.page_size);
+		if (write(ready[1], &ch, sizeof(ch)) != sizeof(ch))
+			_exit(10);
+		if (read(go[0], &c, 1) != 1)
+			_exit(11);
+		_exit(ch > 0 ? 0 : 12);
+	}
+	close(go[0]);
+	close(ready[1]);
+	ASSERT_EQ(sizeof(ch), read(ready[0], &ch, sizeof(ch)));
+	ASSERT_LT(0, ch);
+	ASSERT_EQ(0, do_list_all(self->fd, &x));
+	m = find_alloc(&x, ch, pid);
+	ASSERT_NE(NULL, m) TH_LOG("pid %d's allocation %lld not listed", pid, (long long)ch);
+	EXPECT_EQ(3 * self->q.page_size, m->size);
+	EXPECT_EQ(0, m->nr_exports);
+	EXPECT_EQ(getuid(), m->uid);
+	for (i = 0; i < x.l.nr_exports; i++)
+		EXPECT_NE(pid, x.e[i].tgid);
+	ASSERT_EQ(1, write(go[1], &c, 1));
+	close(go[1]);
+	close(ready[0]);
+	ASSERT_EQ(pid, waitpid(pid, &status, 0));
+	EXPECT_EQ(0, WEXITSTATUS(status));
+	/* Its file closed: the memory went back with it. */
+	ASSERT_EQ(0, do_list_all(self->fd, &x));
+	EXPECT_EQ(NULL, find_alloc(&x, ch, pid));
+}
+
+/*
+ * Without CAP_SYS_ADMIN a process sees its user's allocations only, as
+ * with exports: another user sees none of root's, then its own.
+ */
+TEST_F(list, unprivileged_callers_see_their_users_allocations)
+{
+	int64_t h = pd_alloc(self->fd, self->q.page_size);
+	int status;
+	pid_t pid;
+
+	if (!(self->q.features & PEERDIRECT_FEAT_LIST_ALLOCS))
+		SKIP(return, "no PEERDIRECT_FEAT_LIST_ALLOCS");
+	ASSERT_LT(0, h);
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (pid == 0) {
+		static struct listing x;
+		int64_t ch;
+
+		if (setresgid(65534, 65534, 65534) || setresuid(65534, 65534, 65534))
+			_exit(10);
+		if (do_list_all(self->fd, &x) || x.l.total_allocations)
+			_exit(11);
+		ch = pd_alloc(self->fd, self->q.page_size);
+		if (ch <= 0)
+			_exit(12);
+		if (do_list_all(self->fd, &x) || x.l.total_allocations != 1 ||
+		    x.l.nr_allocations != 1)
+			_exit(13);
+		if (x.m[0].uid != 65534 || x.m[0].tgid != getpid() ||
+		    x.m[0].handle != (__u64)ch)
+			_exit(14);
+		pd_free(self->fd, ch);
+		_exit(0);
+	}
+	ASSERT_EQ(pid, waitpid(pid, &status, 0));
+	EXPECT_TRUE(WIFEXITED(status));
+	EXPECT_EQ(0, WEXITSTATUS(status));
+	pd_free(self->fd, h);
+}
+
+/* Allocation records grow and shrink as export records do. */
+TEST_F(list, allocation_record_size_grows_like_argsz)
+{
+	struct {
+		struct peerdirect_alloc_info m;
+		__u64 future[2];
+	} big[2];
+	struct peerdirect_list l = {
+		.argsz = sizeof(l), .flags = PEERDIRECT_LIST_ALLOCATIONS,
+		.export_size = sizeof(struct peerdirect_export_info),
+		.allocation_size = sizeof(big[0]), .allocations = (uintptr_t)big,
+		.nr_allocations = 2,
+	};
+	int64_t h = pd_alloc(self->fd, self->q.page_size);
+
+	if (!(self->q.features & PEERDIRECT_FEAT_LIST_ALLOCS))
+		SKIP(return, "no PEERDIRECT_FEAT_LIST_ALLOCS");
+	ASSERT_LT(0, h);
+	memset(big, 0xff, sizeof(big));
+	ASSERT_EQ(0, ioctl(self->fd, PEERDIRECT_IOCTL_LIST, &l));
+	ASSERT_LE(1, l.nr_allocations);
+	EXPECT_EQ(0, big[0].future[0]);
+	EXPECT_EQ(0, big[0].future[1]);
+	EXPECT_NE(0, big[0].m.size);
+	pd_free(self->fd, h);
+}
+
+/* Every argument error of LIST_ALLOCATIONS a caller can make. */
+TEST_F(list, bad_allocation_arguments)
+{
+	struct peerdirect_alloc_info m[1];
+	struct peerdirect_list l;
+
+	if (!(self->q.features & PEERDIRECT_FEAT_LIST_ALLOCS))
+		SKIP(return, "no PEERDIRECT_FEAT_LIST_ALLOCS");
+#define RESET_M() do { memset(&l, 0, sizeof(l)); l.argsz = sizeof(l); \
+	l.flags = PEERDIRECT_LIST_ALLOCATIONS; \
+	l.export_size = sizeof(struct peerdirect_export_info); \
+	l.allocation_size = sizeof(m[0]); l.allocations = (uintptr_t)m; \
+	l.nr_allocations = 1; } while (0)
+#define LIST_FAILS(err) do { \
+	EXPECT_EQ(-1, ioctl(self->fd, PEERDIRECT_IOCTL_LIST, &l)); \
+	EXPECT_EQ(err, errno); } while (0)
+	RESET_M();
+	EXPECT_EQ(0, ioctl(self->fd, PEERDIRECT_IOCTL_LIST, &l));
+	RESET_M();
+	l.allocation_size = 0;
+	LIST_FAILS(EINVAL);
+	RESET_M();
+	l.allocation_size = sizeof(m[0]) - 8;	/* below the first published size */
+	LIST_FAILS(EINVAL);
+	RESET_M();
+	l.allocation_size = sizeof(m[0]) + 4;	/* not 8-byte aligned */
+	LIST_FAILS(EINVAL);
+	RESET_M();
+	l.allocation_size = 8192;		/* beyond PAGE_SIZE */
+	LIST_FAILS(EINVAL);
+	RESET_M();
+	l.total_allocations = 1;		/* an output on input */
+	LIST_FAILS(EINVAL);
+	RESET_M();
+	l.pad = 1;
+	LIST_FAILS(EINVAL);
+	/* Without the flag, each of its fields must be zero. */
+	RESET_M();
+	l.flags = 0;
+	LIST_FAILS(EINVAL);
+	RESET_M();
+	l.flags = 0;
+	l.allocation_size = 0;
+	l.nr_allocations = 0;
+	LIST_FAILS(EINVAL);			/* the pointer */
+	RESET_M();
+	l.flags = 0;
+	l.allocation_size = 0;
+	l.allocations = 0;
+	LIST_FAILS(EINVAL);			/* the capacity */
+	RESET_M();
+	l.flags = 0;
+	l.allocations = 0;
+	l.nr_allocations = 0;
+	LIST_FAILS(EINVAL);			/* the record size */
+	/* No array, or one the kernel cannot write. */
+	RESET_M();
+	l.allocations = 0;
+	LIST_FAILS(EFAULT);
+	RESET_M();
+	l.allocations = (uintptr_t)8;
+	{
+		int64_t h = pd_alloc(self->fd, self->q.page_size);
+
+		ASSERT_LT(0, h);
+		LIST_FAILS(EFAULT);
+		pd_free(self->fd, h);
+	}
+	/* A 2.1 caller's argsz cannot carry the allocation fields. */
+	RESET_M();
+	l.argsz = offsetof(struct peerdirect_list, allocation_size);
+	LIST_FAILS(EINVAL);
+#undef LIST_FAILS
+#undef RESET_M
+}
+
+/*
+ * A 2.1 caller (argsz 48) keeps working, and the kernel writes nothing
+ * past its argsz.
+ */
+TEST_F(list, a_21_caller_gets_its_layout)
+{
+	struct {
+		struct peerdirect_list l;
+		char canary[32];
+	} old;
+	size_t n = offsetof(struct peerdirect_list, allocation_size);
+
+	memset(&old, 0xa5, sizeof(old));
+	memset(&old.l, 0, n);
+	old.l.argsz = n;
+	old.l.export_size = sizeof(struct peerdirect_export_info);
+	ASSERT_EQ(0, ioctl(self->fd, PEERDIRECT_IOCTL_LIST, &old.l));
+	EXPECT_EQ(0xa5a5a5a5U, old.l.allocation_size);
+	EXPECT_EQ(0xa5a5a5a5U, old.l.total_allocations);
 }
 
 /*
@@ -630,6 +984,25 @@ static int sysfs_str(const char *name, char *buf, size_t len)
 	return 0;
 }
 
+/*
+ * /sys/class/misc/peerdirect0/device: 1 if it names a PCI function
+ * (DDDD:BB:DD.F), 0 if there is none, -1 if it names something else.
+ */
+static int device_link(void)
+{
+	unsigned int dom, bus, dev, fn;
+	char link[256], tail;
+	const char *base;
+	ssize_t n;
+
+	n = readlink("/sys/class/misc/peerdirect0/device", link, sizeof(link) - 1);
+	if (n < 0)
+		return errno == ENOENT ? 0 : -1;
+	link[n] = 0;
+	base = strrchr(link, '/') ? strrchr(link, '/') + 1 : link;
+	return sscanf(base, "%x:%x:%x.%x%c", &dom, &bus, &dev, &fn, &tail) == 4 ? 1 : -1;
+}
+
 TEST_F(list, sysfs_attributes_match_query_and_counts)
 {
 	long long allocs, exports, total, revoked, free0;
@@ -648,6 +1021,9 @@ TEST_F(list, sysfs_attributes_match_query_and_counts)
 	EXPECT_EQ(!!(self->q.features & PEERDIRECT_FEAT_P2PDMA), sysfs_num("p2pdma"));
 	ASSERT_EQ(0, sysfs_str("backend", s, sizeof(s)));
 	EXPECT_STREQ(self->q.backend == PEERDIRECT_BACKEND_SIM ? "sim" : "pci-bar", s);
+	EXPECT_EQ(self->q.backend == PEERDIRECT_BACKEND_SIM, sysfs_num("simulated"));
+	/* A BAR device's PCI function, for stable names; none for sim. */
+	EXPECT_EQ(self->q.backend == PEERDIRECT_BACKEND_SIM ? 0 : 1, device_link());
 	ASSERT_EQ(0, sysfs_str("abi_version", s, sizeof(s)));
 	snprintf(want, sizeof(want), "%u.%u", PEERDIRECT_ABI_MAJOR, PEERDIRECT_ABI_MINOR);
 	EXPECT_STREQ(want, s);

@@ -31,21 +31,9 @@ FIXTURE_SETUP(rv)
 FIXTURE_TEARDOWN(rv)
 {
 	if (self->restore_require_revocable)
-		pd_param_write("require_revocable", "1");
+		pd_param_write("require_revocable", "0");
 	pd_param_write("revoke_timeout_ms", self->timeout_ms);
 	close(self->fd);
-}
-
-/*
- * The administrator accepts importers that cannot be revoked (a BAR under
- * the 7.1 contract refuses them by default); restored in teardown.
- */
-static int accept_unrevocable(FIXTURE_DATA(rv) *self)
-{
-	if (!(self->q.features & PEERDIRECT_FEAT_REVOCABLE_ONLY))
-		return 0;
-	self->restore_require_revocable = true;
-	return pd_param_write("require_revocable", "0");
 }
 
 /*
@@ -273,7 +261,6 @@ TEST_F(rv, pinned_importer_keeps_memory_quarantined)
 	ASSERT_NE(MAP_FAILED, p);
 	pd_fill(p, 4096, 77);
 	munmap(p, 4096);
-	ASSERT_EQ(0, accept_unrevocable(self));
 	imp = fixture_import(d, PDTI_PINNED);
 	ASSERT_LE(0, imp);
 	close(d);
@@ -313,7 +300,6 @@ TEST_F(rv, revoke_reports_pinned_importers_pending)
 	int imp;
 
 	ASSERT_LE(0, d);
-	ASSERT_EQ(0, accept_unrevocable(self));
 	imp = fixture_import(d, PDTI_PINNED);
 	ASSERT_LE(0, imp);
 	ASSERT_EQ(0, pd_revoke(self->fd, PEERDIRECT_REVOKE_ALLOC, self->h, 0, &r));
@@ -393,10 +379,11 @@ TEST_F(rv, revocable_pinned_importer_lets_go)
 }
 
 /*
- * Under the 7.1 contract a BAR refuses, at import, importers that cannot
- * be revoked, unless the administrator accepts them; where the kernel
- * cannot tell (before 7.1) the setting is refused.  Simulated memory is
- * RAM that quarantine keeps safe: every importer is accepted there.
+ * Importers that cannot be revoked (pinned without the revocable op, as
+ * EFA) are accepted by default on every kernel and backend.  Refusing them
+ * is the administrator's choice (require_revocable=1), which only a kernel
+ * that can tell them apart (7.1 contract) allows, and only a BAR enforces:
+ * simulated memory is RAM that quarantine keeps safe.
  */
 TEST_F(rv, unrevocable_importers_follow_require_revocable)
 {
@@ -404,25 +391,28 @@ TEST_F(rv, unrevocable_importers_follow_require_revocable)
 	int bar = self->q.backend == PEERDIRECT_BACKEND_PCI_BAR;
 	int d = pd_export(self->fd, self->h, 0, self->len), imp;
 	struct peerdirect_query q;
+	char v[8];
 
 	ASSERT_LE(0, d);
-	EXPECT_EQ(contract && bar, !!(self->q.features & PEERDIRECT_FEAT_REVOCABLE_ONLY));
-	if (!contract) {
-		EXPECT_EQ(-EINVAL, pd_param_write("require_revocable", "1"));
-		EXPECT_EQ(0, pd_param_write("require_revocable", "0"));
-	}
+	ASSERT_EQ(0, pd_param_read("require_revocable", v, sizeof(v)));
+	EXPECT_STREQ("N", v);
+	EXPECT_EQ(0, self->q.features & PEERDIRECT_FEAT_REVOCABLE_ONLY);
 	imp = pdti_open("peerdirect0");
 	ASSERT_LE(0, imp);
-	EXPECT_EQ(contract && bar ? -EOPNOTSUPP : 0, pdti_import(imp, d, PDTI_PINNED, 0));
+	EXPECT_EQ(0, pdti_import(imp, d, PDTI_PINNED, 0));
 	close(imp);
-	if (contract) {
+	if (!contract) {
+		EXPECT_EQ(-EINVAL, pd_param_write("require_revocable", "1"));
+		ASSERT_EQ(0, pd_param_read("require_revocable", v, sizeof(v)));
+		EXPECT_STREQ("N", v);
+	} else {
 		self->restore_require_revocable = true;
-		ASSERT_EQ(0, pd_param_write("require_revocable", "0"));
+		ASSERT_EQ(0, pd_param_write("require_revocable", "1"));
 		ASSERT_EQ(0, pd_query(self->fd, &q));
-		EXPECT_EQ(0, q.features & PEERDIRECT_FEAT_REVOCABLE_ONLY);
+		EXPECT_EQ(bar, !!(q.features & PEERDIRECT_FEAT_REVOCABLE_ONLY));
 		imp = pdti_open("peerdirect0");
 		ASSERT_LE(0, imp);
-		EXPECT_EQ(0, pdti_import(imp, d, PDTI_PINNED, 0));
+		EXPECT_EQ(bar ? -EOPNOTSUPP : 0, pdti_import(imp, d, PDTI_PINNED, 0));
 		close(imp);
 	}
 	/* dynamic importers and revocable pinned ones are always welcome */
@@ -435,6 +425,58 @@ TEST_F(rv, unrevocable_importers_follow_require_revocable)
 	EXPECT_EQ(0, pdti_import(imp, d, PDTI_PINNED | PDTI_REVOCABLE, 0));
 	close(imp);
 	close(d);
+}
+
+/*
+ * The EFA case with default parameters: a pinned importer without the
+ * revocable op (ib_umem_dmabuf_get_pinned()) is accepted, LIST marks it
+ * not revocable, a revoke waits revoke_timeout_ms and reports it pending,
+ * and after free the memory stays quarantined until the importer lets go.
+ */
+TEST_F(rv, an_efa_like_importer_is_accepted_and_quarantined)
+{
+	struct peerdirect_attach_info a[8];
+	struct peerdirect_export_info e[8];
+	struct peerdirect_list l = {
+		.argsz = sizeof(l), .flags = PEERDIRECT_LIST_ATTACHMENTS,
+		.export_size = sizeof(e[0]), .attach_size = sizeof(a[0]),
+		.exports = (uintptr_t)e, .attachments = (uintptr_t)a,
+		.nr_exports = 8, .nr_attachments = 8,
+	};
+	long long before = pd_debugfs_value("peerdirect0", "revoke_timeouts");
+	struct peerdirect_revoke r;
+	struct peerdirect_query q;
+	__u32 i, mine = 0;
+	__u64 id = 0;
+	int d, imp;
+
+	d = pd_export_id(self->fd, self->h, 0, self->len, PEERDIRECT_EXPORT_RDWR, &id);
+	ASSERT_LE(0, d);
+	imp = fixture_import(d, PDTI_PINNED);
+	ASSERT_LE(0, imp) TH_LOG("a pinned importer is refused with default parameters");
+	ASSERT_EQ(0, ioctl(self->fd, PEERDIRECT_IOCTL_LIST, &l));
+	for (i = 0; i < l.nr_attachments; i++) {
+		if (a[i].export_id != id)
+			continue;
+		mine++;
+		EXPECT_TRUE(a[i].flags & PEERDIRECT_ATTACH_INFO_PINNED);
+		EXPECT_EQ(0, a[i].flags & PEERDIRECT_ATTACH_INFO_REVOCABLE);
+	}
+	EXPECT_EQ(1, mine);
+	ASSERT_EQ(0, pd_revoke(self->fd, PEERDIRECT_REVOKE_EXPORT, 0, id, &r));
+	EXPECT_EQ(1, r.revoked);
+	EXPECT_EQ(1, r.pending);
+	EXPECT_EQ(before + 1, pd_debugfs_value("peerdirect0", "revoke_timeouts"));
+	close(d);
+	ASSERT_EQ(0, pd_free(self->fd, self->h));
+	ASSERT_EQ(0, pd_query(self->fd, &q));
+	EXPECT_EQ(self->q.mem_size - self->len, q.mem_free);
+	EXPECT_EQ(self->len, pd_debugfs_value("peerdirect0", "quarantined"));
+	ASSERT_EQ(0, ioctl(imp, PDTI_IOCTL_RELEASE));
+	close(imp);
+	ASSERT_EQ(0, pd_query(self->fd, &q));
+	EXPECT_EQ(self->q.mem_size, q.mem_free);
+	EXPECT_EQ(0, pd_debugfs_value("peerdirect0", "quarantined"));
 }
 
 /*
@@ -453,7 +495,6 @@ TEST_F(rv, revoke_twice_does_not_wait_again)
 	ASSERT_EQ(0, pd_param_write("revoke_timeout_ms", "1000"));
 	d = pd_export_id(self->fd, self->h, 0, 4096, PEERDIRECT_EXPORT_RDWR, &id);
 	ASSERT_LE(0, d);
-	ASSERT_EQ(0, accept_unrevocable(self));
 	imp = fixture_import(d, PDTI_PINNED);
 	ASSERT_LE(0, imp);
 	ASSERT_EQ(0, pd_revoke(self->fd, PEERDIRECT_REVOKE_EXPORT, 0, id, &r));
@@ -502,7 +543,6 @@ TEST_F(rv, revoke_wait_is_killable)
 	ASSERT_EQ(0, pd_param_write("revoke_timeout_ms", "20000"));
 	d = pd_export_id(self->fd, self->h, 0, 4096, PEERDIRECT_EXPORT_RDWR, &id);
 	ASSERT_LE(0, d);
-	ASSERT_EQ(0, accept_unrevocable(self));
 	imp = fixture_import(d, PDTI_PINNED);
 	ASSERT_LE(0, imp);
 	pid = fork();
@@ -551,7 +591,6 @@ TEST_F(rv, export_during_reset_does_not_survive_it)
 	ASSERT_EQ(0, pd_param_write("revoke_timeout_ms", "1000"));
 	d = pd_export(self->fd, self->h, 0, 4096);
 	ASSERT_LE(0, d);
-	ASSERT_EQ(0, accept_unrevocable(self));
 	imp = fixture_import(d, PDTI_PINNED);
 	ASSERT_LE(0, imp);
 	ASSERT_EQ(0, pthread_create(&t, NULL, reset_thread, &rs));

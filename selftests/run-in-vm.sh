@@ -88,7 +88,7 @@ echo "# selftest: fuzz exit=$rc"
 [ "$rc" = 0 ] || bad+=("fuzz:$rc")
 
 echo "TAP version 13"
-echo "1..7"
+echo "1..9"
 # udev loads the module for a device whose modalias one of the module's
 # aliases matches (modules.alias): every ivshmem device the BAR backend
 # runs on must be matched.
@@ -147,10 +147,66 @@ else
 	result fail "device nodes removed on unload"
 fi
 # Reload with bad parameters: refused with a clear error, nothing left behind.
-if ! insmod "$ko/peerdirect.ko" sim_page_kb=3 2>/dev/null && [ ! -e /dev/peerdirect0 ]; then
+if ! insmod "$ko/peerdirect.ko" sim_devices=1 sim_page_kb=3 2>/dev/null && [ ! -e /dev/peerdirect0 ]; then
 	result ok "bad module parameters are refused"
 else
 	result fail "bad module parameters are refused"
+	rmmod peerdirect 2>/dev/null
+fi
+# No parameters: loaded (an administrator loads it before binding a
+# device), and no device, simulated or not (ivshmem needs bind_ivshmem=1).
+if insmod "$ko/peerdirect.ko"; then
+	devs=$(ls -d /dev/peerdirect* 2>/dev/null)
+	if [ -d /sys/module/peerdirect ] && [ -z "$devs" ] &&
+	   [ "$(cat /sys/module/peerdirect/parameters/sim_devices)" = 0 ]; then
+		result ok "loaded without parameters: no device"
+	else
+		result fail "loaded without parameters: no device (found: ${devs:-none})"
+	fi
+	rmmod peerdirect || result fail "rmmod after a load without parameters"
+else
+	result fail "loaded without parameters: no device (insmod failed)"
+fi
+# Stable names (kmod/60-peerdirect.rules) through a real udevd: a BAR
+# device gets /dev/peerdirect/by-path/pci-DDDD:BB:DD.F, a simulated one no
+# link.  udevadm is udevd when called so; scripts/check.sh ships both.
+udev_names() {
+	local d pci want got bad=() n=0
+	mkdir -p /etc/udev/rules.d /run/udev
+	cp /pd/60-peerdirect.rules /etc/udev/rules.d/
+	ln -sf "$(command -v udevadm)" /tmp/systemd-udevd
+	/tmp/systemd-udevd --daemon --resolve-names=never 2>/dev/null || return 1
+	insmod "$ko/peerdirect.ko" $params || { udevadm control --exit; return 1; }
+	udevadm settle --timeout=60
+	for d in /sys/class/misc/peerdirect[0-9]*; do
+		n=$((n + 1))
+		want=
+		pci=$(readlink "$d/device" 2>/dev/null) && want=/dev/peerdirect/by-path/pci-${pci##*/}
+		if [ -n "$want" ]; then
+			got=$(readlink -f "$want")
+			[ "$got" = "/dev/${d##*/}" ] || bad+=("$want -> ${got:-missing}")
+		fi
+	done
+	for l in /dev/peerdirect/by-path/*; do
+		[ -e "$l" ] || continue
+		case $backend in sim) bad+=("$l for a simulated device") ;; esac
+	done
+	echo "# by-path: $(ls /dev/peerdirect/by-path 2>/dev/null | tr '\n' ' ')"
+	rmmod peerdirect
+	udevadm settle --timeout=60
+	[ "$backend" = sim ] || [ -z "$(ls /dev/peerdirect/by-path 2>/dev/null)" ] ||
+		bad+=("links left after rmmod")
+	udevadm control --exit
+	[ "$n" -gt 0 ] && [ ${#bad[@]} = 0 ] || { echo "# ${bad[*]}"; return 1; }
+}
+if ! command -v udevadm > /dev/null; then
+	n=$((n + 1))
+	echo "ok $n udev names BAR devices by PCI address, simulated ones not # SKIP no udevadm in the VM"
+	skipped=$((${skipped:-0} + 1))
+elif udev_names; then
+	result ok "udev names BAR devices by PCI address, simulated ones not"
+else
+	result fail "udev names BAR devices by PCI address, simulated ones not"
 	rmmod peerdirect 2>/dev/null
 fi
 if [ -w /sys/kernel/debug/kmemleak ]; then
