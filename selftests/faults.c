@@ -3,7 +3,8 @@
  * Error paths under allocation failure: every slab allocation inside one
  * step (open, alloc with its owner and handle, export with its event ring,
  * import with its mapping record, a second file's subscription to the
- * dma-buf with its ring, LIST's snapshot with attachments, revoke, debugfs
+ * dma-buf with its ring, LIST's snapshot with attachments and allocations,
+ * revoke, debugfs
  * snapshots, free) is failed in turn
  * with fail-nth, and the step must fail with a specific errno or succeed,
  * and leave the pool whole.  A reset with several pinned exports stays
@@ -132,17 +133,22 @@ static int run_step(struct state *st, enum step s)
 	case S_LIST: {
 		struct peerdirect_export_info ei[4];
 		struct peerdirect_attach_info ai[4];
+		struct peerdirect_alloc_info mi[4];
 		struct peerdirect_list l = {
-			.argsz = sizeof(l), .flags = PEERDIRECT_LIST_ATTACHMENTS,
+			.argsz = sizeof(l),
+			.flags = PEERDIRECT_LIST_ATTACHMENTS | PEERDIRECT_LIST_ALLOCATIONS,
 			.export_size = sizeof(ei[0]), .attach_size = sizeof(ai[0]),
 			.exports = (uintptr_t)ei, .attachments = (uintptr_t)ai,
 			.nr_exports = 4, .nr_attachments = 4,
+			.allocation_size = sizeof(mi[0]), .allocations = (uintptr_t)mi,
+			.nr_allocations = 4,
 		};
 
 		if (ioctl(st->fd, PEERDIRECT_IOCTL_LIST, &l))
 			return errno;
-		/* What succeeded is whole: our export and the importer's. */
-		return l.nr_exports == 1 && l.nr_attachments == 1 ? 0 : EPROTO;
+		/* What succeeded is whole: our allocation, export and importer. */
+		return l.nr_exports == 1 && l.nr_attachments == 1 &&
+		       l.nr_allocations == 1 ? 0 : EPROTO;
 	}
 	case S_REVOKE:
 		return -pd_revoke(st->fd, PEERDIRECT_REVOKE_ALLOC, st->h, 0, NULL);

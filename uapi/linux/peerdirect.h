@@ -288,7 +288,7 @@ struct peerdirect_alloc_info {
 	__aligned_u64 handle;		/* the owner's, per open file; 0 while being created */
 	__aligned_u64 size;		/* bytes of device memory */
 	__aligned_u64 created_ns;	/* CLOCK_BOOTTIME */
-	__s32 tgid;			/* the allocating process, in the caller's pid ns; 0: not there */
+	__s32 tgid;			/* the allocator, in the caller's pid ns; 0: not there */
 	__u32 uid;			/* its real uid, in the caller's user namespace */
 	__u32 flags;			/* PEERDIRECT_ALLOC_INFO_* */
 	__u32 nr_exports;		/* live exports (dma-bufs not yet released) */
