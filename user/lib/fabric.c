@@ -277,10 +277,10 @@ static struct fi_info *make_hints(const struct settings *s, const struct pd_want
  * dma-buf to, so it gets FI_HMEM only where CMA is off anyway
  * (FI_SHM_DISABLE_CMA) or the fabric is opened with path dmabuf.
  */
-static const char *hmem_unasked(const struct settings *s)
+static const char *hmem_unasked(const struct pd_fabric *fab, const struct settings *s)
 {
-	if (!PD_HAVE_FI_MR_DMABUF)
-		return "built without FI_MR_DMABUF";
+	if (!pd_fi_has_dmabuf(fab->fi_api))
+		return "libfabric has no FI_MR_DMABUF";
 	if (s->path != PD_PATH_DMABUF && s->provider && pd_provider_pins_cpu_maps(s->provider, false))
 		return "it would turn off shm's CMA, host memory included; FI_SHM_DISABLE_CMA=1 or path dmabuf gives shm the dma-buf";
 	return NULL;
@@ -293,20 +293,23 @@ static int get_info(struct pd_fabric *fab, const struct settings *s)
 	int ret = -FI_ENODATA;
 	unsigned int i;
 
+	/* Decided here, at run time: a library built against 1.17's headers
+	 * asks a 2.x libfabric for 1.20, and so gets FI_MR_DMABUF. */
+	fab->fi_runtime = fi_version();
+	fab->fi_api = pd_fi_api_version(fab->fi_runtime);
 	for (i = 0; i < PD_NR_TRIES && ret; i++) {
-		if (pd_tries[i].hmem && hmem_unasked(s))
+		if (pd_tries[i].hmem && hmem_unasked(fab, s))
 			continue;
 		hints = make_hints(s, &pd_tries[i]);
 		if (!hints)
 			return pd_error(-ENOMEM, "fi_allocinfo: out of memory");
-		ret = fi_getinfo(FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION), NULL, NULL,
-				 0, hints, &fab->info);
+		ret = fi_getinfo(fab->fi_api, NULL, NULL, 0, hints, &fab->info);
 		fi_freeinfo(hints);
 	}
 	if (ret)
 		return pd_error(ret, "fi_getinfo(provider %s, RDM, tagged + RMA): %s",
 				s->provider ? s->provider : "auto", fi_strerror(-ret));
-	fab->hmem_unasked = hmem_unasked(s);
+	fab->hmem_unasked = hmem_unasked(fab, s);
 	fab->directed_recv = fab->info->caps & FI_DIRECTED_RECV;
 	fab->source = fab->info->caps & FI_SOURCE;
 	fab->sas = (fab->info->tx_attr->msg_order & FI_ORDER_SAS) &&

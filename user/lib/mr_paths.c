@@ -2,10 +2,10 @@
 /*
  * The three ways dma-buf memory reaches the provider, tried in order when
  * the path is auto:
- *  1. dmabuf: FI_MR_DMABUF (libfabric >= 1.20, provider with FI_HMEM), zero
- *     copy for the NIC; base_addr comes from an mmap of the dma-buf because
- *     providers copy small messages with the CPU.  Compiled out against
- *     older libfabric headers.
+ *  1. dmabuf: FI_MR_DMABUF (libfabric >= 1.20 at run time, provider with
+ *     FI_HMEM), zero copy for the NIC; base_addr comes from an mmap of the
+ *     dma-buf because providers copy small messages with the CPU.  Taken
+ *     whatever headers the library was built against (fi_compat.h).
  *  2. mapped: mmap the dma-buf once and register the mapping as host memory.
  *     Only for providers that copy with the CPU: the exporter's mmap is
  *     VM_PFNMAP, so a provider that pins pages (verbs) gets EFAULT.
@@ -130,7 +130,6 @@ static void map_dmabuf(const struct pd_mr_key *k, struct pd_mr_reg *r)
 static int try_dmabuf_mr(struct pd_fabric *fab, const struct pd_mr_key *k,
 			 struct pd_mr_reg *r)
 {
-#if PD_HAVE_FI_MR_DMABUF
 	/*
 	 * libfabric's base_addr is the virtual address of the dma-buf's byte 0,
 	 * so base_addr + offset is the first registered byte.  Util-based
@@ -140,15 +139,21 @@ static int try_dmabuf_mr(struct pd_fabric *fab, const struct pd_mr_key *k,
 	 * SAR copies read it with the CPU.  Only the range is mapped, so byte 0
 	 * may lie outside the mapping; only the sum is ever dereferenced.
 	 */
-	struct fi_mr_dmabuf dmabuf = {
+	struct pd_fi_mr_dmabuf dmabuf = {
 		.fd = r->fd, .offset = k->start, .len = k->len,
 	};
-	struct fi_mr_attr attr = {
+	/* Our copy of the ABI (fi_compat.h), whole and zeroed past these. */
+	struct pd_fi_mr_attr attr = {
 		.dmabuf = &dmabuf, .iov_count = 1, .access = fi_access(k->access),
-		.requested_key = pd_next_mr_key(), .iface = FI_HMEM_SYSTEM,
+		.iface = FI_HMEM_SYSTEM,
 	};
 	int ret;
 
+	if (!pd_fi_has_dmabuf(fab->fi_api)) {
+		note(r, "dmabuf: libfabric %u.%u (loaded at run time) without FI_MR_DMABUF (needs 1.20); ",
+		     FI_MAJOR(fab->fi_runtime), FI_MINOR(fab->fi_runtime));
+		return -EOPNOTSUPP;
+	}
 	if (fab->hmem_unasked) {
 		note(r, "dmabuf: FI_HMEM not asked of %s: %s; ", fab->provider, fab->hmem_unasked);
 		return -EOPNOTSUPP;
@@ -165,7 +170,9 @@ static int try_dmabuf_mr(struct pd_fabric *fab, const struct pd_mr_key *k,
 		return -EOPNOTSUPP;
 	}
 	dmabuf.base_addr = (void *)((uintptr_t)r->cpu - (uintptr_t)k->start);
-	ret = fi_mr_regattr(fab->domain, &attr, FI_MR_DMABUF, &r->mr);
+	attr.requested_key = pd_next_mr_key();
+	ret = fi_mr_regattr(fab->domain, (const struct fi_mr_attr *)(const void *)&attr,
+			    PD_FI_MR_DMABUF, &r->mr);
 	if (ret) {
 		r->mr = NULL;
 		note(r, "dmabuf: fi_mr_regattr(FI_MR_DMABUF) on %s: %s; ", fab->provider,
@@ -178,13 +185,6 @@ static int try_dmabuf_mr(struct pd_fabric *fab, const struct pd_mr_key *k,
 	 * and with FI_MR_VIRT_ADDR the peer targets that same address. */
 	r->rma_base = fab->virt_addr ? (uintptr_t)r->cpu : 0;
 	return 0;
-#else
-	(void)fab;
-	(void)k;
-	note(r, "dmabuf: built against libfabric %d.%d without FI_MR_DMABUF (needs 1.20); ",
-	     FI_MAJOR_VERSION, FI_MINOR_VERSION);
-	return -EOPNOTSUPP;
-#endif
 }
 
 static int reg_dmabuf(struct pd_fabric *fab, const struct pd_mr_key *k, int fd,
