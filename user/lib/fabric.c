@@ -21,6 +21,7 @@
 #include "errors.h"
 #include "fabric.h"
 #include "fabric_hints.h"
+#include "log.h"
 
 #define DEFAULT_CHUNK		(4u << 20)
 /* A chunk is a bounce slot too: 1 GiB of them, times up to 4096 slots,
@@ -426,6 +427,14 @@ int pd_fabric_open(const struct pd_fabric_attr *attr, struct pd_fabric **out)
 	if (ret)
 		goto fail;
 	pd_mr_cache_set_retain_idle_host(fab->cache, !pd_provider_pins_host_pages(fab->provider));
+	if (pd_log_on(PD_LOG_INFO)) {
+		char why[768];
+		enum pd_path p = pd_paths_plan(fab, why, sizeof(why));
+
+		pd_log(PD_LOG_INFO, "fabric open: provider %s, libfabric %u.%u (API %u.%u asked); host memory: path host (fi_mr_reg); dma-buf: path %s: %s",
+		       fab->provider, FI_MAJOR(fab->fi_runtime), FI_MINOR(fab->fi_runtime),
+		       FI_MAJOR(fab->fi_api), FI_MINOR(fab->fi_api), pd_path_name(p), why);
+	}
 	*out = fab;
 	return 0;
 fail:
@@ -677,8 +686,10 @@ void pd_fabric_revoked(struct pd_fabric *fab, uint64_t origin, uint64_t st_dev,
 {
 	unsigned int n = pd_mr_cache_invalidate_dmabuf(fab->cache, st_dev, st_ino, reason);
 
-	(void)origin;
 	__atomic_add_fetch(&fab->dev_invalidations, n, __ATOMIC_RELAXED);
+	pd_log_rl(PD_LOG_WARN, "revocation seen on %s: dma-buf %llu:%llu of device origin 0x%llx (reason %s): %u registrations invalidated",
+		  fab->provider, (unsigned long long)st_dev, (unsigned long long)st_ino,
+		  (unsigned long long)origin, pd_reason_name(reason), n);
 }
 
 void pd_fabric_origin_gone(struct pd_fabric *fab, uint64_t origin, uint32_t reason)
@@ -686,6 +697,8 @@ void pd_fabric_origin_gone(struct pd_fabric *fab, uint64_t origin, uint32_t reas
 	unsigned int n = pd_mr_cache_invalidate_origin(fab->cache, origin, reason);
 
 	__atomic_add_fetch(&fab->dev_invalidations, n, __ATOMIC_RELAXED);
+	pd_log_rl(PD_LOG_WARN, "revocation seen on %s: every dma-buf of device origin 0x%llx (reason %s): %u registrations invalidated",
+		  fab->provider, (unsigned long long)origin, pd_reason_name(reason), n);
 }
 
 /* The attached devices, each with a reference the caller puts. */

@@ -149,6 +149,8 @@ static inline uint64_t pd_mr_rma_addr(const struct pd_mr *mr)
 
 /* mr_paths.c: a requested key no other registration of the process has. */
 uint64_t pd_next_mr_key(void);
+/* mr_paths.c: where a dma-buf registration will land, and why. */
+enum pd_path pd_paths_plan(const struct pd_fabric *fab, char *why, size_t len);
 /* mr_paths.c: the cache's registration functions. */
 int pd_paths_register(void *fab, const struct pd_mr_key *key, int fd,
 		      void **handle);

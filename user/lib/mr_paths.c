@@ -31,6 +31,7 @@
 #include "errors.h"
 #include "device.h"
 #include "fabric.h"
+#include "log.h"
 
 static uint64_t fi_access(unsigned int access)
 {
@@ -127,6 +128,49 @@ static void map_dmabuf(const struct pd_mr_key *k, struct pd_mr_reg *r)
 	r->cpu = r->iobase = (char *)r->map + delta;
 }
 
+/* Why the fabric takes no FI_MR_DMABUF registration at all, or 0. */
+static int dmabuf_refusal(const struct pd_fabric *fab, char *why, size_t len)
+{
+	if (!pd_fi_has_dmabuf(fab->fi_api))
+		snprintf(why, len, "libfabric %u.%u (loaded at run time) without FI_MR_DMABUF (needs 1.20)",
+			 FI_MAJOR(fab->fi_runtime), FI_MINOR(fab->fi_runtime));
+	else if (fab->hmem_unasked)
+		snprintf(why, len, "FI_HMEM not asked of %s: %s", fab->provider, fab->hmem_unasked);
+	else if (!fab->hmem)
+		snprintf(why, len, "provider %s lacks FI_HMEM", fab->provider);
+	else
+		return 0;
+	return -EOPNOTSUPP;
+}
+
+/*
+ * Where a dma-buf registration on this fabric will land, and why (the
+ * fabric-open log line): reg_dmabuf's order, for a dma-buf that can be
+ * mmapped.
+ */
+enum pd_path pd_paths_plan(const struct pd_fabric *fab, char *why, size_t len)
+{
+	char refusal[256];
+
+	if (fab->path != PD_PATH_AUTO) {
+		snprintf(why, len, "forced (PEERDIRECT_PATH or the fabric's attr)");
+		return fab->path;
+	}
+	if (!dmabuf_refusal(fab, refusal, sizeof(refusal))) {
+		snprintf(why, len, "FI_MR_DMABUF on %s, base_addr from an mmap of the dma-buf",
+			 fab->provider);
+		return PD_PATH_DMABUF;
+	}
+	if (fab->cpu_mover) {
+		snprintf(why, len, "dmabuf: %s; mapped: provider %s copies with the CPU", refusal,
+			 fab->provider);
+		return PD_PATH_MAPPED;
+	}
+	snprintf(why, len, "dmabuf: %s; mapped: %s must pin pages and cannot pin the VM_PFNMAP mapping; bounce: staged through %zu x %zu B registered host slots",
+		 refusal, fab->provider, fab->bounce_slots, fab->chunk);
+	return PD_PATH_BOUNCE;
+}
+
 static int try_dmabuf_mr(struct pd_fabric *fab, const struct pd_mr_key *k,
 			 struct pd_mr_reg *r)
 {
@@ -147,19 +191,11 @@ static int try_dmabuf_mr(struct pd_fabric *fab, const struct pd_mr_key *k,
 		.dmabuf = &dmabuf, .iov_count = 1, .access = fi_access(k->access),
 		.iface = FI_HMEM_SYSTEM,
 	};
+	char why[256];
 	int ret;
 
-	if (!pd_fi_has_dmabuf(fab->fi_api)) {
-		note(r, "dmabuf: libfabric %u.%u (loaded at run time) without FI_MR_DMABUF (needs 1.20); ",
-		     FI_MAJOR(fab->fi_runtime), FI_MINOR(fab->fi_runtime));
-		return -EOPNOTSUPP;
-	}
-	if (fab->hmem_unasked) {
-		note(r, "dmabuf: FI_HMEM not asked of %s: %s; ", fab->provider, fab->hmem_unasked);
-		return -EOPNOTSUPP;
-	}
-	if (!fab->hmem) {
-		note(r, "dmabuf: provider %s lacks FI_HMEM; ", fab->provider);
+	if (dmabuf_refusal(fab, why, sizeof(why))) {
+		note(r, "dmabuf: %s; ", why);
 		return -EOPNOTSUPP;
 	}
 	/* No provider here is known to leave every byte to the NIC: a NULL
@@ -243,6 +279,10 @@ static int reg_dmabuf(struct pd_fabric *fab, const struct pd_mr_key *k, int fd,
 	r->rma_base = 0;
 	note(r, "bounce: staged through %zu x %zu B registered host slots", fab->bounce_slots,
 	     fab->chunk);
+	if (want == PD_PATH_AUTO)
+		pd_log_rl(PD_LOG_WARN, "dma-buf fd %d [%llu, +%llu) on %s falls back to bounce: %s",
+			  fd, (unsigned long long)k->start, (unsigned long long)k->len,
+			  fab->provider, r->reason);
 	return 0;
 }
 
@@ -282,6 +322,10 @@ int pd_paths_register(void *ctx, const struct pd_mr_key *k, int fd,
 		pd_paths_deregister(fab, r);
 		return ret;
 	}
+	pd_log_rl(PD_LOG_DEBUG, "registered %s [0x%llx, +%llu) on %s: path %s: %s",
+		  k->kind == PD_MEM_HOST ? "host memory" : "a dma-buf",
+		  (unsigned long long)k->start, (unsigned long long)k->len, fab->provider,
+		  pd_path_name(r->path), r->reason);
 	/* The entry keeps its dma-buf's record, and so its subscription. */
 	if (k->kind == PD_MEM_DMABUF && k->watcher) {
 		r->watcher = k->watcher;
