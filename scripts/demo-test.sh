@@ -25,7 +25,7 @@ check() {	# check DESCRIPTION REGEX...
 	fi
 }
 echo "TAP version 13"
-echo "1..5"
+echo "1..7"
 n=1
 if [ "$rc" = 0 ]; then
 	pass=1; echo "ok 1 make demo exits 0 ($((SECONDS - t0)) s, $(grep -oE 'wall=[0-9.]+s' "$log") in the VM)"
@@ -48,6 +48,33 @@ if [ "$rows" = 9 ] && [ "$errs" = 0 ]; then
 else
 	fail=$((fail + 1)); echo "not ok $n pd-coll's table has all 9 rows and no rank failed ($rows rows, $errs errors)"
 	grep '^pd-coll: ' "$log" | head -n 5 | sed 's/^/# /'
+fi
+# The dma-buf path: the host's libfabric (Debian 12: 1.17) has no
+# FI_MR_DMABUF, and the reason says so; the same binary against the unstable
+# root's libfabric 2.x takes it, whenever that root exists, and only then.
+host_lf=$(dpkg-query -W -f='${Version}' libfabric1 2>/dev/null || echo 0)
+if dpkg --compare-versions "$host_lf" lt 1.20; then
+	check "libfabric $host_lf: the device buffer is not a dma-buf, and the reason says why" \
+		'^    rank 0 provider tcp[^ ]* memory device:0 size 4194304 path mapped: dmabuf: libfabric 1\.[0-9]+ \(loaded at run time\) without FI_MR_DMABUF \(needs 1\.20\)'
+else
+	check "libfabric $host_lf: tcp maps the device buffer, and the reason says why" \
+		'^    rank 0 provider tcp[^ ]* memory device:0 size 4194304 path mapped: dmabuf: provider tcp[^ ]* lacks FI_HMEM'
+fi
+sid=$(scripts/stack-root.sh --path)
+if [ -e "$sid/usr/lib/x86_64-linux-gnu/libfabric.so.1" ]; then
+	check "the same binary against libfabric 2.x takes the dma-buf path, every byte checked" \
+		'^==> the same pd-xfer binary, now against libfabric 2\.' \
+		'^    \[libfabric 2\] rank 0 provider shm memory device:0 size 4194304 path dmabuf: FI_MR_DMABUF on shm' \
+		'^    \[libfabric 2\] rank 1 provider shm memory device:0 size 4194304 path dmabuf: FI_MR_DMABUF on shm' \
+		'^    \[libfabric 2\] rank 0 summary: ok 4 error 0 mismatch 0' \
+		'^    \[libfabric 2\] rank 1 summary: ok 4 error 0 mismatch 0'
+else
+	n=$((n + 1))
+	if grep -q 'path dmabuf' "$log" || ! grep -q '^==> no libfabric 2.x here' "$log"; then
+		fail=$((fail + 1)); echo "not ok $n without libfabric 2.x no dma-buf path is claimed"
+	else
+		pass=$((pass + 1)); echo "ok $n without libfabric 2.x no dma-buf path is claimed, and the demo says why"
+	fi
 fi
 echo "$pass passed, $fail failed"
 [ "$fail" = 0 ]

@@ -91,9 +91,9 @@ else
 		FI_SHM_DISABLE_CMA=1 doctor /tmp/d-shm -d 0 doctor --nic va
 		cat /tmp/d-both /tmp/d-shm > /tmp/d-lf
 		check "libfabric ${lfver:-?}: no FI_MR_DMABUF, and the check and the library say so; shm without CMA maps" 7 7 /tmp/d-lf \
-			'^libfabric +FI_HMEM +warn +libfabric 1\.[0-9]+: providers offering FI_HMEM: .*; dma-buf registrations \(FI_MR_DMABUF\): no, libfabric < 1\.20$' \
+			'^libfabric +FI_HMEM +warn +libfabric 1\.[0-9]+: providers offering FI_HMEM: .*; dma-buf registrations \(FI_MR_DMABUF\): no, libfabric 1\.[0-9]+ lacks it \(needs 1\.20\)$' \
 			'fix: libfabric >= 1\.20' \
-			'^libpeerdirect +peerdirect0/shm +warn +pd_mr_reg_dmabuf chose bounce: dmabuf: built against libfabric 1\.[0-9]+ without FI_MR_DMABUF' \
+			'^libpeerdirect +peerdirect0/shm +warn +pd_mr_reg_dmabuf chose bounce: dmabuf: libfabric 1\.[0-9]+ \(loaded at run time\) without FI_MR_DMABUF' \
 			'^libpeerdirect +peerdirect0/shm +ok +pd_mr_reg_dmabuf chose mapped: .*mapped: provider shm copies with the CPU'
 	fi
 	doctor /tmp/d-veth -d 0 doctor --nic va

@@ -19,6 +19,7 @@
 
 #include "peerdirect.h"
 #include "errors.h"
+#include "log.h"
 
 static _Thread_local char last_error[512];
 
@@ -29,6 +30,7 @@ int pd_error(int err, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(last_error, sizeof(last_error), fmt, ap);
 	va_end(ap);
+	pd_log_rl(PD_LOG_DEBUG, "error %d (%s): %s", err, pd_strerror(err), last_error);
 	return err;
 }
 

@@ -21,6 +21,7 @@
 #include "errors.h"
 #include "fabric.h"
 #include "fabric_hints.h"
+#include "log.h"
 
 #define DEFAULT_CHUNK		(4u << 20)
 /* A chunk is a bounce slot too: 1 GiB of them, times up to 4096 slots,
@@ -277,10 +278,10 @@ static struct fi_info *make_hints(const struct settings *s, const struct pd_want
  * dma-buf to, so it gets FI_HMEM only where CMA is off anyway
  * (FI_SHM_DISABLE_CMA) or the fabric is opened with path dmabuf.
  */
-static const char *hmem_unasked(const struct settings *s)
+static const char *hmem_unasked(const struct pd_fabric *fab, const struct settings *s)
 {
-	if (!PD_HAVE_FI_MR_DMABUF)
-		return "built without FI_MR_DMABUF";
+	if (!pd_fi_has_dmabuf(fab->fi_api))
+		return "libfabric has no FI_MR_DMABUF";
 	if (s->path != PD_PATH_DMABUF && s->provider && pd_provider_pins_cpu_maps(s->provider, false))
 		return "it would turn off shm's CMA, host memory included; FI_SHM_DISABLE_CMA=1 or path dmabuf gives shm the dma-buf";
 	return NULL;
@@ -293,20 +294,23 @@ static int get_info(struct pd_fabric *fab, const struct settings *s)
 	int ret = -FI_ENODATA;
 	unsigned int i;
 
+	/* Decided here, at run time: a library built against 1.17's headers
+	 * asks a 2.x libfabric for 1.20, and so gets FI_MR_DMABUF. */
+	fab->fi_runtime = fi_version();
+	fab->fi_api = pd_fi_api_version(fab->fi_runtime);
 	for (i = 0; i < PD_NR_TRIES && ret; i++) {
-		if (pd_tries[i].hmem && hmem_unasked(s))
+		if (pd_tries[i].hmem && hmem_unasked(fab, s))
 			continue;
 		hints = make_hints(s, &pd_tries[i]);
 		if (!hints)
 			return pd_error(-ENOMEM, "fi_allocinfo: out of memory");
-		ret = fi_getinfo(FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION), NULL, NULL,
-				 0, hints, &fab->info);
+		ret = fi_getinfo(fab->fi_api, NULL, NULL, 0, hints, &fab->info);
 		fi_freeinfo(hints);
 	}
 	if (ret)
 		return pd_error(ret, "fi_getinfo(provider %s, RDM, tagged + RMA): %s",
 				s->provider ? s->provider : "auto", fi_strerror(-ret));
-	fab->hmem_unasked = hmem_unasked(s);
+	fab->hmem_unasked = hmem_unasked(fab, s);
 	fab->directed_recv = fab->info->caps & FI_DIRECTED_RECV;
 	fab->source = fab->info->caps & FI_SOURCE;
 	fab->sas = (fab->info->tx_attr->msg_order & FI_ORDER_SAS) &&
@@ -423,6 +427,14 @@ int pd_fabric_open(const struct pd_fabric_attr *attr, struct pd_fabric **out)
 	if (ret)
 		goto fail;
 	pd_mr_cache_set_retain_idle_host(fab->cache, !pd_provider_pins_host_pages(fab->provider));
+	if (pd_log_on(PD_LOG_INFO)) {
+		char why[768];
+		enum pd_path p = pd_paths_plan(fab, why, sizeof(why));
+
+		pd_log(PD_LOG_INFO, "fabric open: provider %s, libfabric %u.%u (API %u.%u asked); host memory: path host (fi_mr_reg); dma-buf: path %s: %s",
+		       fab->provider, FI_MAJOR(fab->fi_runtime), FI_MINOR(fab->fi_runtime),
+		       FI_MAJOR(fab->fi_api), FI_MINOR(fab->fi_api), pd_path_name(p), why);
+	}
 	*out = fab;
 	return 0;
 fail:
@@ -674,8 +686,10 @@ void pd_fabric_revoked(struct pd_fabric *fab, uint64_t origin, uint64_t st_dev,
 {
 	unsigned int n = pd_mr_cache_invalidate_dmabuf(fab->cache, st_dev, st_ino, reason);
 
-	(void)origin;
 	__atomic_add_fetch(&fab->dev_invalidations, n, __ATOMIC_RELAXED);
+	pd_log_rl(PD_LOG_WARN, "revocation seen on %s: dma-buf %llu:%llu of device origin 0x%llx (reason %s): %u registrations invalidated",
+		  fab->provider, (unsigned long long)st_dev, (unsigned long long)st_ino,
+		  (unsigned long long)origin, pd_reason_name(reason), n);
 }
 
 void pd_fabric_origin_gone(struct pd_fabric *fab, uint64_t origin, uint32_t reason)
@@ -683,6 +697,8 @@ void pd_fabric_origin_gone(struct pd_fabric *fab, uint64_t origin, uint32_t reas
 	unsigned int n = pd_mr_cache_invalidate_origin(fab->cache, origin, reason);
 
 	__atomic_add_fetch(&fab->dev_invalidations, n, __ATOMIC_RELAXED);
+	pd_log_rl(PD_LOG_WARN, "revocation seen on %s: every dma-buf of device origin 0x%llx (reason %s): %u registrations invalidated",
+		  fab->provider, (unsigned long long)origin, pd_reason_name(reason), n);
 }
 
 /* The attached devices, each with a reference the caller puts. */

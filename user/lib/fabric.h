@@ -10,18 +10,17 @@
 #include <rdma/fi_domain.h>
 
 #include "peerdirect.h"
+#include "fi_compat.h"
 #include "mr_cache.h"
 
 /*
- * FI_MR_DMABUF arrived in libfabric 1.20 in fabric.h and moved to
- * fi_domain.h in 2.0: test it here, after both, so that every file (the
- * tests too) agrees on whether the dmabuf path is compiled in.
+ * Whether FI_MR_DMABUF can be used is the run-time libfabric's answer
+ * (fi_compat.h), never the headers': every file (the tests too) asks this.
  */
-#ifdef FI_MR_DMABUF
-#define PD_HAVE_FI_MR_DMABUF 1
-#else
-#define PD_HAVE_FI_MR_DMABUF 0
-#endif
+static inline bool pd_have_fi_mr_dmabuf(void)
+{
+	return pd_fi_has_dmabuf(pd_fi_api_version(fi_version()));
+}
 
 #define PD_MAX_DEVICES 64
 
@@ -38,6 +37,8 @@ struct pd_fabric {
 	struct fid_cq *cq;
 	struct fid_ep *ep;
 	char provider[64];
+	uint32_t fi_runtime;	/* fi_version() of the loaded libfabric */
+	uint32_t fi_api;	/* the API version asked of fi_getinfo */
 	bool cpu_mover;		/* copies with the CPU from a mapping (tcp, shm without CMA) */
 	bool pins_cpu_maps;	/* provider pins the pages of CPU mappings (shm's CMA) */
 	bool hmem;		/* provider announced FI_HMEM */
@@ -148,6 +149,8 @@ static inline uint64_t pd_mr_rma_addr(const struct pd_mr *mr)
 
 /* mr_paths.c: a requested key no other registration of the process has. */
 uint64_t pd_next_mr_key(void);
+/* mr_paths.c: where a dma-buf registration will land, and why. */
+enum pd_path pd_paths_plan(const struct pd_fabric *fab, char *why, size_t len);
 /* mr_paths.c: the cache's registration functions. */
 int pd_paths_register(void *fab, const struct pd_mr_key *key, int fd,
 		      void **handle);

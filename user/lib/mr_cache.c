@@ -37,6 +37,7 @@
 
 #include "errors.h"
 #include "mr_cache.h"
+#include "log.h"
 
 #define HOST_LEVELS 10
 #define HOST_SHIFT(level) (12 + 4 * (level))
@@ -337,7 +338,7 @@ static bool over_caps(const struct pd_mr_cache *c, size_t add_entries,
 static void evict_locked(struct pd_mr_cache *c, size_t add_entries,
 			 size_t add_bytes, bool all, struct list *victims)
 {
-	size_t budget = 2 * c->entries + 1;
+	size_t budget = 2 * c->entries + 1, evicted = 0, bytes = 0;
 
 	while (!list_empty(&c->lru) && budget-- &&
 	       (all || over_caps(c, add_entries, add_bytes))) {
@@ -349,9 +350,15 @@ static void evict_locked(struct pd_mr_cache *c, size_t add_entries,
 			list_add_tail(&c->lru, &e->lru);
 			continue;
 		}
+		bytes += e->key.len;
 		retire_locked(c, e, victims);
 		c->st.evictions++;
+		evicted++;
 	}
+	/* all: the provider ran out of resources, not a cap. */
+	if (evicted && !all)
+		pd_log_rl(PD_LOG_WARN, "registration cache: %zu idle registrations (%zu bytes) evicted to stay within its caps (%zu entries, %zu bytes; PEERDIRECT_MR_CACHE_MAX_ENTRIES, PEERDIRECT_MR_CACHE_MAX_BYTES)",
+			  evicted, bytes, c->max_entries, c->max_bytes);
 }
 
 /* Outside the lock: deregistration may block in the provider. */
@@ -541,7 +548,7 @@ static bool inval_matches(const struct pd_mr_key *k, const struct inval_match *m
 	       m->start < k->start + k->len;
 }
 
-static const char *reason_name(uint32_t reason)
+const char *pd_reason_name(uint32_t reason)
 {
 	static const char *const names[] = {
 		[PD_REASON_FREE] = "allocation freed", [PD_REASON_REVOKE] = "revoked",
@@ -575,7 +582,7 @@ static int log_check_locked(struct pd_mr_cache *c, const struct pd_mr_key *k, ui
 
 		if (inval_matches(k, m))
 			return pd_error(-ENODEV, "dma-buf inode %llu was revoked (%s) before it was registered: re-export and register again",
-					(unsigned long long)k->ino, reason_name(m->reason));
+					(unsigned long long)k->ino, pd_reason_name(m->reason));
 	}
 	return 0;
 }
@@ -646,7 +653,7 @@ static int get_locked(struct pd_mr_cache *c, const struct pd_mr_key *k, int fd,
 			 * be the revoked buffer, or the old pages. */
 			if (e->invalid)
 				ret = pd_error(-ENODEV, "dma-buf inode %llu was revoked while it was being registered (%s): re-export and register again",
-					       (unsigned long long)k->ino, reason_name(e->inval_reason));
+					       (unsigned long long)k->ino, pd_reason_name(e->inval_reason));
 			else
 				ret = -EAGAIN;
 			pthread_mutex_unlock(&c->lock);
@@ -917,5 +924,5 @@ int pd_mr_entry_check(const struct pd_mr_cache_entry *e)
 	if (!__atomic_load_n(&e->invalid, __ATOMIC_ACQUIRE))
 		return 0;
 	return pd_error(-ENODEV, "dma-buf inode %llu was revoked by the kernel (%s): registration unusable, re-export and register again",
-			(unsigned long long)e->key.ino, reason_name(e->inval_reason));
+			(unsigned long long)e->key.ino, pd_reason_name(e->inval_reason));
 }

@@ -113,4 +113,7 @@ const struct pd_mr_key *pd_mr_entry_key(const struct pd_mr_cache_entry *e);
 /* 0, or -ENODEV with a message when the kernel revoked the dma-buf. */
 int pd_mr_entry_check(const struct pd_mr_cache_entry *e);
 
+/* A revocation reason (PD_REASON_*) in words. */
+const char *pd_reason_name(uint32_t reason);
+
 #endif

@@ -2,10 +2,10 @@
 /*
  * The three ways dma-buf memory reaches the provider, tried in order when
  * the path is auto:
- *  1. dmabuf: FI_MR_DMABUF (libfabric >= 1.20, provider with FI_HMEM), zero
- *     copy for the NIC; base_addr comes from an mmap of the dma-buf because
- *     providers copy small messages with the CPU.  Compiled out against
- *     older libfabric headers.
+ *  1. dmabuf: FI_MR_DMABUF (libfabric >= 1.20 at run time, provider with
+ *     FI_HMEM), zero copy for the NIC; base_addr comes from an mmap of the
+ *     dma-buf because providers copy small messages with the CPU.  Taken
+ *     whatever headers the library was built against (fi_compat.h).
  *  2. mapped: mmap the dma-buf once and register the mapping as host memory.
  *     Only for providers that copy with the CPU: the exporter's mmap is
  *     VM_PFNMAP, so a provider that pins pages (verbs) gets EFAULT.
@@ -31,6 +31,7 @@
 #include "errors.h"
 #include "device.h"
 #include "fabric.h"
+#include "log.h"
 
 static uint64_t fi_access(unsigned int access)
 {
@@ -127,10 +128,52 @@ static void map_dmabuf(const struct pd_mr_key *k, struct pd_mr_reg *r)
 	r->cpu = r->iobase = (char *)r->map + delta;
 }
 
+/* Why the fabric takes no FI_MR_DMABUF registration at all, or 0. */
+static int dmabuf_refusal(const struct pd_fabric *fab, char *why, size_t len)
+{
+	if (!pd_fi_has_dmabuf(fab->fi_api))
+		snprintf(why, len, "libfabric %u.%u (loaded at run time) without FI_MR_DMABUF (needs 1.20)",
+			 FI_MAJOR(fab->fi_runtime), FI_MINOR(fab->fi_runtime));
+	else if (fab->hmem_unasked)
+		snprintf(why, len, "FI_HMEM not asked of %s: %s", fab->provider, fab->hmem_unasked);
+	else if (!fab->hmem)
+		snprintf(why, len, "provider %s lacks FI_HMEM", fab->provider);
+	else
+		return 0;
+	return -EOPNOTSUPP;
+}
+
+/*
+ * Where a dma-buf registration on this fabric will land, and why (the
+ * fabric-open log line): reg_dmabuf's order, for a dma-buf that can be
+ * mmapped.
+ */
+enum pd_path pd_paths_plan(const struct pd_fabric *fab, char *why, size_t len)
+{
+	char refusal[256];
+
+	if (fab->path != PD_PATH_AUTO) {
+		snprintf(why, len, "forced (PEERDIRECT_PATH or the fabric's attr)");
+		return fab->path;
+	}
+	if (!dmabuf_refusal(fab, refusal, sizeof(refusal))) {
+		snprintf(why, len, "FI_MR_DMABUF on %s, base_addr from an mmap of the dma-buf",
+			 fab->provider);
+		return PD_PATH_DMABUF;
+	}
+	if (fab->cpu_mover) {
+		snprintf(why, len, "dmabuf: %s; mapped: provider %s copies with the CPU", refusal,
+			 fab->provider);
+		return PD_PATH_MAPPED;
+	}
+	snprintf(why, len, "dmabuf: %s; mapped: %s must pin pages and cannot pin the VM_PFNMAP mapping; bounce: staged through %zu x %zu B registered host slots",
+		 refusal, fab->provider, fab->bounce_slots, fab->chunk);
+	return PD_PATH_BOUNCE;
+}
+
 static int try_dmabuf_mr(struct pd_fabric *fab, const struct pd_mr_key *k,
 			 struct pd_mr_reg *r)
 {
-#if PD_HAVE_FI_MR_DMABUF
 	/*
 	 * libfabric's base_addr is the virtual address of the dma-buf's byte 0,
 	 * so base_addr + offset is the first registered byte.  Util-based
@@ -140,21 +183,19 @@ static int try_dmabuf_mr(struct pd_fabric *fab, const struct pd_mr_key *k,
 	 * SAR copies read it with the CPU.  Only the range is mapped, so byte 0
 	 * may lie outside the mapping; only the sum is ever dereferenced.
 	 */
-	struct fi_mr_dmabuf dmabuf = {
+	struct pd_fi_mr_dmabuf dmabuf = {
 		.fd = r->fd, .offset = k->start, .len = k->len,
 	};
-	struct fi_mr_attr attr = {
+	/* Our copy of the ABI (fi_compat.h), whole and zeroed past these. */
+	struct pd_fi_mr_attr attr = {
 		.dmabuf = &dmabuf, .iov_count = 1, .access = fi_access(k->access),
-		.requested_key = pd_next_mr_key(), .iface = FI_HMEM_SYSTEM,
+		.iface = FI_HMEM_SYSTEM,
 	};
+	char why[256];
 	int ret;
 
-	if (fab->hmem_unasked) {
-		note(r, "dmabuf: FI_HMEM not asked of %s: %s; ", fab->provider, fab->hmem_unasked);
-		return -EOPNOTSUPP;
-	}
-	if (!fab->hmem) {
-		note(r, "dmabuf: provider %s lacks FI_HMEM; ", fab->provider);
+	if (dmabuf_refusal(fab, why, sizeof(why))) {
+		note(r, "dmabuf: %s; ", why);
 		return -EOPNOTSUPP;
 	}
 	/* No provider here is known to leave every byte to the NIC: a NULL
@@ -165,7 +206,9 @@ static int try_dmabuf_mr(struct pd_fabric *fab, const struct pd_mr_key *k,
 		return -EOPNOTSUPP;
 	}
 	dmabuf.base_addr = (void *)((uintptr_t)r->cpu - (uintptr_t)k->start);
-	ret = fi_mr_regattr(fab->domain, &attr, FI_MR_DMABUF, &r->mr);
+	attr.requested_key = pd_next_mr_key();
+	ret = fi_mr_regattr(fab->domain, (const struct fi_mr_attr *)(const void *)&attr,
+			    PD_FI_MR_DMABUF, &r->mr);
 	if (ret) {
 		r->mr = NULL;
 		note(r, "dmabuf: fi_mr_regattr(FI_MR_DMABUF) on %s: %s; ", fab->provider,
@@ -178,13 +221,6 @@ static int try_dmabuf_mr(struct pd_fabric *fab, const struct pd_mr_key *k,
 	 * and with FI_MR_VIRT_ADDR the peer targets that same address. */
 	r->rma_base = fab->virt_addr ? (uintptr_t)r->cpu : 0;
 	return 0;
-#else
-	(void)fab;
-	(void)k;
-	note(r, "dmabuf: built against libfabric %d.%d without FI_MR_DMABUF (needs 1.20); ",
-	     FI_MAJOR_VERSION, FI_MINOR_VERSION);
-	return -EOPNOTSUPP;
-#endif
 }
 
 static int reg_dmabuf(struct pd_fabric *fab, const struct pd_mr_key *k, int fd,
@@ -243,6 +279,10 @@ static int reg_dmabuf(struct pd_fabric *fab, const struct pd_mr_key *k, int fd,
 	r->rma_base = 0;
 	note(r, "bounce: staged through %zu x %zu B registered host slots", fab->bounce_slots,
 	     fab->chunk);
+	if (want == PD_PATH_AUTO)
+		pd_log_rl(PD_LOG_WARN, "dma-buf fd %d [%llu, +%llu) on %s falls back to bounce: %s",
+			  fd, (unsigned long long)k->start, (unsigned long long)k->len,
+			  fab->provider, r->reason);
 	return 0;
 }
 
@@ -282,6 +322,10 @@ int pd_paths_register(void *ctx, const struct pd_mr_key *k, int fd,
 		pd_paths_deregister(fab, r);
 		return ret;
 	}
+	pd_log_rl(PD_LOG_DEBUG, "registered %s [0x%llx, +%llu) on %s: path %s: %s",
+		  k->kind == PD_MEM_HOST ? "host memory" : "a dma-buf",
+		  (unsigned long long)k->start, (unsigned long long)k->len, fab->provider,
+		  pd_path_name(r->path), r->reason);
 	/* The entry keeps its dma-buf's record, and so its subscription. */
 	if (k->kind == PD_MEM_DMABUF && k->watcher) {
 		r->watcher = k->watcher;

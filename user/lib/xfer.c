@@ -43,6 +43,7 @@
 #include "bounce_pool.h"
 #include "errors.h"
 #include "fabric.h"
+#include "log.h"
 
 /* The last chunk index is the probes' (see peer liveness below). */
 #define MAX_CHUNKS	((1u << PD_CHUNK_BITS) - 1)
@@ -176,6 +177,11 @@ static void fail_req(struct pd_req *r, int err, const char *msg)
 	snprintf(r->msg, sizeof(r->msg), "%s of %zu bytes (tag 0x%llx, %s path): %s",
 		 kind_names[r->kind], r->len, (unsigned long long)r->tag,
 		 pd_path_name(r->path), msg);
+	/* The caller closing the fabric is no error of the job's. */
+	if (err == -ECANCELED || err == -ESHUTDOWN)
+		pd_log_rl(PD_LOG_DEBUG, "request failed on %s: %s", r->fab->provider, r->msg);
+	else
+		pd_log_rl(PD_LOG_ERROR, "request failed on %s: %s", r->fab->provider, r->msg);
 }
 
 /* Nothing more will happen to it: every operation is back from the

@@ -145,13 +145,13 @@ FIXTURE_TEARDOWN(dmabuf)
 
 static bool dmabuf_accepted(const FIXTURE_VARIANT(dmabuf) *variant)
 {
-	return PD_HAVE_FI_MR_DMABUF && variant->offers_hmem && variant->asks_hmem;
+	return pd_have_fi_mr_dmabuf() && variant->offers_hmem && variant->asks_hmem;
 }
 
 /* The refusal the reason must name when the dmabuf path is not taken. */
 static const char *refusal(const FIXTURE_VARIANT(dmabuf) *variant, bool forced)
 {
-	if (!PD_HAVE_FI_MR_DMABUF)
+	if (!pd_have_fi_mr_dmabuf())
 		return "without FI_MR_DMABUF (needs 1.20)";
 	return forced ? variant->forced_refusal : variant->auto_dmabuf_step;
 }
@@ -253,7 +253,7 @@ TEST_F_TIMEOUT(dmabuf, forced_dmabuf_moves_bytes_or_names_the_refusal, 120)
 
 TEST_F_TIMEOUT(dmabuf, auto_path_and_reason_then_bytes, 120)
 {
-	enum pd_path want = PD_HAVE_FI_MR_DMABUF ? variant->auto_path : variant->auto_path_without;
+	enum pd_path want = pd_have_fi_mr_dmabuf() ? variant->auto_path : variant->auto_path_without;
 	struct pd_mr *a, *b;
 
 	reg_pair(_metadata, self, &a, &b);
@@ -283,7 +283,7 @@ TEST_F(dmabuf, fi_hmem_is_asked_only_where_it_costs_nothing)
 	struct pd_mr *mr;
 
 	/* The fixture's fabric (auto). */
-	EXPECT_EQ(!(PD_HAVE_FI_MR_DMABUF && variant->asks_hmem), !!self->fab->hmem_unasked);
+	EXPECT_EQ(!(pd_have_fi_mr_dmabuf() && variant->asks_hmem), !!self->fab->hmem_unasked);
 	EXPECT_EQ(dmabuf_accepted(variant), self->fab->hmem);
 	EXPECT_EQ(!!(self->fab->info->caps & FI_HMEM), self->fab->hmem);
 	EXPECT_EQ(cma, self->fab->pins_cpu_maps);
@@ -357,8 +357,8 @@ TEST_F_TIMEOUT(dmabuf, a_dmabuf_fabric_asks_fi_hmem, 120)
 	attr.chunk_size = CHUNK;
 	attr.path = PD_PATH_DMABUF;
 	ASSERT_EQ(0, pd_fabric_open(&attr, &fab)) TH_LOG("%s", pd_last_error());
-	EXPECT_EQ(!PD_HAVE_FI_MR_DMABUF, !!fab->hmem_unasked);
-	EXPECT_EQ(PD_HAVE_FI_MR_DMABUF && variant->offers_hmem, fab->hmem);
+	EXPECT_EQ(!pd_have_fi_mr_dmabuf(), !!fab->hmem_unasked);
+	EXPECT_EQ(pd_have_fi_mr_dmabuf() && variant->offers_hmem, fab->hmem);
 	EXPECT_EQ(cma && !fab->hmem, fab->pins_cpu_maps);
 	if (fab->hmem) {
 		ASSERT_EQ(0, pd_fabric_addr(fab, addr, &alen));

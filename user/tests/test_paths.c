@@ -109,7 +109,7 @@ TEST_F(paths, auto_on_cpu_provider_maps_the_dmabuf)
 	EXPECT_EQ(PD_PATH_MAPPED, pd_mr_path(mr));
 	/* Why not dmabuf: no FI_MR_DMABUF before libfabric 1.20; from 1.20 on
 	 * (measured on 2.1) tcp does not offer FI_HMEM. */
-	EXPECT_NE(NULL, strstr(pd_mr_reason(mr), PD_HAVE_FI_MR_DMABUF ? "lacks FI_HMEM" :
+	EXPECT_NE(NULL, strstr(pd_mr_reason(mr), pd_have_fi_mr_dmabuf() ? "lacks FI_HMEM" :
 			       "without FI_MR_DMABUF")) TH_LOG("%s", pd_mr_reason(mr));
 	EXPECT_NE(NULL, strstr(pd_mr_reason(mr), "copies with the CPU"));
 	ASSERT_NE(NULL, pd_mr_cpu_ptr(mr));
@@ -126,7 +126,7 @@ TEST_F(paths, forced_dmabuf_is_refused_clearly)
 	ASSERT_EQ(0, pd_fabric_set_path(self->fab, PD_PATH_DMABUF));
 	EXPECT_EQ(-EOPNOTSUPP, pd_mr_reg_dmabuf(self->fab, self->fd, 0, 4096, 0, &mr));
 	EXPECT_NE(NULL, strstr(pd_last_error(), "forced path dmabuf is impossible"));
-	EXPECT_NE(NULL, strstr(pd_last_error(), PD_HAVE_FI_MR_DMABUF ? "lacks FI_HMEM" :
+	EXPECT_NE(NULL, strstr(pd_last_error(), pd_have_fi_mr_dmabuf() ? "lacks FI_HMEM" :
 			       "without FI_MR_DMABUF")) TH_LOG("%s", pd_last_error());
 	EXPECT_EQ(-EINVAL, pd_fabric_set_path(self->fab, PD_PATH_HOST));
 	EXPECT_EQ(-EINVAL, pd_fabric_set_path(self->fab, (enum pd_path)42));

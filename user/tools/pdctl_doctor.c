@@ -42,6 +42,7 @@
 #include <rdma/fi_domain.h>	/* FI_MR_DMABUF (1.20+) is a registration flag */
 #include "peerdirect.h"
 #include "../lib/fabric_hints.h"
+#include "../lib/fi_compat.h"
 #endif
 
 #include "pdctl.h"
@@ -1041,8 +1042,7 @@ static void pair_rdma(const struct dev *d, const struct nic *nic, struct pair *p
 			 "libfabric %u.%u takes no dma-buf registrations (%s): the library stages "
 			 "through host memory", nic->name, d->idx, FI_MAJOR(lf.version),
 			 FI_MINOR(lf.version), lf.why);
-		set_text(p->fix, "libfabric >= 1.20 (Debian 13), and libpeerdirect built "
-			 "against it");
+		set_text(p->fix, "libfabric >= 1.20 (Debian 13)");
 	} else if (!strcmp(p->verdict, "dmabuf") && !list_has(lf.hmem, prov, true)) {
 		/* The library asks the NIC's provider for FI_HMEM; without it,
 		 * it opens the provider plain and stages (its "lacks FI_HMEM"). */
@@ -1117,7 +1117,7 @@ static void check_libfabric(void)
 	void (*freeinfo)(struct fi_info *);
 	struct fi_info *hints, *info = NULL, *i;
 	const char *dmabuf_why = NULL;
-	char provs[TEXT] = "", seen[TEXT] = "";
+	char provs[TEXT] = "", seen[TEXT] = "", lacks[TEXT];
 	size_t used = 0, seen_used = 0, t;
 	bool dmabuf;
 	uint32_t v;
@@ -1152,8 +1152,8 @@ static void check_libfabric(void)
 	lf.loaded = true;
 	lf.version = v;
 	/*
-	 * The library's tries, in its order, with the version of the headers
-	 * it was built against: a provider offers FI_HMEM to the library when
+	 * The library's tries, in its order, with the API version it asks
+	 * for (fi_compat.h): a provider offers FI_HMEM to the library when
 	 * the first try it answers asks for it.  One whose MSG endpoints alone
 	 * offer FI_HMEM, or that offers it only without FI_DIRECTED_RECV and
 	 * FI_SOURCE (asked for first), stages.  Tries with FI_HMEM are asked
@@ -1168,8 +1168,7 @@ static void check_libfabric(void)
 		}
 		pd_hints_for(hints, &pd_tries[t]);
 		info = NULL;
-		tret = getinfo(FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION), NULL, NULL, 0,
-			       hints, &info);
+		tret = getinfo(pd_fi_api_version(v), NULL, NULL, 0, hints, &info);
 		if (tret)
 			ret = ret ? ret : tret;
 		for (i = tret ? NULL : info; i; i = i->next) {
@@ -1188,34 +1187,33 @@ static void check_libfabric(void)
 	}
 	/*
 	 * FI_MR_DMABUF is a flag of fi_mr_regattr, not an mr_mode bit: a
-	 * provider offering FI_HMEM takes dma-buf registrations when both the
-	 * running libfabric and the one libpeerdirect was built against are
-	 * 1.20 or newer.
+	 * provider offering FI_HMEM takes dma-buf registrations when the
+	 * libfabric loaded now is 1.20 or newer, whatever headers the library
+	 * and pdctl were built against (they ask for 1.20 at run time).
 	 */
-	dmabuf = FI_VERSION_GE(v, FI_VERSION(1, 20));
-	if (!dmabuf)
-		dmabuf_why = "no, libfabric < 1.20";
-#ifndef FI_MR_DMABUF
-	else
-		dmabuf_why = "no, pdctl (and, likely, libpeerdirect) was built against a "
-			     "libfabric < 1.20";
-	dmabuf = false;
-#endif
+	dmabuf = pd_fi_has_dmabuf(pd_fi_api_version(v));
+	if (!dmabuf) {
+		set_text(lacks, "no, libfabric %u.%u lacks it (needs 1.20)", FI_MAJOR(v),
+			 FI_MINOR(v));
+		dmabuf_why = lacks;
+	}
 	lf.dmabuf = dmabuf;
 	set_text(lf.hmem, "%s", provs);
 	if (dmabuf_why)
 		set_text(lf.why, "%s", dmabuf_why);
 	if (used)
 		add_check("libfabric", "FI_HMEM", dmabuf ? "ok" : "warn", dmabuf ? NULL :
-			  "libfabric >= 1.20 (Debian 13), and libpeerdirect built against it",
+			  "libfabric >= 1.20 (Debian 13)",
 			  "libfabric %u.%u: providers offering FI_HMEM: %s; dma-buf registrations "
 			  "(FI_MR_DMABUF): %s", FI_MAJOR(v), FI_MINOR(v), provs,
 			  dmabuf ? "yes" : dmabuf_why);
 	else
 		add_check("libfabric", "FI_HMEM", "warn", "libfabric >= 1.20 with the NIC's "
 			  "provider (verbs, efa) built with dma-buf support",
-			  "libfabric %u.%u: no provider offers FI_HMEM (fi_getinfo: %d): the "
-			  "library registers mappings or bounces", FI_MAJOR(v), FI_MINOR(v), ret);
+			  "libfabric %u.%u: no provider offers FI_HMEM (fi_getinfo: %d)%s%s: the "
+			  "library registers mappings or bounces", FI_MAJOR(v), FI_MINOR(v), ret,
+			  dmabuf ? "" : "; dma-buf registrations (FI_MR_DMABUF): ",
+			  dmabuf ? "" : dmabuf_why);
 	dlclose(so);
 #endif
 }
