@@ -112,8 +112,8 @@ if git clone -q --shared "$top" "$work/vclone" 2> "$log/version-clone.log"; then
 	check "version: uncommitted edits sort above their commit ($v3 > $v2)" dpkg --compare-versions "$v3" gt "$v2"
 	check "version: and below the next commit ($v4 > $v3)" dpkg --compare-versions "$v4" gt "$v3"
 	base=$(sed -n 's/^BASE_VERSION := *//p' user/Makefile)
-	check "version: a release of the next base ($(echo "$base" | awk -F. '{ $NF++; print }' OFS=.)) sorts above them all" \
-		dpkg --compare-versions "$(echo "$base" | awk -F. '{ $NF++; print }' OFS=.)" gt "$v4"
+	next=$(awk -F. -v OFS=. '{ $NF = $NF + 1; print }' <<<"$base")
+	check "version: the next release ($next) sorts above them all" dpkg --compare-versions "$next" gt "$v4"
 	rm -rf "$work/vclone/.git"
 	check "version: without git, BASE_VERSION ($base)" test "$("$work/vclone/scripts/version.sh")" = "$base"
 	echo "$v2" > "$work/vclone/VERSION"
