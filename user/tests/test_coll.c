@@ -433,10 +433,11 @@ static int ratio_lines(const char *slow, char *out, double *med, double *q1, dou
 }
 
 /*
- * The ratio lines name which path is slower, and by how much: 2 ms on a
- * collective of tens of us, about 60x; the bounds leave room for a loaded
- * machine (a stall of a few ms in some iterations), the unit tests above
- * check the arithmetic.  "n/a" for the path not run.
+ * The ratio lines name which path is slower: 2 ms on a collective of tens
+ * of us, about 60x on an idle machine, but a loaded one (two CPU hogs)
+ * stalls the other path for milliseconds too, so only the direction is
+ * asserted, never by how much; the unit tests above check the arithmetic.
+ * "n/a" for the path not run.
  */
 TEST_F_TIMEOUT(coll1, ratio_lines_follow_the_slower_path, 120)
 {
@@ -447,12 +448,12 @@ TEST_F_TIMEOUT(coll1, ratio_lines_follow_the_slower_path, 120)
 	EXPECT_NE(NULL, strstr(self->out, "# ratios: paired, per timed iteration the other path's time over direct's; their median [quartiles]"));
 	EXPECT_NE(NULL, strstr(self->out, "# --test-slow-path host: every timed iteration of that path takes 2 ms more"));
 	for (i = 0; i < 2; i++) {
-		EXPECT_TRUE(med[i] > 5 && q1[i] > 1 && q1[i] <= med[i] && med[i] <= q3[i])
+		EXPECT_TRUE(med[i] > 1 && q1[i] <= med[i] && med[i] <= q3[i])
 			TH_LOG("%g [%g, %g]: %s", med[i], q1[i], q3[i], self->out);
 	}
 	ASSERT_EQ(2, ratio_lines("direct", self->out, med, q1, q3)) TH_LOG("%s", self->out);
 	for (i = 0; i < 2; i++) {
-		EXPECT_TRUE(med[i] < 0.2 && q3[i] < 1 && q1[i] <= med[i] && med[i] <= q3[i])
+		EXPECT_TRUE(med[i] < 1 && q1[i] <= med[i] && med[i] <= q3[i])
 			TH_LOG("%g [%g, %g]: %s", med[i], q1[i], q3[i], self->out);
 	}
 }
