@@ -161,6 +161,9 @@ for k in "${kvers[@]}"; do
 		notok "dkms install for $k"; tail -n 20 "$log/install-$k.log" | sed 's/^/#   /'
 		continue
 	fi
+	# DKMS passes PACKAGE_VERSION on as PD_VERSION: the module says it.
+	mv=$(modinfo -F version "$ko" 2> /dev/null)
+	check "$k: the module's version is DKMS's ($mv)" test "$mv" = "$version"
 	others=$(find "$work/install/lib/modules/$k" -name '*.ko*' ! -name 'peerdirect.ko*')
 	if [ -z "$others" ] && ! grep -q pd_test_importer "$log/dkms-tree.txt"; then
 		ok "$k: peerdirect.ko is the only module DKMS built and installed"
