@@ -10,8 +10,8 @@
 #   admin     what cluster admins install and read: man pages (mandoc -Tlint),
 #             the Debian packages (lintian, contents, apt install into a clean
 #             Debian 12 root, a pkg-config sample), DKMS against every
-#             installed kernel's headers with its module loaded in a VM; `make demo`
-#             reaching its end
+#             installed kernel's headers and every kernel in the cache, with
+#             its module loaded in a VM; `make demo` reaching its end
 #   tiers     per kernel tier (scripts/tiers.sh: Debian 12's 6.1, our debug
 #             6.1, the backports LTS, unstable's newest), resolved at run time:
 #               build   the module and test importer, W=1, no warnings;
@@ -34,6 +34,10 @@
 #             (Documentation/testing.md).
 #             A tier whose suite cannot be reached is counted as skipped,
 #             with the reason, never as passed.
+#
+# First and last, scripts/host-state.sh records the host's kernels (dpkg -l
+# 'linux-image*'), /boot and apt's sources: any difference is a failure
+# ("host kernels and /boot unchanged").
 #
 # PD_CHECK_STAGES="static user stack tiers admin", PD_CHECK_TIERS="stable debug lts
 # newest" and PD_CHECK_PARTS="build sim bar unplug shim doctor coll" select.  Each VM run
