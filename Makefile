@@ -186,7 +186,7 @@ package:
 
 # make install without the test importer, the packages (lintian, contents,
 # install into a clean Debian 12 root), DKMS on every installed kernel and
-# loading its module in a VM.  TAP-like, "N passed, N failed".
+# every kernel in the cache, loading its module in a VM.  TAP-like, "N passed, N failed".
 package-test:
 	scripts/package-test.sh
 
