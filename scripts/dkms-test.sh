@@ -89,6 +89,15 @@ done < <(scripts/kernel-cache.sh --list)
 if [ ${#kvers[@]} -eq 0 ]; then
 	kvers=("${!ksrc[@]}")
 fi
+# Installed headers (dkms pulls in linux-headers-amd64) whose kernel is
+# neither in /boot nor in the cache yet (admin before the tiers, on a fresh
+# machine): unpack that image into the cache to boot it.
+if [ "$vm" = 1 ]; then
+	for k in "${kvers[@]}"; do
+		[ -n "${ksrc[$k]:-}" ] && [ -z "${kroot[$k]:-}" ] && [ ! -f "/boot/vmlinuz-$k" ] || continue
+		r=$(scripts/kernel-cache.sh "$k" 2> "$log/kernel-cache-$k.log") && kroot[$k]=$r
+	done
+fi
 if [ ${#kvers[@]} -eq 0 ]; then
 	notok "no kernel headers: none installed (/lib/modules/*/build), none unpacked (scripts/tiers.sh prepare stable)"
 	echo "$pass passed, $fail failed, $skip skipped"
