@@ -29,7 +29,7 @@ deps:
 	scripts/install-deps.sh
 
 modules:
-	$(MAKE) -C $(KDIR) M=$(CURDIR) modules
+	$(MAKE) -C $(KDIR) M=$(CURDIR) PD_VERSION=$(VERSION) modules
 
 $(KSFT):
 	scripts/kselftest-headers.sh $(BUILD)/kselftest
@@ -92,7 +92,7 @@ checkpatch: $(KSFT)
 		--ignore FILE_PATH_CHANGES,SPDX_LICENSE_TAG -f $(KSRC)
 
 sparse:
-	$(MAKE) -C $(KDIR) M=$(CURDIR) C=2 modules 2>&1 | \
+	$(MAKE) -C $(KDIR) M=$(CURDIR) PD_VERSION=$(VERSION) C=2 modules 2>&1 | \
 		awk '/warning:|error:/ { bad = 1 } { print } END { exit bad }'
 
 # ---- installing ----------------------------------------------------------
@@ -102,7 +102,9 @@ sparse:
 # it elsewhere; then nothing on this machine is touched (no depmod, no
 # group).  The test importer is never installed: PD_TEST_IMPORTER=n.
 # The Debian packages and DKMS (scripts/packaging) are the better way.
-VERSION := $(shell sed -n 's/^VERSION := //p' user/Makefile)
+# scripts/version.sh: the base release plus the commit, the one version the
+# module (PD_VERSION), DKMS, the packages, the library and tools carry.
+VERSION := $(shell scripts/version.sh)
 PREFIX ?= /usr/local
 MANDIR ?= $(PREFIX)/share/man
 UDEVRULESDIR ?= /etc/udev/rules.d
@@ -119,8 +121,8 @@ KVER = $(if $(filter /lib/modules/%/build,$(KDIR)),$(patsubst /lib/modules/%/bui
 install: install-modules install-user install-man
 
 install-modules: install-udev
-	$(MAKE) -C $(KDIR) M=$(CURDIR) PD_TEST_IMPORTER=n modules
-	$(MAKE) -C $(KDIR) M=$(CURDIR) PD_TEST_IMPORTER=n $(PD_NOSIGN) \
+	$(MAKE) -C $(KDIR) M=$(CURDIR) PD_VERSION=$(VERSION) PD_TEST_IMPORTER=n modules
+	$(MAKE) -C $(KDIR) M=$(CURDIR) PD_VERSION=$(VERSION) PD_TEST_IMPORTER=n $(PD_NOSIGN) \
 		INSTALL_MOD_PATH=$(INSTALL_MOD_PATH) modules_install
 ifeq ($(INSTALL_MOD_PATH)$(DESTDIR),)
 	depmod -a $(KVER)
@@ -164,6 +166,7 @@ install-man: $(MANPAGES)
 
 # The DKMS source tree, /usr/src/peerdirect-VERSION: Kbuild, kmod/, uapi/ and
 # dkms.conf; no selftests/, so no test importer (the Debian package uses it).
+# PACKAGE_VERSION is scripts/version.sh's, which DKMS passes on as PD_VERSION.
 DKMS_SRC = $(DESTDIR)/usr/src/peerdirect-$(VERSION)
 dkms-source:
 	install -d $(DKMS_SRC)/kmod $(DKMS_SRC)/uapi/linux
@@ -183,7 +186,7 @@ package:
 
 # make install without the test importer, the packages (lintian, contents,
 # install into a clean Debian 12 root), DKMS on every installed kernel and
-# loading its module in a VM.  TAP-like, "N passed, N failed".
+# every kernel in the cache, loading its module in a VM.  TAP-like, "N passed, N failed".
 package-test:
 	scripts/package-test.sh
 

@@ -10,8 +10,8 @@
 #   admin     what cluster admins install and read: man pages (mandoc -Tlint),
 #             the Debian packages (lintian, contents, apt install into a clean
 #             Debian 12 root, a pkg-config sample), DKMS against every
-#             installed kernel's headers with its module loaded in a VM; `make demo`
-#             reaching its end
+#             installed kernel's headers and every kernel in the cache, with
+#             its module loaded in a VM; `make demo` reaching its end
 #   tiers     per kernel tier (scripts/tiers.sh: Debian 12's 6.1, our debug
 #             6.1, the backports LTS, unstable's newest), resolved at run time:
 #               build   the module and test importer, W=1, no warnings;
@@ -34,6 +34,10 @@
 #             (Documentation/testing.md).
 #             A tier whose suite cannot be reached is counted as skipped,
 #             with the reason, never as passed.
+#
+# First and last, scripts/host-state.sh records the host's kernels (dpkg -l
+# 'linux-image*'), /boot and apt's sources: any difference is a failure
+# ("host kernels and /boot unchanged").
 #
 # PD_CHECK_STAGES="static user stack tiers admin", PD_CHECK_TIERS="stable debug lts
 # newest" and PD_CHECK_PARTS="build sim bar unplug shim doctor coll" select.  Each VM run
@@ -514,6 +518,12 @@ stage_tiers() {
 }
 
 t_all=$SECONDS
+# The host's boot setup before anything runs: no stage may install, remove
+# or touch a kernel, /boot (GRUB's config included) or apt's sources (the
+# tiers unpack their kernels into /var/cache/peerdirect instead).  Compared
+# at the end as one counted result.
+scripts/host-state.sh > "$out/host-state.before" 2>&1
+echo "peerdirect check: host kernels, /boot and apt sources recorded ($(grep -c . "$out/host-state.before") lines)"
 # The debug kernel takes 15-25 minutes to build once: start it now (nice 19,
 # it holds its own lock) so that it overlaps the stages before its tier.
 if [[ " $stages " == *" tiers "* && " $tiers " == *" debug "* ]] &&
@@ -580,6 +590,20 @@ for s in $stages; do
 	echo "== stage $s"
 	"stage_$s"
 done
+
+# After the stages, and after the prefetch jobs (they run apt).
+wait_prefetch all
+t0=$SECONDS
+scripts/host-state.sh > "$out/host-state.after" 2>&1
+if diff -u "$out/host-state.before" "$out/host-state.after" > "$out/host-state.diff"; then
+	echo "ok host kernels and /boot unchanged (dpkg -l 'linux-image*', /boot, /etc/apt/sources.list.d)"
+	add host-state 1 0 0 $((SECONDS - t0))
+else
+	echo "not ok host kernels and /boot unchanged (build/check/host-state.diff)"
+	sed -n '3,40p' "$out/host-state.diff"
+	add host-state 0 1 0 $((SECONDS - t0))
+	cp "$out/host-state.diff" "$out/host-state.log"
+fi
 
 echo
 echo "result           results                              time"

@@ -5,12 +5,15 @@
 #
 # The source is the tree's `make dkms-source`, or the peerdirect-dkms
 # package's /usr/src/peerdirect-VERSION with --deb.  For every kernel whose
-# headers are installed (/lib/modules/*/build, found at run time; --kver
-# picks), `dkms add`, `dkms build` and `dkms install`; then each installed
-# module boots in a QEMU VM of its kernel (scripts/vm-run.sh --kernel stock)
-# and is loaded, checked to be that build, used (dkms-smoke: allocate,
-# export, map, revoke, free) and unloaded.  A kernel without a
-# /boot/vmlinuz of its own gets no VM run (said as a skip).
+# headers are installed (/lib/modules/*/build) or unpacked into the cache
+# (scripts/kernel-cache.sh --list: the tiers' kernels, never installed; DKMS
+# gets --kernelsourcedir), found at run time (--kver picks): `dkms add`,
+# `dkms build` and `dkms install`; then each installed module boots in a
+# QEMU VM of its kernel (scripts/vm-run.sh --kernel stock, from /boot or
+# --kroot the cache) and is loaded, checked to be that build, used
+# (dkms-smoke: allocate, export, map, revoke, free) and unloaded.  A kernel
+# with neither a /boot/vmlinuz nor an unpacked image gets no VM run (a
+# skip).  On a fresh machine /boot is empty: the cache serves.
 #
 # Nothing on the machine changes: DKMS runs in a private mount namespace
 # with a tmpfs over /var/lib/dkms (its tree and the MOK signing key it makes
@@ -65,23 +68,57 @@ else
 	notok "DKMS source ships test code: $(find "$srcdir" -ipath '*importer*' -o -ipath '*selftests*')"
 fi
 
+# The kernels: every one whose headers are installed (/lib/modules/*/build),
+# and every one make check unpacked into the cache (scripts/kernel-cache.sh:
+# the tiers' kernels, never installed), whose headers DKMS is pointed at
+# with --kernelsourcedir and which boot from there (vm-run.sh --kroot).
+declare -A ksrc kroot
+for d in /lib/modules/*/build; do
+	[ -d "$d/include" ] && ksrc[$(basename "$(dirname "$d")")]=$d
+done
+while read -r r; do
+	[ -n "$r" ] || continue
+	for v in "$r"/boot/vmlinuz-*; do
+		[ -f "$v" ] || continue
+		k=${v##*/vmlinuz-}
+		[ -d "$r/lib/modules/$k/build/include" ] || continue
+		[ -n "${ksrc[$k]:-}" ] || ksrc[$k]=$(realpath "$r/lib/modules/$k/build")
+		kroot[$k]=$r
+	done
+done < <(scripts/kernel-cache.sh --list)
 if [ ${#kvers[@]} -eq 0 ]; then
-	for d in /lib/modules/*/build; do
-		[ -d "$d/include" ] && kvers+=("$(basename "$(dirname "$d")")")
+	kvers=("${!ksrc[@]}")
+fi
+# Installed headers (dkms pulls in linux-headers-amd64) whose kernel is
+# neither in /boot nor in the cache yet (admin before the tiers, on a fresh
+# machine): unpack that image into the cache to boot it.
+if [ "$vm" = 1 ]; then
+	for k in "${kvers[@]}"; do
+		[ -n "${ksrc[$k]:-}" ] && [ -z "${kroot[$k]:-}" ] && [ ! -f "/boot/vmlinuz-$k" ] || continue
+		r=$(scripts/kernel-cache.sh "$k" 2> "$log/kernel-cache-$k.log") && kroot[$k]=$r
 	done
 fi
 if [ ${#kvers[@]} -eq 0 ]; then
-	notok "no kernel headers installed (/lib/modules/*/build)"
+	notok "no kernel headers: none installed (/lib/modules/*/build), none unpacked (scripts/tiers.sh prepare stable)"
 	echo "$pass passed, $fail failed, $skip skipped"
 	exit 1
 fi
 mapfile -t kvers < <(printf '%s\n' "${kvers[@]}" | sort -V)
+for k in "${kvers[@]}"; do
+	[ -n "${ksrc[$k]:-}" ] || { notok "$k: no headers installed or unpacked for it"; continue; }
+	echo "# $k: headers ${ksrc[$k]}${kroot[$k]:+, boots from ${kroot[$k]}}"
+done
+mapfile -t kvers < <(for k in "${kvers[@]}"; do [ -z "${ksrc[$k]:-}" ] || echo "$k"; done)
 echo "# peerdirect $version, kernels: ${kvers[*]}"
 
 # ---- dkms add, build, install (one private namespace) ---------------------
 mkdir -p "$work/install/lib/modules"
 for k in "${kvers[@]}"; do
 	mkdir -p "$work/install/lib/modules/$k"
+done
+kdirs=()
+for k in "${kvers[@]}"; do
+	kdirs+=("$k=${ksrc[$k]}")
 done
 t0=$SECONDS
 # shellcheck disable=SC2016  # expanded by the inner shell
@@ -92,17 +129,19 @@ unshare --mount --propagation private bash -c '
 	mount -t tmpfs tmpfs /var/lib/dkms || exit 1
 	dkms add -m peerdirect -v "$version" --sourcetree "$work/src" > "$log/add.log" 2>&1
 	echo "add=$?"
-	for k in "$@"; do
-		dkms build -m peerdirect -v "$version" -k "$k" --sourcetree "$work/src" > "$log/build-$k.log" 2>&1
+	for kd in "$@"; do
+		k=${kd%%=*} kdir=${kd#*=}
+		dkms build -m peerdirect -v "$version" -k "$k" --kernelsourcedir "$kdir" \
+			--sourcetree "$work/src" > "$log/build-$k.log" 2>&1
 		echo "build $k=$?"
 		cp /var/lib/dkms/peerdirect/"$version"/build/make.log "$log/make-$k.log" 2>/dev/null
-		dkms install -m peerdirect -v "$version" -k "$k" --sourcetree "$work/src" \
+		dkms install -m peerdirect -v "$version" -k "$k" --kernelsourcedir "$kdir" --sourcetree "$work/src" \
 			--installtree "$work/install/lib/modules" --no-depmod > "$log/install-$k.log" 2>&1
 		echo "install $k=$?"
 	done
 	dkms status -m peerdirect --installtree "$work/install/lib/modules" > "$log/status.log" 2>&1
 	find /var/lib/dkms/peerdirect -name "*.ko*" > "$log/dkms-tree.txt"
-' dkms-test "$work" "$version" "$log" "${kvers[@]}" > "$log/dkms.rc" 2>&1
+' dkms-test "$work" "$version" "$log" "${kdirs[@]}" > "$log/dkms.rc" 2>&1
 echo "# dkms add/build/install: $((SECONDS - t0)) s"
 rc_of() { sed -n "s/^$1=//p" "$log/dkms.rc"; }
 if [ "$(rc_of add)" = 0 ]; then
@@ -131,6 +170,9 @@ for k in "${kvers[@]}"; do
 		notok "dkms install for $k"; tail -n 20 "$log/install-$k.log" | sed 's/^/#   /'
 		continue
 	fi
+	# DKMS passes PACKAGE_VERSION on as PD_VERSION: the module says it.
+	mv=$(modinfo -F version "$ko" 2> /dev/null)
+	check "$k: the module's version is DKMS's ($mv)" test "$mv" = "$version"
 	others=$(find "$work/install/lib/modules/$k" -name '*.ko*' ! -name 'peerdirect.ko*')
 	if [ -z "$others" ] && ! grep -q pd_test_importer "$log/dkms-tree.txt"; then
 		ok "$k: peerdirect.ko is the only module DKMS built and installed"
@@ -154,12 +196,17 @@ if [ "$vm" = 1 ]; then
 	for k in "${kvers[@]}"; do
 		ko=$(ls "$log/$k"/peerdirect.ko* 2>/dev/null | head -n 1)
 		[ -n "$ko" ] || continue
+		# The host's /boot if it has the kernel, else the cache's.
+		from=()
 		if [ ! -f "/boot/vmlinuz-$k" ]; then
-			skipped "$k: load in a VM (no /boot/vmlinuz-$k)"
-			continue
+			if [ -z "${kroot[$k]:-}" ]; then
+				skipped "$k: load in a VM (no /boot/vmlinuz-$k, none unpacked in the cache)"
+				continue
+			fi
+			from=(--kroot "${kroot[$k]}")
 		fi
 		t0=$SECONDS
-		scripts/vm-run.sh --kernel stock --kver "$k" --timeout 240 \
+		scripts/vm-run.sh --kernel stock --kver "$k" ${from[@]+"${from[@]}"} --timeout 240 \
 			--ko "$ko" --payload "$work/payload" --log "$log/vm-$k.log" \
 			-- dkms-guest.sh > "$log/vm-$k.out" 2>&1
 		rc=$?

@@ -6,9 +6,14 @@
 # 1. install: `make install DESTDIR=... INSTALL_MOD_PATH=...` (in a copy of
 #    the tree) installs peerdirect.ko and no pd_test_importer, while a plain
 #    `make modules` there still builds both modules for the selftests.
+#    Versions (scripts/version.sh, in a throw-away clone): the next commit,
+#    uncommitted edits and the commit after sort upward under dpkg
+#    --compare-versions; without git, the VERSION file or BASE_VERSION.
 # 2. packages: scripts/package.sh builds the .debs (or take them from
 #    --debs DIR); lintian reports no errors; no package holds the test
-#    importer; each holds what it should.
+#    importer; each holds what it should; their version and DKMS's are
+#    scripts/version.sh's; peerdirect-tools depends on libpeerdirect1 of the
+#    same version and suggests gnuplot.
 # 3. a clean Debian 12 minbase root (scripts/packaging/clean-root.sh: a
 #    cached debootstrap tarball, a fresh copy per run): `apt install ./*.deb`
 #    of the packages alone, then in it: DKMS knows the module, group
@@ -57,6 +62,7 @@ mkdir -p "$work/tree"
 git ls-files -z --cached --others --exclude-standard |
 	while IFS= read -r -d '' f; do [ -f "$f" ] && printf '%s\0' "$f"; done |
 	xargs -0 cp --parents -t "$work/tree"
+echo "$version" > "$work/tree/VERSION"
 kdir=$(scripts/kdir.sh)
 if make -C "$work/tree" -j"$(nproc)" install KDIR="$kdir" PREFIX=/usr \
 	DESTDIR="$work/destdir" > "$log/make-install.log" 2>&1; then
@@ -78,13 +84,46 @@ make -C "$work/tree" uninstall KDIR="$kdir" PREFIX=/usr DESTDIR="$work/destdir" 
 left=$(find "$work/destdir" -type f -o -type l 2> /dev/null | grep -v '/modules\.[a-z.]*$' | head -5 | tr '\n' ' ')
 check "make uninstall: no file left${left:+ ($left)}" test -z "$left"
 # The selftests' build (make modules, scripts/check.sh) still has both.
-if make -C "$kdir" M="$work/tree" -j"$(nproc)" modules > "$log/make-modules.log" 2>&1 &&
+if make -C "$kdir" M="$work/tree" -j"$(nproc)" PD_VERSION="$version" modules > "$log/make-modules.log" 2>&1 &&
 	[ -f "$work/tree/kmod/peerdirect.ko" ] && [ -f "$work/tree/selftests/importer/pd_test_importer.ko" ]; then
 	ok "make modules (the selftests' build) still builds peerdirect.ko and pd_test_importer.ko"
 else
 	notok "make modules builds both modules"; tail -n 20 "$log/make-modules.log" | sed 's/^/#   /'
 fi
+check "make install: the module says MODULE_VERSION $version" bash -c \
+	'[ "$(modinfo -F version "$(find "$1" -name "peerdirect.ko*" | head -n 1)")" = "$2" ]' _ "$work/destdir/lib/modules" "$version"
 echo "# install checks: $((SECONDS - t0)) s"
+
+# ---- versions: every commit's build upgrades the last -------------------
+# scripts/version.sh in a throw-away clone: a commit, the next one, edits
+# on top, and the same tree without git (with and without a VERSION file).
+t0=$SECONDS
+vgit() { git -C "$work/vclone" -c user.name=t -c user.email=t@example.invalid "$@"; }
+if git clone -q --shared "$top" "$work/vclone" 2> "$log/version-clone.log"; then
+	v1=$("$work/vclone/scripts/version.sh")
+	vgit commit -q --allow-empty -m "one more commit"
+	v2=$("$work/vclone/scripts/version.sh")
+	echo "edited" >> "$work/vclone/README"
+	v3=$("$work/vclone/scripts/version.sh")
+	vgit commit -q -a -m "the edit"
+	v4=$("$work/vclone/scripts/version.sh")
+	echo "# versions: $v1 < $v2 < $v3 < $v4"
+	check "version: the next commit's version sorts above ($v2 > $v1)" dpkg --compare-versions "$v2" gt "$v1"
+	check "version: uncommitted edits sort above their commit ($v3 > $v2)" dpkg --compare-versions "$v3" gt "$v2"
+	check "version: and below the next commit ($v4 > $v3)" dpkg --compare-versions "$v4" gt "$v3"
+	base=$(sed -n 's/^BASE_VERSION := *//p' user/Makefile)
+	next=$(awk -F. -v OFS=. '{ $NF = $NF + 1; print }' <<<"$base")
+	check "version: the next release ($next) sorts above them all" dpkg --compare-versions "$next" gt "$v4"
+	rm -rf "$work/vclone/.git"
+	check "version: without git, BASE_VERSION ($base)" test "$("$work/vclone/scripts/version.sh")" = "$base"
+	echo "$v2" > "$work/vclone/VERSION"
+	check "version: without git, the VERSION file" test "$("$work/vclone/scripts/version.sh")" = "$v2"
+	check "version: user/Makefile's version is scripts/version.sh's" \
+		test "$(make -s --no-print-directory -C "$work/vclone/user" version)" = "$v2"
+else
+	notok "git clone for the version checks"; sed 's/^/#   /' "$log/version-clone.log"
+fi
+echo "# version checks: $((SECONDS - t0)) s"
 
 # ---- 2. the packages ------------------------------------------------------
 t0=$SECONDS
@@ -134,6 +173,8 @@ check "peerdirect-dkms: the source, dkms.conf, peerdirect(4)" has peerdirect-dkm
 check "peerdirect-dkms: dkms.conf says PACKAGE_VERSION=\"$version\"" bash -c \
 	'dpkg-deb --fsys-tarfile "$1" | tar -xO "./usr/src/peerdirect-$2/dkms.conf" | grep -qx "PACKAGE_VERSION=\"$2\""' \
 	_ "$(pkgfile peerdirect-dkms)" "$version"
+deb_ver=$(dpkg-deb -f "$(pkgfile peerdirect-dkms)" Version)
+check "package version $deb_ver is scripts/version.sh's $version, Debian revision 1" test "$deb_ver" = "$version-1"
 check "libpeerdirect1: the shared library" has libpeerdirect1 "$ma/libpeerdirect.so.1"
 check "libpeerdirect-dev: header, .so, .a, pkg-config, man pages" has libpeerdirect-dev \
 	/usr/include/peerdirect.h "$ma/libpeerdirect.so" "$ma/libpeerdirect.a" "$ma/pkgconfig/peerdirect.pc" \
@@ -142,6 +183,14 @@ tools=$(sed -n 's/^TOOLS := //p' user/Makefile | xargs -n1 basename | sed 's|^|/
 # shellcheck disable=SC2086  # one word per tool
 check "peerdirect-tools: every tool of user/Makefile ($tools)" has peerdirect-tools $tools
 check "peerdirect-udev: the udev rule" has peerdirect-udev /lib/udev/rules.d/60-peerdirect.rules
+# The tools dlopen the library (the doctor) and plot with gnuplot (pd-coll --plot).
+tdeps=$(dpkg-deb -f "$(pkgfile peerdirect-tools)" Depends)
+# one field's entries, one a line
+entries() { dpkg-deb -f "$(pkgfile "$1")" "$2" | tr ',' '\n' | sed 's/^ *//; s/ *$//'; }
+check "peerdirect-tools Depends: libpeerdirect1 (= $deb_ver) ($tdeps)" \
+	grep -qxF "libpeerdirect1 (= $deb_ver)" <<<"$(entries peerdirect-tools Depends)"
+tsugg=$(dpkg-deb -f "$(pkgfile peerdirect-tools)" Suggests)
+check "peerdirect-tools Suggests: gnuplot ($tsugg)" grep -qx gnuplot <<<"$(entries peerdirect-tools Suggests)"
 
 # ---- 3. a clean Debian 12 root ----------------------------------------------
 t0=$SECONDS

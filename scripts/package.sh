@@ -6,7 +6,9 @@
 # 1. Stages the tree's files (git's tracked and untracked, not ignored ones;
 #    no build output) in DIR/peerdirect-VERSION, default build/pkg, with
 #    scripts/packaging/debian as debian/ and a changelog for VERSION, which
-#    comes from user/Makefile and nowhere else.
+#    comes from scripts/version.sh (the base release plus the commit: every
+#    commit's packages upgrade the last) and nowhere else; the tree gets a
+#    VERSION file, so that its build without git says the same.
 # 2. Writes DIR/peerdirect_VERSION.orig.tar.xz of the same tree (without
 #    debian/), so that `dpkg-buildpackage -S` works there too.
 # 3. dpkg-buildpackage -us -uc -b in it (debhelper compat 13, dh-dkms);
@@ -29,7 +31,7 @@ cd "$top"
 "$top/scripts/packaging/deps.sh"
 
 version=$(make -s --no-print-directory -C user version)
-[[ "$version" =~ ^[0-9][0-9A-Za-z.+~]*$ ]] || { echo "package: bad VERSION '$version' in user/Makefile" >&2; exit 1; }
+[[ "$version" =~ ^[0-9][0-9A-Za-z.+~]*$ ]] || { echo "package: bad version '$version' (scripts/version.sh)" >&2; exit 1; }
 src=$out/peerdirect-$version
 rm -rf "$src" "$out"/*.deb "$out"/*.changes "$out"/*.buildinfo "$out"/*.orig.tar.*
 mkdir -p "$src"
@@ -50,6 +52,8 @@ else
 	when=$(date +%s)
 fi
 rm -rf "$src/debian"
+# The staged tree is no git checkout: scripts/version.sh reads this there.
+echo "$version" > "$src/VERSION"
 tar -C "$out" --sort=name --owner=0 --group=0 --mtime="@$when" -cJf \
 	"$out/peerdirect_$version.orig.tar.xz" "peerdirect-$version"
 cp -r scripts/packaging/debian "$src/debian"

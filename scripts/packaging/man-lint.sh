@@ -8,6 +8,11 @@
 #     reference to another project's page that is not installed here
 #     (references to pd_*, pd-*, pdctl, peerdirect pages must resolve);
 #   man --warnings -l (groff, as lintian runs it): any warning fails.
+# SEE ALSO, per page: present; every reference resolves to a page we ship
+#   or a well-known one (libfabric's, rdma-core's, the system's: the list
+#   is in this script); the pages link each other (tool pages name every
+#   tool page, libpeerdirect(3) and peerdirect(4); those two name every tool
+#   page; function pages name libpeerdirect(3)).
 # Coverage: every function of user/include/peerdirect.h is named by a
 # section 3 page, and every tool user/Makefile builds (TOOLS) has a page.
 # Ends with "N passed, N failed"; exit status 1 if any failed.
@@ -71,6 +76,51 @@ for p in "$@"; do
 	else
 		notok "man --warnings $name"
 		sed 's/^/#   /' <<< "$warn"
+	fi
+done
+
+# SEE ALSO: every page has one; each reference is a page we ship (or a name
+# one documents) or a well-known page of the system or of the stack below
+# (libfabric's fi_*, rdma-core's ibv_*); and the pages link each other: a
+# tool's page (sections 1 and 8) names every other tool's page,
+# libpeerdirect(3) and peerdirect(4); those two name every tool's page; a
+# function's page names libpeerdirect(3).
+external='^(fi_[a-z_]+\([0-9]\)|ibv_[a-z_]+\([0-9]\)|(dlopen|dlsym|pkg-config|gnuplot|mpirun|srun|trace-cmd|modinfo|modprobe|dkms|udevadm|rdma|lspci|numactl|read|poll|mmap|lseek|fstat|ioctl|close)\([0-9]\)|udev\(7\)|dma-buf\(7\))$'
+seealso() {	# the NAME(SECTION) references of a page's SEE ALSO section
+	awk '/^\.Sh SEE ALSO/ { on = 1; next } /^\.Sh/ { on = 0 } on && /^\.Xr/ { print $2 "(" $3 ")" }' "$1"
+}
+pageref() { local b=${1##*/}; echo "${b%.*}(${b##*.})"; }
+tools=()
+for p in "$@"; do
+	case "$p" in *.1 | *.8) tools+=("$(pageref "$p")") ;; esac
+done
+for p in "$@"; do
+	name=$(basename "$p")
+	me=$(pageref "$p")
+	if ! grep -q '^\.Sh SEE ALSO' "$p"; then
+		notok "SEE ALSO in $name: the page has no SEE ALSO section"
+		continue
+	fi
+	refs=$(seealso "$p")
+	bad=()
+	while IFS= read -r r; do
+		[ -n "$r" ] || continue
+		[[ " ${ours[*]} " == *" $r "* || "$r" =~ $external ]] || bad+=("$r")
+	done <<< "$refs"
+	want=()
+	case "$name" in
+	*.1 | *.8) want=("${tools[@]}" "libpeerdirect(3)" "peerdirect(4)") ;;
+	libpeerdirect.3 | peerdirect.4) want=("${tools[@]}") ;;
+	*.3) want=("libpeerdirect(3)") ;;
+	esac
+	lacks=()
+	for w in "${want[@]}"; do
+		[ "$w" = "$me" ] || grep -qxF "$w" <<< "$refs" || lacks+=("$w")
+	done
+	if [ ${#bad[@]} -eq 0 ] && [ ${#lacks[@]} -eq 0 ]; then
+		ok "SEE ALSO in $name: $(wc -l <<< "$refs") references, each a page we ship or a known one"
+	else
+		notok "SEE ALSO in $name:${bad[*]:+ names no page we ship nor a known one: ${bad[*]};}${lacks[*]:+ lacks ${lacks[*]}}"
 	fi
 done
 

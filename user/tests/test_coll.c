@@ -433,10 +433,11 @@ static int ratio_lines(const char *slow, char *out, double *med, double *q1, dou
 }
 
 /*
- * The ratio lines name which path is slower, and by how much: 2 ms on a
- * collective of tens of us, about 60x; the bounds leave room for a loaded
- * machine (a stall of a few ms in some iterations), the unit tests above
- * check the arithmetic.  "n/a" for the path not run.
+ * The ratio lines name which path is slower: 2 ms on a collective of tens
+ * of us, about 60x on an idle machine, but a loaded one (two CPU hogs)
+ * stalls the other path for milliseconds too, so only the direction is
+ * asserted, never by how much; the unit tests above check the arithmetic.
+ * "n/a" for the path not run.
  */
 TEST_F_TIMEOUT(coll1, ratio_lines_follow_the_slower_path, 120)
 {
@@ -447,12 +448,12 @@ TEST_F_TIMEOUT(coll1, ratio_lines_follow_the_slower_path, 120)
 	EXPECT_NE(NULL, strstr(self->out, "# ratios: paired, per timed iteration the other path's time over direct's; their median [quartiles]"));
 	EXPECT_NE(NULL, strstr(self->out, "# --test-slow-path host: every timed iteration of that path takes 2 ms more"));
 	for (i = 0; i < 2; i++) {
-		EXPECT_TRUE(med[i] > 5 && q1[i] > 1 && q1[i] <= med[i] && med[i] <= q3[i])
+		EXPECT_TRUE(med[i] > 1 && q1[i] <= med[i] && med[i] <= q3[i])
 			TH_LOG("%g [%g, %g]: %s", med[i], q1[i], q3[i], self->out);
 	}
 	ASSERT_EQ(2, ratio_lines("direct", self->out, med, q1, q3)) TH_LOG("%s", self->out);
 	for (i = 0; i < 2; i++) {
-		EXPECT_TRUE(med[i] < 0.2 && q3[i] < 1 && q1[i] <= med[i] && med[i] <= q3[i])
+		EXPECT_TRUE(med[i] < 1 && q1[i] <= med[i] && med[i] <= q3[i])
 			TH_LOG("%g [%g, %g]: %s", med[i], q1[i], q3[i], self->out);
 	}
 }
@@ -670,20 +671,29 @@ TEST_F_TIMEOUT(coll1, under_mpirun, 120)
 	EXPECT_NE(NULL, strstr(self->out, "# Out of bounds values : 0 OK"));
 }
 
-/* Rows of scripts/coll-vs-mpi.sh for transport tr: "  tr size pd-us
- * mpi-us ratio-x", all positive. */
-static int ratio_rows(const char *out, const char *tr)
+/* Rows of scripts/coll-vs-mpi.sh for transport tr, counted by shape: "  tr
+ * size pd-us mpi-us ratio-x", the sizes doubling from first, times and
+ * ratio numbers that are not negative.  Never by speed: on a loaded machine
+ * an 8 KiB allreduce may take 4 ms against MPI's 3 us, and its ratio
+ * prints as 0.00x; that is still a row. */
+static int ratio_rows(const char *out, const char *tr, long first)
 {
 	const char *line = out;
+	long want = first;
 	int rows = 0;
 
 	while (line && *line) {
-		char name[16];
-		double v[4];
+		char name[16], x = 0;
+		long size;
+		double v[3];
 
-		if (sscanf(line, " %15s %lf %lf %lf %lfx", name, &v[0], &v[1], &v[2], &v[3]) == 5 &&
-		    !strcmp(name, tr) && v[0] > 0 && v[1] > 0 && v[2] > 0 && v[3] > 0)
+		if (sscanf(line, " %15s %ld %lf %lf %lf%c", name, &size, &v[0], &v[1], &v[2], &x) == 6 &&
+		    !strcmp(name, tr) && x == 'x') {
+			if (size != want || !(v[0] >= 0) || !(v[1] >= 0) || !(v[2] >= 0))
+				return -1;	/* a row of the wrong shape */
 			rows++;
+			want *= 2;
+		}
 		line = strchr(line, '\n');
 		line = line ? line + 1 : NULL;
 	}
@@ -717,7 +727,7 @@ TEST_F_TIMEOUT(coll1, coll_vs_mpi_prints_a_ratio_per_size, 240)
 	st = coll_vs_mpi(exe, "-b 4096 -e 16384 -i 2 -r 2 tcp", self->out);
 	EXPECT_EQ(0, st) TH_LOG("%s", self->out);
 	EXPECT_NE(NULL, strstr(self->out, "\n# provider tcp")) TH_LOG("%s", self->out);
-	EXPECT_EQ(3, ratio_rows(self->out, "tcp")) TH_LOG("%s", self->out);
+	EXPECT_EQ(3, ratio_rows(self->out, "tcp", 4096)) TH_LOG("%s", self->out);
 	/* the MPI side checks its own arguments: "4102" is no whole float */
 	tool_path(mpiar, sizeof(mpiar), "pd-mpi-allreduce");
 	snprintf(cmd, sizeof(cmd), MPIRUN " --oversubscribe -np 2 '%s' 4102 8192 2 1 2>&1", mpiar);
@@ -726,7 +736,7 @@ TEST_F_TIMEOUT(coll1, coll_vs_mpi_prints_a_ratio_per_size, 240)
 	st = coll_vs_mpi(exe, "-b 4096 -e 8192 -i 2 -r 1 net", self->out);
 	if (st == 0) {
 		EXPECT_NE(NULL, strstr(self->out, "\n# provider net;")) TH_LOG("%s", self->out);
-		EXPECT_EQ(2, ratio_rows(self->out, "net")) TH_LOG("%s", self->out);
+		EXPECT_EQ(2, ratio_rows(self->out, "net", 4096)) TH_LOG("%s", self->out);
 	} else {
 		EXPECT_EQ(2, st) TH_LOG("%s", self->out);
 		EXPECT_NE(NULL, strstr(self->out, "this libfabric has no net provider")) TH_LOG("%s", self->out);
@@ -735,7 +745,7 @@ TEST_F_TIMEOUT(coll1, coll_vs_mpi_prints_a_ratio_per_size, 240)
 	 * btl to the smsc framework and ignores an --mca name it lacks. */
 	st = coll_vs_mpi(exe, "-b 4096 -e 8192 -i 2 -r 1 shm-nocma", self->out);
 	EXPECT_EQ(0, st) TH_LOG("%s", self->out);
-	EXPECT_EQ(2, ratio_rows(self->out, "shm-nocma")) TH_LOG("%s", self->out);
+	EXPECT_EQ(2, ratio_rows(self->out, "shm-nocma", 4096)) TH_LOG("%s", self->out);
 	EXPECT_NE(NULL, strstr(self->out, "-x FI_SHM_DISABLE_CMA=1 ")) TH_LOG("%s", self->out);
 	EXPECT_NE(NULL, strstr(self->out, strstr(self->out, "(Open MPI) 4.") ?
 			       "--mca btl_vader_single_copy_mechanism none " :

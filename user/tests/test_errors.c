@@ -88,11 +88,13 @@ TEST(failed_chunk_cancels_its_siblings)
 	ASSERT_EQ(0, pd_mr_reg_host(s, sbuf, sizeof(sbuf), 0, &sm));
 	ASSERT_EQ(0, pd_trecv(r, rm, 0, sizeof(rbuf), s_in_r, 3, &q));
 	ASSERT_EQ(0, raw_chunk(s, sm, sizeof(sbuf), r_in_s, 3, 0, r));
+	/* Failed long before the caller's timeout; the margin is for a
+	 * loaded machine. */
 	t0 = mono_ms();
-	ret = pd_wait(q, 3000, NULL);
+	ret = pd_wait(q, 10000, NULL);
 	EXPECT_NE(0, ret);
 	EXPECT_NE(-ETIMEDOUT, ret) TH_LOG("%s", pd_last_error());
-	EXPECT_LT(mono_ms() - t0, 2000);
+	EXPECT_LT(mono_ms() - t0, 5000);
 	EXPECT_NE(NULL, strstr(pd_last_error(), "runcat")) TH_LOG("%s", pd_last_error());
 	pd_req_free(q);
 	pd_mr_dereg(rm);
@@ -207,10 +209,11 @@ static void dead_peer(struct __test_metadata *_metadata, bool talked)
 	pd_fabric_close(b);		/* the peer is gone */
 
 	ASSERT_EQ(0, pd_trecv(a, am, 0, 8, b_in_a, 2, &r));
-	fails_as_gone_within(_metadata, r, 3000);
+	fails_as_gone_within(_metadata, r, 5000);	/* of pd_wait's 10 s */
 	EXPECT_NE(NULL, strstr(pd_last_error(), "is gone")) TH_LOG("%s", pd_last_error());
 	pd_req_free(r);
-	/* Known dead: a new operation with it fails at once. */
+	/* Known dead: a new operation with it fails at once, not after the
+	 * 10 s wait (5 s: room for a loaded machine). */
 	t0 = mono_ms();
 	ret = pd_tsend(a, am, 0, 8, b_in_a, 3, &s);
 	if (!ret) {
@@ -218,7 +221,7 @@ static void dead_peer(struct __test_metadata *_metadata, bool talked)
 		pd_req_free(s);
 	}
 	EXPECT_EQ(-ECONNRESET, ret) TH_LOG("%s", pd_last_error());
-	EXPECT_LT(mono_ms() - t0, 1000);
+	EXPECT_LT(mono_ms() - t0, 5000);
 	pd_mr_dereg(am);
 	pd_fabric_close(a);
 }

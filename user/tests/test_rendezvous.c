@@ -68,7 +68,8 @@ TEST(connect_is_bounded_by_the_deadline)
 	usleep(100000);
 	t0 = mono_ms_now();
 	EXPECT_EQ(-ETIMEDOUT, pd_rdv_open("127.0.0.1", ntohs(sa.sin_port), 1, 2, 400, &rdv));
-	EXPECT_GT(1500, mono_ms_now() - t0) TH_LOG("took %lld ms for a 400 ms deadline",
+	/* ends at its deadline, not never; 10x for a loaded machine */
+	EXPECT_GT(4000, mono_ms_now() - t0) TH_LOG("took %lld ms for a 400 ms deadline",
 						   (long long)(mono_ms_now() - t0));
 	for (i = 0; i < 2; i++)
 		close(filler[i]);
@@ -97,7 +98,7 @@ TEST(send_is_bounded_by_the_deadline)
 	ASSERT_EQ(0, r1.ret) TH_LOG("%s", r1.err);
 	t0 = mono_ms_now();
 	EXPECT_EQ(-ETIMEDOUT, pd_rdv_allgather(r1.rdv, in, big, out));
-	EXPECT_GT(1500, mono_ms_now() - t0);
+	EXPECT_GT(4000, mono_ms_now() - t0);
 	EXPECT_NE(NULL, strstr(pd_last_error(), "not reading")) TH_LOG("%s", pd_last_error());
 	pd_rdv_close(r1.rdv);
 	pd_rdv_close(r0.rdv);

@@ -339,8 +339,8 @@ TEST_F(pair, killed_peer_gives_error_not_hang)
 	EXPECT_EQ(-ECHILD, run_pair(variant->provider, NULL, killed_peer, &res, &self->status));
 	EXPECT_TRUE(WIFSIGNALED(self->status) && WTERMSIG(self->status) == SIGKILL);
 	for (i = 0; i < 3; i++) {
-		/* bounded: the wait's own timeout plus scheduling slack */
-		EXPECT_LT(res.ms[i], KILLED_WAIT_MS + 2000) TH_LOG("operation %d", i);
+		/* bounded: the wait's own timeout plus a loaded machine's slack */
+		EXPECT_LT(res.ms[i], KILLED_WAIT_MS + 5000) TH_LOG("operation %d", i);
 		if (!res.ret[i])
 			continue;
 		/* either the provider's error or our timeout, never a bare code */
@@ -368,7 +368,7 @@ TEST(receive_without_sender_times_out)
 	t0 = mono_ms();
 	EXPECT_EQ(-ETIMEDOUT, pd_wait(req, 200, NULL));
 	EXPECT_GE(mono_ms() - t0, 200);
-	EXPECT_LT(mono_ms() - t0, 2000);
+	EXPECT_LT(mono_ms() - t0, 5000);	/* the timeout, not never */
 	EXPECT_NE(NULL, strstr(pd_last_error(), "no completion after 200 ms"));
 	EXPECT_EQ(0, pd_test(req, NULL));
 	pd_req_free(req);	/* cancels the posted receive */
