@@ -45,6 +45,7 @@
 #endif
 
 #include "pdctl.h"
+#include "tool_device.h"
 #include "tool_env.h"
 
 #ifndef PD_VERSION
@@ -395,7 +396,9 @@ static int check_node(struct dev *d)
 	if (d->fd >= 0) {
 		d->open_errno = 0;
 		add_check("device_node", subject, "ok", NULL, "%s: mode %04o group %s, opened "
-			  "read-write", path, (unsigned int)(st.st_mode & 07777), gname);
+			  "read-write%s", path, (unsigned int)(st.st_mode & 07777), gname,
+			  tool_dev_simulated(sysroot, d->idx) ?
+			  "; simulated (RAM standing in for device memory)" : "");
 		return 0;
 	}
 	d->open_errno = errno;
