@@ -83,18 +83,19 @@ static inline int udmabuf_open(size_t len)
 }
 
 /* N of "device:N" or "handed:N": the module's device index, N as
- * --device takes it (index, path or pci:ADDR; tool_device.h); else -1 with
- * the reason printed. */
+ * --device takes it (index, path or pci:ADDR; tool_device.h); else, with
+ * the reason printed, -EINVAL (not such a spec, bad syntax) or -ENODEV. */
 static inline int source_device_index(const char *spec, int *index)
 {
 	char why[PATH_MAX + 128];
+	int ret;
 
 	if (strncmp(spec, "device:", 7) && strncmp(spec, "handed:", 7))
-		return -1;
-	if (!tool_dev_resolve(tool_sysfs_root(), spec + 7, index, why, sizeof(why)))
-		return 0;
-	fprintf(stderr, "memory '%s': %s\n", spec, why);
-	return -1;
+		return -EINVAL;
+	ret = tool_dev_resolve(tool_sysfs_root(), spec + 7, index, why, sizeof(why));
+	if (ret)
+		fprintf(stderr, "memory '%s': %s\n", spec, why);
+	return ret;
 }
 
 /* "device:SPEC" of --device SPEC, into buf. */
@@ -142,8 +143,9 @@ static inline int source_open(struct dmabuf_source *s, const char *spec, size_t 
 		struct pd_device **exporter = spec[0] == 'h' ? &s->owner : &s->dev;
 		int index;
 
-		if (source_device_index(spec, &index))
-			return -EINVAL;
+		ret = source_device_index(spec, &index);
+		if (ret)
+			return ret;
 		s->kind = SRC_DEVICE;
 		ret = pd_device_open((unsigned int)index, exporter) ?:
 		      pd_device_query(*exporter, &info);
