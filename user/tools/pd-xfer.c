@@ -118,6 +118,9 @@ static int parse(int argc, char **argv, struct opts *o, char *devbuf, size_t dev
 		usage(stderr);
 		return TOOL_EX_USAGE;
 	}
+	if ((!strncmp(o->memory, "device:", 7) || !strncmp(o->memory, "handed:", 7)) &&
+	    source_device_index(o->memory, &c) == -EINVAL)
+		return TOOL_EX_USAGE;	/* syntax; a device that is not there is setup's */
 	if (o->remap && strcmp(o->memory, "host")) {
 		fprintf(stderr, "--remap needs --memory host (it replaces anonymous pages)\n");
 		return TOOL_EX_USAGE;
