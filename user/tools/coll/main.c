@@ -171,7 +171,8 @@ static void usage(FILE *f)
 		"  --rank R --nranks N --rendezvous HOST:PORT   by hand\n"
 		"  -h, --help; --version\n"
 		"exit: 0 all verified, 1 transfer error, 2 usage, 3 setup (no gnuplot for --plot,\n"
-		"      no device, no peer), 4 permission denied, 5 a wrong element\n");
+		"      no device, no peer), 4 permission denied, 5 data failed verification\n"
+		"      (a wrong element)\n");
 }
 
 /* gnuplot runs at the end: missing, the run would be wasted. */
