@@ -42,7 +42,9 @@
 #include <linux/peerdirect.h>
 
 #include "pdctl.h"
+#ifndef PDCTL_NO_DLOPEN
 #include "peerdirect.h"
+#endif
 #include "tool_args.h"
 #include "tool_cli.h"
 #include "tool_device.h"
@@ -1413,29 +1415,37 @@ static void usage(FILE *f)
 	      f);
 }
 
-/* A library's symbol through dlopen: pdctl links neither library. */
+/* A library's symbol through dlopen: pdctl links neither library (the
+ * static VM build loads none: both "not found"). */
 static void *dl_sym(const char *lib, const char *sym, void **h)
 {
+#ifdef PDCTL_NO_DLOPEN
+	(void)lib, (void)sym;
+	*h = NULL;
+	return NULL;
+#else
 	*h = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
 	return *h ? dlsym(*h, sym) : NULL;
+#endif
 }
 
 /* --version: this build, then the libraries a program would run with. */
 static int print_version(void)
 {
 	char pd[32] = "", fab[32] = "";
-	pd_get_api_fn get;
 	uint32_t (*fiv)(void);
-	void *h1, *h2;
+	void *h1, *h2, *get;
 
-	get = (pd_get_api_fn)dl_sym("libpeerdirect.so.1", "pd_get_api", &h1);
+	get = dl_sym("libpeerdirect.so.1", "pd_get_api", &h1);
+#ifndef PDCTL_NO_DLOPEN
 	if (get) {
 		const struct pd_api *api = NULL;
 
-		if (!get(PD_ABI_MAJOR, 0, &api) && api)
+		if (!((pd_get_api_fn)get)(PD_ABI_MAJOR, 0, &api) && api)
 			snprintf(pd, sizeof(pd), "%u.%u", (unsigned int)api->abi_major,
 				 (unsigned int)api->abi_minor);
 	}
+#endif
 	*(void **)&fiv = dl_sym("libfabric.so.1", "fi_version", &h2);
 	if (fiv)
 		snprintf(fab, sizeof(fab), "%u.%u", fiv() >> 16, fiv() & 0xffff);
@@ -1448,13 +1458,20 @@ static int print_version(void)
 		putchar('\n');
 	} else {
 		printf("pdctl %s\n", PD_VERSION);
+#ifdef PDCTL_NO_DLOPEN
+		printf("libpeerdirect not checked (static build)\nlibfabric not checked (static build)\n");
+#else
 		printf("libpeerdirect %s\n", pd[0] ? pd : "not found (libpeerdirect.so.1)");
 		printf("libfabric %s\n", fab[0] ? fab : "not found (libfabric.so.1)");
+#endif
 	}
+#ifndef PDCTL_NO_DLOPEN
 	if (h1)
 		dlclose(h1);
 	if (h2)
 		dlclose(h2);
+#endif
+	(void)get;
 	return 0;
 }
 
