@@ -1505,8 +1505,25 @@ static int global_opts(int *argc, char **argv)
 			} else {
 				dev = argv[++i];
 			}
-		} else if (!strncmp(a, "--device=", 9) || (!strncmp(a, "-d", 2) && a[2])) {
-			dev = a + (a[1] == '-' ? 9 : 2);
+		} else if (!strncmp(a, "--device=", 9)) {
+			dev = a + 9;
+		} else if (a[1] != '-' && a[strspn(a + 1, "jhV") + 1] == 'd') {
+			/* "-d0", "-jd 0": getopt's clusters */
+			const char *d = a + strspn(a + 1, "jhV") + 1;
+
+			json |= !!memchr(a, 'j', d - a);
+			help |= !!memchr(a, 'h', d - a);
+			version |= !!memchr(a, 'V', d - a);
+			if (d[1])
+				dev = d + 1;
+			else if (i + 1 < *argc)
+				dev = argv[++i];
+			else
+				ret = EX_USAGE, err("-d needs a device");
+		} else if (a[1] != '-' && a[1] && !a[strspn(a + 1, "jhV") + 1]) {
+			json |= !!strchr(a, 'j');	/* "-jh" */
+			help |= !!strchr(a, 'h');
+			version |= !!strchr(a, 'V');
 		} else {
 			argv[n++] = argv[i];
 		}
