@@ -105,8 +105,14 @@ static int parse(int argc, char **argv, struct opts *o, char *devbuf, size_t dev
 		case 'm': o->memory = optarg; break;
 		case 'p': o->provider = optarg; break;
 		case 'P': o->path = optarg; break;
-		case 't': if (TOOL_INT_ARG("--timeout", 1, TOOL_MAX_TIMEOUT_MS, &o->timeout_ms)) return TOOL_EX_USAGE; break;
-		case 'v': if (TOOL_INT_ARG("--revoke-after", 0, 1000000, &o->revoke_after)) return TOOL_EX_USAGE; break;
+		case 't':
+			if (TOOL_INT_ARG("--timeout", 1, TOOL_MAX_TIMEOUT_MS, &o->timeout_ms))
+				return TOOL_EX_USAGE;
+			break;
+		case 'v':
+			if (TOOL_INT_ARG("--revoke-after", 0, 1000000, &o->revoke_after))
+				return TOOL_EX_USAGE;
+			break;
 		case 'M': o->remap = 1; break;
 		case 'D': o->memory = source_device_spec(optarg, devbuf, devlen); break;
 		case 'h': usage(stdout); return -1;

@@ -164,8 +164,9 @@ static inline int tool_dev_from_path(const char *root, const char *spec, int *in
 /*
  * spec (index, path or pci:ADDR) to the device's index: 0, else the
  * reason in why and -EINVAL (bad syntax: a usage error) or -ENODEV (no
- * such device, or a path that is not a peerdirect device node).  An index is taken as given (the open names a
- * missing one), so a tool without sysfs still runs on device 0.
+ * such device, or a path that is not a peerdirect device node).  An
+ * index is taken as given (the open names a missing one), so a tool
+ * without sysfs still runs on device 0.
  */
 static inline int tool_dev_resolve(const char *root, const char *spec, int *index, char *why,
 				   size_t wlen)

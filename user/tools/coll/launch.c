@@ -157,8 +157,9 @@ static int boot_mpi(struct boot *b, int argc, char **argv)
  * 0 when every child exited 0, else the worst exit status.  A rank killed
  * by a signal is named (SIGKILL is what the OOM killer sends).  Once rank 0
  * has stopped on an error (status 1, 3 or 4; 5, wrong elements, is a
- * finished run), a rank still blocked on it gets LINGER_MS to notice before it is
- * killed, so that a failed run ends instead of hanging in waitpid().
+ * finished run), a rank still blocked on it gets LINGER_MS to notice
+ * before it is killed, so that a failed run ends instead of hanging in
+ * waitpid().
  */
 #define LINGER_MS 10000
 int launch_wait_children(int status)
