@@ -533,10 +533,10 @@ static int mode_paths(const struct opts *o)
 	if (p[0].rank == 0) {
 		printf("# %s\n", cmdline);
 		for (l = 0; l < 2; l++)
-			printf("# %s: provider %s, memory %s%s, path %s: %s\n", names[l],
+			printf("# %s: provider %s, memory %s, path %s: %s%s\n", names[l],
 			       pd_fabric_provider(p[l].fab), o->memory,
-			       src[l].simulated ? " (simulated: RAM, not an accelerator)" : "",
-			       pd_path_name(pd_mr_path(mr[l])), pd_mr_reason(mr[l]));
+			       pd_path_name(pd_mr_path(mr[l])), pd_mr_reason(mr[l]),
+			       src[l].simulated ? " (simulated: RAM, not an accelerator)" : "");
 		printf("# MB/s = 10^6 B/s, median and range of %d runs per path, the paths alternating; #wrong: bytes that differ in one checked message per path\n"
 		       "%10s %14s %14s %8s %7s %7s   %s\n", o->repeats, "size", "direct MB/s", "bounce MB/s",
 		       "ratio", "#wrong", "#wrong", "ranges");
@@ -602,7 +602,7 @@ static int mode_lifecycle(const struct opts *o)
 		if (ret)
 			die_code("device", ret, TOOL_EX_SETUP);
 	}
-	printf("# %s\n# provider %s, memory %s%s, path auto\n", cmdline, pd_fabric_provider(fab),
+	printf("# %s\n# provider %s, memory %s, path auto%s\n", cmdline, pd_fabric_provider(fab),
 	       o->memory, dev && info.backend == SRC_BACKEND_SIM ?
 	       " (simulated: RAM, not an accelerator)" : "");
 	ret = bench_lifecycle(fab, dev, o->sizes, o->nsizes, o->repeats);

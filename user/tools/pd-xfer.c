@@ -211,10 +211,10 @@ int main(int argc, char **argv)
 		mismatches = ret == -EPERM || ret == -EACCES ? -2 : -1;
 		goto out;
 	}
-	printf("rank %d provider %s memory %s%s size %zu path %s: %s\n", o.rank,
-	       pd_fabric_provider(fab), o.memory,
-	       src.simulated ? " (simulated: RAM, not an accelerator)" : "", o.size,
-	       pd_path_name(pd_mr_path(mr)), pd_mr_reason(mr));
+	/* the marker last: scripts match the line's fields before it */
+	printf("rank %d provider %s memory %s size %zu path %s: %s%s\n", o.rank,
+	       pd_fabric_provider(fab), o.memory, o.size, pd_path_name(pd_mr_path(mr)),
+	       pd_mr_reason(mr), src.simulated ? " (simulated: RAM, not an accelerator)" : "");
 	for (i = 0; i < o.iters; i++) {
 		struct verdict mine = { 0 }, both[2];
 		char msg[512] = "";
