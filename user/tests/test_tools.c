@@ -443,6 +443,19 @@ TEST(every_tool_usage_error_exits_2)
 	EXPECT_EQ(2, tool_run("pdctl", "", "", out, sizeof(out))) TH_LOG("%s", out);
 }
 
+/* pd-bench's options go before or after its mode, as pdctl's do. */
+TEST(bench_options_before_or_after_the_mode)
+{
+	char out[8192];
+
+	EXPECT_EQ(2, tool_run("pd-bench", "", "--entries 200 cache", out, sizeof(out)));
+	EXPECT_NE(NULL, strstr(out, "pd-bench: --entries 200: want 201 to 1000000")) TH_LOG("%s", out);
+	EXPECT_EQ(2, tool_run("pd-bench", "", "cache --entries 200", out, sizeof(out)));
+	EXPECT_NE(NULL, strstr(out, "pd-bench: --entries 200: want 201 to 1000000")) TH_LOG("%s", out);
+	EXPECT_EQ(0, tool_run("pd-bench", "", "cache --help", out, sizeof(out)));
+	EXPECT_EQ(0, tool_run("pd-bench", "", "--version cache", out, sizeof(out)));
+}
+
 TEST(every_tool_refuses_empty_names)
 {
 	static const char *const bad[][2] = {
