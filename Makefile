@@ -41,7 +41,7 @@ selftests: $(SELFTEST_BINS) $(BUILD)/selftests/pdctl
 # the very glibc it was linked with), so this build leaves the doctor's
 # libibverbs/libfabric/libpeerdirect checks out (-DPDCTL_NO_DLOPEN; they
 # report "skip").  The packaged, dynamic pdctl has them.
-$(BUILD)/selftests/pdctl: user/tools/pdctl.c user/tools/pdctl_doctor.c user/tools/pdctl.h user/tools/tool_env.h user/tools/tool_args.h \
+$(BUILD)/selftests/pdctl: user/tools/pdctl.c user/tools/pdctl_doctor.c user/tools/pdctl.h $(wildcard user/tools/tool_*.h) \
 		uapi/linux/peerdirect.h
 	@mkdir -p $(dir $@)
 	$(CC) -std=c11 -D_GNU_SOURCE -O2 -g -Wall -Wextra -Werror -static -Iuapi \

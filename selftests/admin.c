@@ -109,6 +109,16 @@ TEST_F(admin, list_info_version)
 	EXPECT_TRUE(has(self->out, "  mem_free "));
 	EXPECT_EQ(3, run(self->out, sizeof(self->out), "-d 9 info"));
 	EXPECT_EQ(2, run(self->out, sizeof(self->out), "info x"));
+	/* a simulated device says so; options after the command; the node's
+	 * path names the device; a failure under --json is an object */
+	EXPECT_EQ(0, run(self->out, sizeof(self->out), "list --json -d /dev/peerdirect0"));
+	EXPECT_TRUE(has(self->out, "\"simulated\":%s,",
+			self->q.backend == PEERDIRECT_BACKEND_SIM ? "true" : "false")) TH_LOG("%s", self->out);
+	EXPECT_EQ(0, run(self->out, sizeof(self->out), "list"));
+	EXPECT_EQ(self->q.backend == PEERDIRECT_BACKEND_SIM,
+		  has(self->out, "(simulated: not an accelerator)")) TH_LOG("%s", self->out);
+	EXPECT_EQ(3, run(self->out, sizeof(self->out), "info --json -d /dev/null"));
+	EXPECT_TRUE(has(self->out, "{\"error\":\"/dev/null: not a peerdirect device node")) TH_LOG("%s", self->out);
 
 	EXPECT_EQ(0, run(self->out, sizeof(self->out), "--json version"));
 	EXPECT_TRUE(has(self->out, "\"uapi\":\"%d.%d\",\"module\":\"", PEERDIRECT_ABI_MAJOR,
@@ -156,13 +166,16 @@ TEST_F(admin, exports_allocs_and_revoke)
 			"\"exported_bytes\":%zu,\"mapped_bytes\":%zu}", getpid(), (long long)h, ps, ps))
 		TH_LOG("%s", self->out);
 
-	/* Unknown export: 6.  Bad id: 2.  The export: 0, or 5 if still mapped. */
-	EXPECT_EQ(6, run(self->out, sizeof(self->out), "revoke 999999"));
-	EXPECT_EQ(2, run(self->out, sizeof(self->out), "revoke abc"));
-	rc = run(self->out, sizeof(self->out), "--json -d 0 revoke %llu", (unsigned long long)id);
-	EXPECT_TRUE(rc == 0 || rc == 5) TH_LOG("rc %d: %s", rc, self->out);
+	/* Unknown export: 6.  Bad id, or no -d (ids are per device): 2.  The
+	 * export: 0, or 8 if still mapped. */
+	EXPECT_EQ(6, run(self->out, sizeof(self->out), "-d 0 revoke 999999"));
+	EXPECT_EQ(2, run(self->out, sizeof(self->out), "-d 0 revoke abc"));
+	EXPECT_EQ(2, run(self->out, sizeof(self->out), "revoke %llu", (unsigned long long)id));
+	rc = run(self->out, sizeof(self->out), "--json -d /dev/peerdirect0 revoke %llu",
+		 (unsigned long long)id);
+	EXPECT_TRUE(rc == 0 || rc == 8) TH_LOG("rc %d: %s", rc, self->out);
 	EXPECT_TRUE(has(self->out, "{\"device\":\"peerdirect0\",\"export_id\":%llu,\"revoked\":1,"
-			"\"pending\":%d}", (unsigned long long)id, rc == 5)) TH_LOG("%s", self->out);
+			"\"pending\":%d}", (unsigned long long)id, rc == 8)) TH_LOG("%s", self->out);
 	ASSERT_EQ(sizeof(ev), read(self->fd, &ev, sizeof(ev)));
 	EXPECT_EQ(PEERDIRECT_REASON_ADMIN, ev.reason);
 	EXPECT_EQ(0, run(self->out, sizeof(self->out), "--json exports"));

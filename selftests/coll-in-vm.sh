@@ -64,7 +64,10 @@ rows_clean /tmp/c2 || rc=wrong
 check "2 ranks, every collective, float and bfloat16, module dma-bufs over tcp: every element right" 0 "$rc" /tmp/c2 \
 	'^# verified tables: 14$' '^# path direct: memory device:0 (mapped|dmabuf)' \
 	'^# path bounce: memory device:0 bounce' '^# path host  : memory host' \
-	'^# out-of-place busbw ratios' '!^# Out of bounds values : [1-9]'
+	'^# out-of-place busbw ratios' '!^# Out of bounds values : [1-9]' \
+	'^# path direct: memory device:0 .*\(simulated device: RAM, not an accelerator\)$' \
+	'^# Avg bus bandwidth    : [0-9.e+-]+ $' '^# pd-coll avg busbw \(bounce\): ' \
+	'!^# Avg bus bandwidth .*(direct|bounce|host)$'
 # For the record: the paths the library took here, and the copy bandwidth.
 grep -E '^# (path|CPU copy)' /tmp/c2 | sed 's/^/# /'
 
@@ -89,12 +92,14 @@ else
 fi
 
 if [ -n "$bar" ]; then
-	run /tmp/cbar pd-coll --np 2 --provider tcp --memory "device:$bar" --coll allreduce,broadcast,alltoall \
+	# by its PCI address, as a job script names it (indices follow probe order)
+	pci=$(basename "$(readlink "/sys/class/misc/peerdirect$bar/device")")
+	run /tmp/cbar pd-coll --np 2 --provider tcp --device "pci:$pci" --coll allreduce,broadcast,alltoall \
 		-b 4K -e "$top_large" -f 16 -n 2 -w 1 -c 1
 	rc=$?
 	rows_clean /tmp/cbar || rc=wrong
-	check "2 ranks on the ivshmem BAR's dma-bufs: every element right" 0 "$rc" /tmp/cbar \
-		"^# path direct: memory device:$bar (mapped|dmabuf)" '^# verified tables: 3$'
+	check "2 ranks on the ivshmem BAR's dma-bufs, --device pci:ADDR: every element right" 0 "$rc" /tmp/cbar \
+		"^# path direct: memory device:pci:$pci (mapped|dmabuf)" '^# verified tables: 3$' '!simulated'
 else
 	skip "2 ranks on the ivshmem BAR's dma-bufs" "no BAR device bound"
 fi
@@ -143,7 +148,7 @@ check "2 ranks over shm on module dma-bufs: the path is bounce, every element ri
 # goes on, and the exit status says so.
 run /tmp/ccorrupt pd-coll --np 2 --provider tcp --memory device:0 --coll allreduce -b 4K -e "$small" -f 16 -n 2 -c 2 \
 	--test-corrupt
-check "a corrupted result on module dma-bufs is counted in #wrong and exits 2" 2 $? /tmp/ccorrupt \
+check "a corrupted result on module dma-bufs is counted in #wrong and exits 5 (data failed verification)" 5 $? /tmp/ccorrupt \
 	'^# Out of bounds values : [1-9][0-9]* FAILED' '^# verified tables: 0$'
 
 tap_done

@@ -35,8 +35,8 @@ check "module not loaded: exit 3, says so and how to load it" 3 $? /tmp/d-nomod 
 	'^module +peerdirect +fail +the peerdirect module is not loaded' 'fix: modprobe peerdirect' \
 	'^exit 3: no module'
 doctor /tmp/d-nomod.json --json doctor
-check "module not loaded, --json: the same check and \"exit\": 3" 3 $? /tmp/d-nomod.json \
-	'"check": *"module"' '"status": *"fail"' '"exit": *3'
+check "module not loaded, --json: the same check, an \"error\" and \"exit\": 3" 3 $? /tmp/d-nomod.json \
+	'"check": *"module"' '"status": *"fail"' '"error": *"no module, device or node"' '"exit": *3'
 
 insmod "$ko" sim_devices=0 || exit 1
 doctor /tmp/d-nodev doctor
@@ -107,7 +107,8 @@ rc=$?
 want=7
 [ -e /sys/class/infiniband/rxe0 ] || want=0
 check "every device and NIC, as root: no pair unknown or denied" $want $rc /tmp/d-all \
-	'^peerdirect0 ' '^peerdirect1 ' '!^peerdirect[0-9]+ .* (unknown|denied|unavailable) '
+	'^peerdirect0 ' '^peerdirect1 ' '!^peerdirect[0-9]+ .* (unknown|denied|unavailable) ' \
+	'^device_node +peerdirect0 +ok .*; simulated \(RAM standing in for device memory\)$'
 chmod 0660 /dev/peerdirect0
 chgrp 0 /dev/peerdirect0
 timeout 120 setpriv --reuid=65534 --regid=65534 --clear-groups "$pdctl" -d 0 doctor \

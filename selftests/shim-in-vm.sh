@@ -3,8 +3,8 @@
 # move real dma-buf memory from the module through libpeerdirect (pd-xfer),
 # over tcp between network namespaces (mapped and bounce paths) and over
 # verbs on soft-RoCE (rxe), with end-to-end checksums, and revocation in the
-# middle of a stream.  pd-xfer exits 0 all OK, 1 clear errors only, 2 if any
-# transfer delivered wrong data, 3 if setup failed.
+# middle of a stream.  pd-xfer exits 0 all OK, 1 clear errors only, 5 if any
+# transfer delivered wrong data, 3 if setup failed (pd-xfer(1)).
 set -u
 cd /pd || exit 1
 xfer=/pd/bin/pd-xfer

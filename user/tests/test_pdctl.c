@@ -174,7 +174,8 @@ TEST_F(pdctl, list_json_field_by_field)
 		     "\"feature_names\":[\"export\",\"pin\",\"move_notify\",\"cpu_mmap\","
 		     "\"events\",\"subscribe\",\"list\"],\"p2pdma\":false,"
 		     "\"revoked\":{\"free\":10,\"revoke\":11,\"reset\":12,\"admin\":13,"
-		     "\"unplug\":0},\"revoke_timeouts\":4,\"resets\":5}]}\n", self->out);
+		     "\"unplug\":0},\"revoke_timeouts\":4,\"resets\":5,\"simulated\":true,"
+		     "\"pci\":null,\"numa_node\":null,\"local_cpus\":null}]}\n", self->out);
 	ASSERT_EQ(0, pdctl(self->fake, self->out, sizeof(self->out), false, "--json list"));
 	EXPECT_NE(NULL, strstr(self->out, "},{\"device\":\"peerdirect1\",\"index\":1,"
 			       "\"backend\":\"pci-bar\",\"abi_version\":\"2.1\",\"state\":null,"))
@@ -188,7 +189,8 @@ TEST_F(pdctl, list_json_field_by_field)
 			       "\"importer_mappings\":null,\"features\":4095,")) TH_LOG("%s", self->out);
 	EXPECT_NE(NULL, strstr(self->out, "\"revoked\":{\"free\":null,\"revoke\":null,"
 			       "\"reset\":null,\"admin\":null,\"unplug\":null},"
-			       "\"revoke_timeouts\":null,\"resets\":null}")) TH_LOG("%s", self->out);
+			       "\"revoke_timeouts\":null,\"resets\":null,\"simulated\":false,"
+			       "\"pci\":null,")) TH_LOG("%s", self->out);
 	/* nor is a value that is not a number */
 	put(self->fake, "class/misc/peerdirect0/nr_allocs", "lots");
 	ASSERT_EQ(0, pdctl(self->fake, self->out, sizeof(self->out), false, "--json -d 0 list"));
@@ -200,7 +202,7 @@ TEST_F(pdctl, info_and_events_json)
 {
 	ASSERT_EQ(0, pdctl(self->fake, self->out, sizeof(self->out), false, "--json info 0"));
 	EXPECT_NE(NULL, strstr(self->out, "\"revoke_timeouts\":4,\"resets\":5,\"max_exports\":8,"
-			       "\"max_events\":16,\"parent\":null}]}\n")) TH_LOG("%s", self->out);
+			       "\"max_events\":16,\"parent\":null,\"simulated\":true,")) TH_LOG("%s", self->out);
 	ASSERT_EQ(0, pdctl(self->fake, self->out, sizeof(self->out), false, "--json -d 0 events"));
 	EXPECT_STREQ("{\"devices\":[{\"device\":\"peerdirect0\",\"revoked\":{\"free\":10,"
 		     "\"revoke\":11,\"reset\":12,\"admin\":13,\"unplug\":0},"
@@ -802,7 +804,9 @@ TEST_F(pdctl, doctor_json_fields)
 	snprintf(cmd, sizeof(cmd), "python3 -c '"
 		 "import json, sys\n"
 		 "d = json.load(open(sys.argv[1]))\n"
-		 "assert list(d) == [\"pdctl\", \"kernel\", \"checks\", \"pairs\", \"exit\"], list(d)\n"
+		 "assert list(d) == [\"pdctl\", \"kernel\", \"checks\", \"pairs\", \"error\",\n"
+		 "    \"exit\"], list(d)\n"
+		 "assert d[\"error\"].startswith(\"a check failed\"), d[\"error\"]\n"
 		 "assert d[\"exit\"] == 1\n"
 		 "for c in d[\"checks\"]:\n"
 		 "    assert list(c) == [\"check\", \"subject\", \"status\", \"reason\", \"fix\"], c\n"
@@ -819,6 +823,151 @@ TEST_F(pdctl, doctor_json_fields)
 		 "        \"libpeerdirect\"} <= names, names\n"
 		 "' %s", path);
 	EXPECT_EQ(0, system(cmd)) TH_LOG("%s", self->out);
+}
+
+/* stdout of "pdctl ARGS" (stderr apart) is one JSON object with an
+ * "error" member and the exit code: python3's json reads it. */
+static int json_error_parses(const char *root, const char *args, int want_exit)
+{
+	char cmd[PATH_MAX * 2 + 1024], exe[PATH_MAX];
+
+	tool_path(exe, sizeof(exe), "pdctl");
+	snprintf(cmd, sizeof(cmd), "PDCTL_SYSFS=%s PDCTL_DEV=%s %s %s 2>/dev/null | python3 -c '"
+		 "import json, sys\n"
+		 "d = json.load(sys.stdin)\n"
+		 "assert isinstance(d, dict), d\n"
+		 "assert isinstance(d[\"error\"], str) and d[\"error\"], d\n"
+		 "assert d[\"exit\"] == %d, d\n"
+		 "'", root, root, exe, args, want_exit);
+	return system(cmd);
+}
+
+/* `pdctl --json X > f` never leaves f empty: usage errors once --json was
+ * seen, setup failures, refused arguments all print {"error": ...}. */
+TEST_F(pdctl, json_failures_print_an_error_object)
+{
+	static const struct {
+		const char *args;
+		int exit;
+	} cases[] = {
+		{ "--json bogus", 2 }, { "--json", 2 }, { "bogus --json", 2 },
+		{ "--json revoke 5", 2 }, { "--json info 0 1", 2 },
+		{ "--json doctor --nic ''", 2 }, { "doctor --json --nic=", 2 },
+		{ "--json -d pci:0000:zz:00.0 list", 2 }, { "--json -d 9 list", 3 },
+		{ "--json info pci:0000:03:00.0", 3 }, { "list --json -d /dev/null", 3 },
+	};
+	unsigned int i;
+
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		int rc = json_error_parses(self->fake, cases[i].args, cases[i].exit);
+
+		if (rc)
+			fprintf(stderr, "# pdctl %s: no JSON error object with exit %d\n",
+				cases[i].args, cases[i].exit);
+		EXPECT_EQ(0, rc);
+	}
+	/* no module at all */
+	EXPECT_EQ(0, json_error_parses(self->empty, "--json list", 3));
+	EXPECT_EQ(0, json_error_parses(self->empty, "--json doctor", 3));
+	EXPECT_EQ(3, pdctl(self->empty, self->out, sizeof(self->out), false, "list --json"));
+	EXPECT_EQ(0, strncmp(self->out, "{\"error\":\"the peerdirect module is not loaded", 45))
+		TH_LOG("%s", self->out);
+}
+
+/* pdctl's own options go before or after the command, to the same effect. */
+TEST_F(pdctl, options_after_the_command)
+{
+	char before[16384];
+
+	ASSERT_EQ(0, pdctl(self->fake, before, sizeof(before), false, "--json -d 0 list"));
+	ASSERT_EQ(0, pdctl(self->fake, self->out, sizeof(self->out), false, "list --json -d 0"));
+	EXPECT_STREQ(before, self->out);
+	ASSERT_EQ(0, pdctl(self->fake, self->out, sizeof(self->out), false, "list -d0 --json"));
+	EXPECT_STREQ(before, self->out);
+	ASSERT_EQ(0, pdctl(self->fake, self->out, sizeof(self->out), false, "info --device=1 -j"));
+	EXPECT_NE(NULL, strstr(self->out, "\"device\":\"peerdirect1\"")) TH_LOG("%s", self->out);
+	EXPECT_EQ(NULL, strstr(self->out, "\"device\":\"peerdirect0\"")) TH_LOG("%s", self->out);
+	EXPECT_EQ(0, pdctl(self->fake, self->out, sizeof(self->out), false, "list --help"));
+	EXPECT_NE(NULL, strstr(self->out, "usage: pdctl"));
+	EXPECT_EQ(0, pdctl(self->fake, self->out, sizeof(self->out), false, "list --version"));
+	EXPECT_EQ(0, strncmp(self->out, "pdctl " PD_VERSION "\n", strlen("pdctl " PD_VERSION "\n")))
+		TH_LOG("%s", self->out);
+	EXPECT_EQ(2, pdctl(self->fake, self->out, sizeof(self->out), true, "list --bogus"));
+}
+
+/* Export ids are per device: revoke without -d is refused, never device 0. */
+TEST_F(pdctl, revoke_requires_a_device)
+{
+	EXPECT_EQ(2, pdctl(self->fake, self->out, sizeof(self->out), true, "revoke 5"));
+	EXPECT_NE(NULL, strstr(self->out, "-d DEVICE required (export ids are per device"))
+		TH_LOG("%s", self->out);
+	EXPECT_EQ(2, pdctl(self->fake, self->out, sizeof(self->out), true, "--json revoke 5"));
+}
+
+/* Empty names and paths are refused, wherever the option is. */
+TEST_F(pdctl, empty_names_refused)
+{
+	static const char *const bad[] = {
+		"doctor --nic ''", "doctor --nic=", "--json doctor --nic ''", "-d '' list",
+		"--device= list", "info ''",
+	};
+	unsigned int i;
+
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		EXPECT_EQ(2, pdctl(self->fake, self->out, sizeof(self->out), true, "%s", bad[i]))
+			TH_LOG("pdctl %s: %s", bad[i], self->out);
+		EXPECT_NE(NULL, strstr(self->out, "empty")) TH_LOG("pdctl %s: %s", bad[i], self->out);
+	}
+}
+
+/* A PCI device's place: address, NUMA node, local CPUs; a simulated one
+ * says so and shows "-" (null in JSON). -d and info take pci:ADDR. */
+TEST_F(pdctl, list_shows_place_and_simulated)
+{
+	char target[PATH_MAX], link[PATH_MAX];
+	const char *row;
+
+	put(self->fake, "devices/pci0000:00/0000:03:00.0/numa_node", "1");
+	put(self->fake, "devices/pci0000:00/0000:03:00.0/local_cpulist", "8-15");
+	snprintf(target, sizeof(target), "%s/devices/pci0000:00/0000:03:00.0", self->fake);
+	snprintf(link, sizeof(link), "%s/class/misc/peerdirect1/device", self->fake);
+	ASSERT_EQ(0, symlink(target, link));
+	ASSERT_EQ(0, pdctl(self->fake, self->out, sizeof(self->out), false, "list"));
+	EXPECT_NE(NULL, strstr(self->out, " PCI          NUMA CPUS\n")) TH_LOG("%s", self->out);
+	row = strstr(self->out, "\npeerdirect0 ");
+	ASSERT_NE(NULL, row) TH_LOG("%s", self->out);
+	EXPECT_EQ(0, strncmp(strstr(row, " no     ") ?: "", " no     -               - -  "
+			     "(simulated: not an accelerator)\n", 52)) TH_LOG("%s", row);
+	row = strstr(self->out, "\npeerdirect1 ");
+	ASSERT_NE(NULL, row) TH_LOG("%s", self->out);
+	EXPECT_NE(NULL, strstr(row, " yes    0000:03:00.0    1 8-15\n")) TH_LOG("%s", row);
+	EXPECT_EQ(NULL, strstr(row, "simulated")) TH_LOG("%s", row);
+
+	ASSERT_EQ(0, pdctl(self->fake, self->out, sizeof(self->out), false, "--json list"));
+	EXPECT_NE(NULL, strstr(self->out, "\"simulated\":false,\"pci\":\"0000:03:00.0\","
+			       "\"numa_node\":1,\"local_cpus\":\"8-15\"}")) TH_LOG("%s", self->out);
+	EXPECT_NE(NULL, strstr(self->out, "\"simulated\":true,\"pci\":null,\"numa_node\":null,"
+			       "\"local_cpus\":null}")) TH_LOG("%s", self->out);
+
+	/* by PCI address, upper case too; info's own argument the same */
+	ASSERT_EQ(0, pdctl(self->fake, self->out, sizeof(self->out), false,
+			   "--json -d pci:0000:03:00.0 list"));
+	EXPECT_TRUE(self->out == strstr(self->out, "{\"devices\":[{\"device\":\"peerdirect1\""))
+		TH_LOG("%s", self->out);
+	EXPECT_EQ(NULL, strstr(self->out, "peerdirect0")) TH_LOG("%s", self->out);
+	ASSERT_EQ(0, pdctl(self->fake, self->out, sizeof(self->out), false, "info pci:0000:03:00.0"));
+	EXPECT_EQ(0, strncmp(self->out, "peerdirect1\n", 12)) TH_LOG("%s", self->out);
+	EXPECT_NE(NULL, strstr(self->out, "  numa_node          1\n")) TH_LOG("%s", self->out);
+	ASSERT_EQ(0, pdctl(self->fake, self->out, sizeof(self->out), false, "info 0"));
+	EXPECT_EQ(0, strncmp(self->out, "peerdirect0 (simulated", 22)) TH_LOG("%s", self->out);
+	/* errors: no such device (3), bad syntax (2), not a peerdirect node (3) */
+	EXPECT_EQ(3, pdctl(self->fake, self->out, sizeof(self->out), true, "-d pci:0000:04:00.0 list"));
+	EXPECT_NE(NULL, strstr(self->out, "no such device")) TH_LOG("%s", self->out);
+	EXPECT_EQ(2, pdctl(self->fake, self->out, sizeof(self->out), true, "-d pci:03:00.0 list"));
+	EXPECT_NE(NULL, strstr(self->out, "bad PCI address")) TH_LOG("%s", self->out);
+	EXPECT_EQ(2, pdctl(self->fake, self->out, sizeof(self->out), true, "-d pci:0000:03:00.8 list"));
+	EXPECT_EQ(3, pdctl(self->fake, self->out, sizeof(self->out), true, "-d /dev/null list"));
+	EXPECT_NE(NULL, strstr(self->out, "not a peerdirect device node")) TH_LOG("%s", self->out);
 }
 
 TEST_HARNESS_MAIN

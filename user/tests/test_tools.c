@@ -8,6 +8,7 @@
 #include "peer_pair.h"
 #include "../tools/listen_port.h"
 #include "../tools/tool_args.h"
+#include "../tools/tool_device.h"
 
 static void tool_path(char *out, size_t len, const char *tool)
 {
@@ -185,13 +186,14 @@ TEST(xfer_refuses_bad_arguments)
 
 	tool_path(exe, sizeof(exe), "pd-xfer");
 	snprintf(cmd, sizeof(cmd), "%s --rank 2 --rendezvous 127.0.0.1:1 >/dev/null 2>&1", exe);
-	EXPECT_EQ(3, WEXITSTATUS(system(cmd)));
+	EXPECT_EQ(2, WEXITSTATUS(system(cmd)));
 	snprintf(cmd, sizeof(cmd), "%s --rank 0 --rendezvous 127.0.0.1:1 --size 0 >/dev/null 2>&1", exe);
-	EXPECT_EQ(3, WEXITSTATUS(system(cmd)));
+	EXPECT_EQ(2, WEXITSTATUS(system(cmd)));
 	snprintf(cmd, sizeof(cmd), "%s --rank 0 --rendezvous 127.0.0.1:1 --memory memfd --remap >/dev/null 2>&1",
 		 exe);
-	EXPECT_EQ(3, WEXITSTATUS(system(cmd)));
-	/* Numbers whole and in range, ports too: each refused (exit 3), named. */
+	EXPECT_EQ(2, WEXITSTATUS(system(cmd)));
+	/* Numbers whole and in range, ports too: each refused (exit 2, pd-xfer's
+	 * usage; pd-collective keeps its own 3), named. */
 	static const char *const bad[][3] = {
 		{ "pd-xfer", "--rank 0 --rendezvous 127.0.0.1:99999",
 		  "pd-xfer: --rendezvous 127.0.0.1:99999: want HOST:PORT with a port from 1 to 65535" },
@@ -202,7 +204,7 @@ TEST(xfer_refuses_bad_arguments)
 		{ "pd-xfer", "--rank 0 --rendezvous 127.0.0.1:1 --timeout 5s",
 		  "pd-xfer: --timeout 5s: want a whole number from 1" },
 		{ "pd-xfer", "--rank 0 --rendezvous 127.0.0.1:1 --memory device:zero --timeout 200",
-		  "memory 'device:zero': want device:N or handed:N" },
+		  "memory 'device:zero': zero: want an index, a path or pci:DDDD:BB:DD.F" },
 		{ "pd-collective", "--rank 2 --nranks 2 --rendezvous 127.0.0.1:1",
 		  "pd-collective: --rank 2 is not a rank of --nranks 2" },
 		{ "pd-collective", "--rank 0 --nranks 65 --rendezvous 127.0.0.1:1",
@@ -214,7 +216,8 @@ TEST(xfer_refuses_bad_arguments)
 	};
 
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-		EXPECT_EQ(3, tool_says(bad[i][0], bad[i][1], bad[i][2])) TH_LOG("%s %s", bad[i][0], bad[i][1]);
+		EXPECT_EQ(strcmp(bad[i][0], "pd-xfer") ? 3 : 2, tool_says(bad[i][0], bad[i][1], bad[i][2]))
+			TH_LOG("%s %s", bad[i][0], bad[i][1]);
 	}
 	/* No module on the host: a setup failure, not a hang. */
 	snprintf(cmd, sizeof(cmd), "%s --rank 0 --rendezvous 127.0.0.1:1 --memory device:0 --timeout 200 >/dev/null 2>&1",
@@ -387,17 +390,200 @@ TEST(bench_latency_modes_refuse_bad_arguments)
 	EXPECT_EQ(2, run_bench("", "latency --port 65536", out, sizeof(out)));
 	EXPECT_NE(NULL, strstr(out, "pd-bench: --port 65536: want 1 to 65535")) TH_LOG("%s", out);
 	EXPECT_EQ(2, run_bench("", "lifecycle --memory device:x", out, sizeof(out)));
-	EXPECT_NE(NULL, strstr(out, "pd-bench: --memory device:x: want device:N")) TH_LOG("%s", out);
+	EXPECT_NE(NULL, strstr(out, "memory 'device:x': x: want an index, a path or pci:")) TH_LOG("%s", out);
 	EXPECT_EQ(2, run_bench("", "latency --cpus 0", out, sizeof(out)));
 	EXPECT_NE(NULL, strstr(out, "pd-bench: --cpus 0:")) TH_LOG("%s", out);
-	/* Both ranks fail to open the fabric: exit 1, the library's reason. */
-	EXPECT_EQ(1, run_bench("", "latency --provider no-such-provider --sizes 8 --iters 5 --repeats 1",
+	/* Both ranks fail to open the fabric: exit 3 (setup), the library's reason. */
+	EXPECT_EQ(3, run_bench("", "latency --provider no-such-provider --sizes 8 --iters 5 --repeats 1",
 			       out, sizeof(out)));
 	EXPECT_NE(NULL, strstr(out, "pd-bench: fabric: ")) TH_LOG("%s", out);
 	EXPECT_NE(NULL, strstr(out, "no-such-provider")) TH_LOG("%s", out);
-	EXPECT_EQ(1, run_bench("", "msgrate --provider no-such-provider --sizes 8 --iters 5",
+	EXPECT_EQ(3, run_bench("", "msgrate --provider no-such-provider --sizes 8 --iters 5",
 			       out, sizeof(out)));
 	EXPECT_NE(NULL, strstr(out, "no-such-provider")) TH_LOG("%s", out);
+}
+
+/* The CLI convention, the same in every tool (tool_cli.h). */
+static const char *const tools[] = { "pdctl", "pd-xfer", "pd-bench", "pd-coll" };
+
+static int tool_run(const char *tool, const char *env, const char *args, char *out, size_t len)
+{
+	char exe[PATH_MAX], cmd[3 * PATH_MAX + 512];
+
+	tool_path(exe, sizeof(exe), tool);
+	snprintf(cmd, sizeof(cmd), "%s %s %s 2>&1", env, exe, args);
+	return capture(cmd, out, len);
+}
+
+TEST(every_tool_help_and_version_exit_0)
+{
+	char out[8192], want[128];
+
+	for (size_t i = 0; i < sizeof(tools) / sizeof(tools[0]); i++) {
+		EXPECT_EQ(0, tool_run(tools[i], "", "--help", out, sizeof(out))) TH_LOG("%s", tools[i]);
+		EXPECT_NE(NULL, strstr(out, "usage: ")) TH_LOG("%s --help: %s", tools[i], out);
+		EXPECT_NE(NULL, strstr(out, "5 data failed verification")) TH_LOG("%s: %s", tools[i], out);
+		EXPECT_EQ(0, tool_run(tools[i], "", "--version", out, sizeof(out))) TH_LOG("%s", tools[i]);
+		snprintf(want, sizeof(want), "%s %s\n", tools[i], PD_VERSION);
+		EXPECT_EQ(0, strncmp(out, want, strlen(want))) TH_LOG("%s --version: %s", tools[i], out);
+		EXPECT_NE(NULL, strstr(out, "\nlibpeerdirect ")) TH_LOG("%s --version: %s", tools[i], out);
+		EXPECT_NE(NULL, strstr(out, "\nlibfabric ")) TH_LOG("%s --version: %s", tools[i], out);
+	}
+}
+
+TEST(every_tool_usage_error_exits_2)
+{
+	char out[8192];
+
+	for (size_t i = 0; i < sizeof(tools) / sizeof(tools[0]); i++) {
+		EXPECT_EQ(2, tool_run(tools[i], "", "--no-such-option", out, sizeof(out)))
+			TH_LOG("%s: %s", tools[i], out);
+	}
+	EXPECT_EQ(2, tool_run("pd-bench", "", "", out, sizeof(out))) TH_LOG("%s", out);
+	EXPECT_EQ(2, tool_run("pd-coll", "", "--np 2 -b 0", out, sizeof(out))) TH_LOG("%s", out);
+	EXPECT_EQ(2, tool_run("pd-coll", "", "--np 2 extra", out, sizeof(out))) TH_LOG("%s", out);
+	EXPECT_EQ(2, tool_run("pdctl", "", "", out, sizeof(out))) TH_LOG("%s", out);
+}
+
+/* pd-bench's options go before or after its mode, as pdctl's do. */
+TEST(bench_options_before_or_after_the_mode)
+{
+	char out[8192];
+
+	EXPECT_EQ(2, tool_run("pd-bench", "", "--entries 200 cache", out, sizeof(out)));
+	EXPECT_NE(NULL, strstr(out, "pd-bench: --entries 200: want 201 to 1000000")) TH_LOG("%s", out);
+	EXPECT_EQ(2, tool_run("pd-bench", "", "cache --entries 200", out, sizeof(out)));
+	EXPECT_NE(NULL, strstr(out, "pd-bench: --entries 200: want 201 to 1000000")) TH_LOG("%s", out);
+	EXPECT_EQ(0, tool_run("pd-bench", "", "cache --help", out, sizeof(out)));
+	EXPECT_EQ(0, tool_run("pd-bench", "", "--version cache", out, sizeof(out)));
+}
+
+TEST(every_tool_refuses_empty_names)
+{
+	static const char *const bad[][2] = {
+		{ "pd-xfer", "--rank 0 --rendezvous 127.0.0.1:1 --provider ''" },
+		{ "pd-xfer", "--rank 0 --rendezvous 127.0.0.1:1 --memory=" },
+		{ "pd-xfer", "--rank 0 --rendezvous 127.0.0.1:1 --device ''" },
+		{ "pd-bench", "paths --memory ''" },
+		{ "pd-bench", "lifecycle --device=" },
+		{ "pd-coll", "--np 2 --csv ''" },
+		{ "pd-coll", "--np 2 --provider=" },
+		{ "pdctl", "doctor --nic ''" },
+		{ "pdctl", "list --device ''" },
+	};
+	char out[8192];
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		EXPECT_EQ(2, tool_run(bad[i][0], "", bad[i][1], out, sizeof(out)))
+			TH_LOG("%s %s: %s", bad[i][0], bad[i][1], out);
+		EXPECT_NE(NULL, strstr(out, "empty")) TH_LOG("%s %s: %s", bad[i][0], bad[i][1], out);
+	}
+}
+
+/* A rank alone says what it waits for, and where, before it gives up. */
+TEST(xfer_says_where_it_waits)
+{
+	char out[8192], args[256], want[128];
+	int port = listen_port();
+
+	ASSERT_LT(0, port);
+	snprintf(args, sizeof(args), "--rank 0 --rendezvous 127.0.0.1:%d --memory host --provider tcp "
+		 "--timeout 100", port);
+	EXPECT_EQ(3, tool_run("pd-xfer", "", args, out, sizeof(out))) TH_LOG("%s", out);
+	snprintf(want, sizeof(want), "pd-xfer rank 0: waiting for its peer (rank 1) at 127.0.0.1:%d ",
+		 port);
+	EXPECT_NE(NULL, strstr(out, want)) TH_LOG("%s", out);
+}
+
+/* A fake sysfs: peerdirect0 simulated (no PCI parent), peerdirect2 on
+ * 0000:03:00.0; their "dev" numbers 10:120 and 10:122. */
+static int fake_sysfs(const char *root)
+{
+	char cmd[PATH_MAX * 2];
+
+	snprintf(cmd, sizeof(cmd),
+		 "set -e; cd %s; mkdir -p class/misc/peerdirect0 class/misc/peerdirect2 "
+		 "devices/pci0000:00/0000:03:00.0 dev/peerdirect/by-path; "
+		 "echo sim > class/misc/peerdirect0/backend; echo 10:120 > class/misc/peerdirect0/dev; "
+		 "echo pci-bar > class/misc/peerdirect2/backend; echo 10:122 > class/misc/peerdirect2/dev; "
+		 "echo 1 > devices/pci0000:00/0000:03:00.0/numa_node; "
+		 "ln -s ../../../devices/pci0000:00/0000:03:00.0 class/misc/peerdirect2/device; "
+		 "echo x > dev/plainfile", root);
+	return system(cmd);
+}
+
+/* tool_device.h, the one resolver every tool's --device goes through. */
+TEST(device_names_resolve_through_sysfs)
+{
+	char root[] = "/tmp/pd-sysfs.XXXXXX", path[PATH_MAX], link[PATH_MAX], why[PATH_MAX + 128];
+	char pci[13], out[8192], env[PATH_MAX + 32];
+	int idx = -1;
+
+	ASSERT_NE(NULL, mkdtemp(root));
+	ASSERT_EQ(0, fake_sysfs(root));
+	EXPECT_EQ(0, tool_dev_resolve(root, "0", &idx, why, sizeof(why)));
+	EXPECT_EQ(0, idx);
+	EXPECT_EQ(0, tool_dev_resolve(root, "2", &idx, why, sizeof(why)));
+	EXPECT_EQ(2, idx);
+	EXPECT_EQ(-EINVAL, tool_dev_resolve(root, "256", &idx, why, sizeof(why)));
+	EXPECT_EQ(-EINVAL, tool_dev_resolve(root, "", &idx, why, sizeof(why)));
+	EXPECT_EQ(-EINVAL, tool_dev_resolve(root, "peerdirect0", &idx, why, sizeof(why)));
+	idx = -1;
+	EXPECT_EQ(0, tool_dev_resolve(root, "pci:0000:03:00.0", &idx, why, sizeof(why))) TH_LOG("%s", why);
+	EXPECT_EQ(2, idx);
+	EXPECT_EQ(0, tool_dev_resolve(root, "pci:0000:03:00.0", &idx, why, sizeof(why)));
+	EXPECT_EQ(-ENODEV, tool_dev_resolve(root, "pci:0000:04:00.0", &idx, why, sizeof(why)));
+	EXPECT_NE(NULL, strstr(why, "no such device")) TH_LOG("%s", why);
+	static const char *const bad_pci[] = {
+		"pci:03:00.0", "pci:0000:03:00", "pci:0000:03:00.8", "pci:0000:3:00.0", "pci:000g:03:00.0",
+		"pci:0000:03:00.0 ", "pci:",
+	};
+	for (size_t i = 0; i < sizeof(bad_pci) / sizeof(bad_pci[0]); i++) {
+		EXPECT_EQ(-EINVAL, tool_dev_resolve(root, bad_pci[i], &idx, why, sizeof(why)))
+			TH_LOG("%s", bad_pci[i]);
+		EXPECT_NE(NULL, strstr(why, "bad PCI address")) TH_LOG("%s: %s", bad_pci[i], why);
+	}
+	EXPECT_TRUE(tool_dev_simulated(root, 0));
+	EXPECT_FALSE(tool_dev_simulated(root, 2));
+	EXPECT_NE(0, tool_dev_pci(root, 0, pci));
+	EXPECT_EQ(0, tool_dev_pci(root, 2, pci));
+	EXPECT_STREQ("0000:03:00.0", pci);
+
+	/* paths: not a device node, a device that is not ours, missing */
+	snprintf(path, sizeof(path), "%s/dev/plainfile", root);
+	EXPECT_EQ(-ENODEV, tool_dev_resolve(root, path, &idx, why, sizeof(why)));
+	EXPECT_NE(NULL, strstr(why, "not a peerdirect device node")) TH_LOG("%s", why);
+	EXPECT_EQ(-ENODEV, tool_dev_resolve(root, "/dev/null", &idx, why, sizeof(why)));
+	EXPECT_NE(NULL, strstr(why, "not a peerdirect device node")) TH_LOG("%s", why);
+	snprintf(path, sizeof(path), "%s/dev/peerdirect9", root);
+	EXPECT_EQ(-ENODEV, tool_dev_resolve(root, path, &idx, why, sizeof(why)));
+	/* a node with peerdirect2's numbers, and udev's by-path link to it */
+	snprintf(path, sizeof(path), "%s/dev/peerdirect2", root);
+	if (mknod(path, S_IFCHR | 0600, makedev(10, 122))) {
+		TH_LOG("mknod %s: %s: the node part is not checked", path, strerror(errno));
+	} else {
+		snprintf(link, sizeof(link), "%s/dev/peerdirect/by-path/pci-0000:03:00.0", root);
+		ASSERT_EQ(0, symlink("../../peerdirect2", link));
+		idx = -1;
+		EXPECT_EQ(0, tool_dev_resolve(root, path, &idx, why, sizeof(why))) TH_LOG("%s", why);
+		EXPECT_EQ(2, idx);
+		idx = -1;
+		EXPECT_EQ(0, tool_dev_resolve(root, link, &idx, why, sizeof(why))) TH_LOG("%s", why);
+		EXPECT_EQ(2, idx);
+	}
+
+	/* the tools reach it through PD_SYSFS_ROOT (test-only) */
+	snprintf(env, sizeof(env), "PD_SYSFS_ROOT=%s", root);
+	EXPECT_EQ(3, tool_run("pd-bench", env, "lifecycle --device pci:0000:04:00.0", out, sizeof(out)));
+	EXPECT_NE(NULL, strstr(out, "no such device")) TH_LOG("%s", out);
+	EXPECT_EQ(2, tool_run("pd-bench", env, "lifecycle --device pci:4:00.0", out, sizeof(out)));
+	EXPECT_EQ(2, tool_run("pd-xfer", env, "--rank 0 --rendezvous 127.0.0.1:1 --device pci:x",
+			      out, sizeof(out))) TH_LOG("%s", out);
+	EXPECT_EQ(3, tool_run("pd-coll", env, "--np 2 --paths direct --device /dev/null -b 4K -e 4K",
+			      out, sizeof(out))) TH_LOG("%s", out);
+	EXPECT_NE(NULL, strstr(out, "not a peerdirect device node")) TH_LOG("%s", out);
+	snprintf(path, sizeof(path), "rm -rf %s", root);
+	EXPECT_EQ(0, system(path));
 }
 
 TEST_HARNESS_MAIN

@@ -51,10 +51,16 @@ struct lpair {
 	uint64_t peer;
 };
 
-static void fail(const char *what, int ret)
+/* Exit codes as pd-bench's (tool_cli.h): what could not be set up, 3. */
+static void fail_code(const char *what, int ret, int code)
 {
 	fprintf(stderr, "pd-bench: %s: %s (%s)\n", what, pd_last_error(), pd_strerror(ret));
-	exit(1);
+	exit(ret == -EPERM || ret == -EACCES ? 4 : code);
+}
+
+static void fail(const char *what, int ret)
+{
+	fail_code(what, ret, 1);
 }
 
 static void pin(int cpu)
@@ -93,7 +99,7 @@ static void lp_open(struct lpair *p, const struct lat_opts *o, size_t max)
 	attr.provider = o->provider;
 	ret = pd_fabric_open(&attr, &p->fab);
 	if (ret)
-		fail("fabric", ret);
+		fail_code("fabric", ret, 3);
 	ret = pd_fabric_addr(p->fab, mine, &alen) ?:
 	      pd_rdv_allgather(p->rdv, mine, sizeof(mine), all) ?:
 	      pd_fabric_insert(p->fab, all[!p->rank], alen, &p->peer);

@@ -27,6 +27,10 @@
 #include "peerdirect.h"
 #include "bounce_pool.h"
 #include "tool_args.h"
+#include "tool_device.h"
+
+/* uapi's PEERDIRECT_BACKEND_SIM, which QUERY (pd_device_info.backend) gives */
+#define SRC_BACKEND_SIM 1
 
 enum src_kind { SRC_HOST, SRC_MEMFD, SRC_DEVICE, SRC_FOREIGN };
 
@@ -37,6 +41,7 @@ struct dmabuf_source {
 	struct pd_device *dev;
 	struct pd_device *owner;
 	uint64_t handle;
+	bool simulated;		/* device memory that is RAM (the sim backend) */
 	struct pd_export_info exp;
 	int fd;			/* -1 for host memory */
 	size_t len;
@@ -77,13 +82,27 @@ static inline int udmabuf_open(size_t len)
 	return fd >= 0 ? fd : err;
 }
 
-/* N of "device:N" or "handed:N": the module's device index; -1 for
- * another spec or a bad N. */
+/* N of "device:N" or "handed:N": the module's device index, N as
+ * --device takes it (index, path or pci:ADDR; tool_device.h); else, with
+ * the reason printed, -EINVAL (not such a spec, bad syntax) or -ENODEV. */
 static inline int source_device_index(const char *spec, int *index)
 {
+	char why[PATH_MAX + 128];
+	int ret;
+
 	if (strncmp(spec, "device:", 7) && strncmp(spec, "handed:", 7))
-		return -1;
-	return tool_number(spec + 7, 0, 65535, index);
+		return -EINVAL;
+	ret = tool_dev_resolve(tool_sysfs_root(), spec + 7, index, why, sizeof(why));
+	if (ret)
+		fprintf(stderr, "memory '%s': %s\n", spec, why);
+	return ret;
+}
+
+/* "device:SPEC" of --device SPEC, into buf. */
+static inline const char *source_device_spec(const char *dev, char *buf, size_t len)
+{
+	snprintf(buf, len, "device:%s", dev);
+	return buf;
 }
 
 /*
@@ -124,10 +143,9 @@ static inline int source_open(struct dmabuf_source *s, const char *spec, size_t 
 		struct pd_device **exporter = spec[0] == 'h' ? &s->owner : &s->dev;
 		int index;
 
-		if (source_device_index(spec, &index)) {
-			fprintf(stderr, "memory '%s': want device:N or handed:N, N a device's index\n", spec);
-			return -EINVAL;
-		}
+		ret = source_device_index(spec, &index);
+		if (ret)
+			return ret;
 		s->kind = SRC_DEVICE;
 		ret = pd_device_open((unsigned int)index, exporter) ?:
 		      pd_device_query(*exporter, &info);
@@ -135,6 +153,7 @@ static inline int source_open(struct dmabuf_source *s, const char *spec, size_t 
 			ret = pd_device_open((unsigned int)index, &s->dev);
 		if (ret)
 			return ret;
+		s->simulated = info.backend == SRC_BACKEND_SIM;
 		s->len = (len + info.page_size - 1) / info.page_size * info.page_size;
 		ret = pd_device_alloc(*exporter, s->len, &s->handle, NULL) ?:
 		      pd_device_export(*exporter, s->handle, 0, s->len,

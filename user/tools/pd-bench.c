@@ -36,6 +36,8 @@
 #include <time.h>
 
 #include <rdma/fabric.h>
+#include "tool_cli.h"
+#include "tool_version.h"
 #include <rdma/fi_domain.h>
 #include <rdma/fi_endpoint.h>
 #include <rdma/fi_errno.h>
@@ -91,10 +93,17 @@ static double median_d(double *v, size_t n)
 	return v[n / 2];
 }
 
-static int die(const char *what, int ret)
+/* The tools' exit codes: what could not be set up is 3 (permission 4),
+ * what failed once running is 1. */
+static int die_code(const char *what, int ret, int code)
 {
 	fprintf(stderr, "pd-bench: %s: %s (%s)\n", what, pd_last_error(), pd_strerror(ret));
-	exit(1);
+	exit(ret == -EPERM || ret == -EACCES ? TOOL_EX_PERM : code);
+}
+
+static int die(const char *what, int ret)
+{
+	return die_code(what, ret, TOOL_EX_FAIL);
 }
 
 static struct pd_fabric *open_fabric(const struct opts *o, enum pd_path path)
@@ -109,7 +118,7 @@ static struct pd_fabric *open_fabric(const struct opts *o, enum pd_path path)
 	attr.cache_max_entries = (size_t)o->entries * 2 + 16;
 	ret = pd_fabric_open(&attr, &fab);
 	if (ret)
-		die("fabric", ret);
+		die_code("fabric", ret, TOOL_EX_SETUP);
 	return fab;
 }
 
@@ -516,7 +525,7 @@ static int mode_paths(const struct opts *o)
 	for (l = 0; l < 2; l++) {
 		ret = source_open(&src[l], o->memory, max);
 		if (ret)
-			die("memory", ret);
+			die_code("memory", ret, TOOL_EX_SETUP);
 		ret = source_register(&src[l], p[l].fab, &mr[l]);
 		if (ret)
 			die("registration", ret);
@@ -524,9 +533,10 @@ static int mode_paths(const struct opts *o)
 	if (p[0].rank == 0) {
 		printf("# %s\n", cmdline);
 		for (l = 0; l < 2; l++)
-			printf("# %s: provider %s, memory %s, path %s: %s\n", names[l],
-			       pd_fabric_provider(p[l].fab), o->memory, pd_path_name(pd_mr_path(mr[l])),
-			       pd_mr_reason(mr[l]));
+			printf("# %s: provider %s, memory %s, path %s: %s%s\n", names[l],
+			       pd_fabric_provider(p[l].fab), o->memory,
+			       pd_path_name(pd_mr_path(mr[l])), pd_mr_reason(mr[l]),
+			       src[l].simulated ? " (simulated: RAM, not an accelerator)" : "");
 		printf("# MB/s = 10^6 B/s, median and range of %d runs per path, the paths alternating; #wrong: bytes that differ in one checked message per path\n"
 		       "%10s %14s %14s %8s %7s %7s   %s\n", o->repeats, "size", "direct MB/s", "bounce MB/s",
 		       "ratio", "#wrong", "#wrong", "ranges");
@@ -563,36 +573,38 @@ static int mode_paths(const struct opts *o)
 	}
 	pd_rdv_close(p[0].rdv);
 	if (pid == 0)
-		exit(wrong_total ? 2 : 0);
+		exit(wrong_total ? TOOL_EX_DATA : 0);
 	ret = finish(pid);
-	return wrong_total ? 2 : ret;
+	return wrong_total ? TOOL_EX_DATA : ret;
 }
 
 static int mode_lifecycle(const struct opts *o)
 {
+	struct pd_device_info info = { 0 };
 	struct pd_device *dev = NULL;
 	struct pd_fabric *fab;
 	int ret, index = -1;	/* -1: memfd */
 
 	/* Before the fabric: a bad --memory costs nothing to refuse. */
 	if (!strncmp(o->memory, "device:", 7)) {
-		if (source_device_index(o->memory, &index)) {
-			tool_bad(TOOL_NAME, "--memory", o->memory, "want device:N, N a device's index");
-			return 2;
-		}
+		ret = source_device_index(o->memory, &index);
+		if (ret)
+			return ret == -EINVAL ? TOOL_EX_USAGE : TOOL_EX_SETUP;
 	} else if (strcmp(o->memory, "memfd")) {
-		fprintf(stderr, "pd-bench lifecycle: --memory device:N or memfd\n");
-		return 2;
+		fprintf(stderr, "pd-bench lifecycle: --memory device:DEV or memfd\n");
+		return TOOL_EX_USAGE;
 	}
 	fab = open_fabric(o, PD_PATH_AUTO);
 	if (index >= 0) {
 		ret = pd_device_open((unsigned int)index, &dev) ?:
+		      pd_device_query(dev, &info) ?:
 		      pd_fabric_attach_device(fab, dev);
 		if (ret)
-			die("device", ret);
+			die_code("device", ret, TOOL_EX_SETUP);
 	}
-	printf("# %s\n# provider %s, memory %s, path auto\n", cmdline, pd_fabric_provider(fab),
-	       o->memory);
+	printf("# %s\n# provider %s, memory %s, path auto%s\n", cmdline, pd_fabric_provider(fab),
+	       o->memory, dev && info.backend == SRC_BACKEND_SIM ?
+	       " (simulated: RAM, not an accelerator)" : "");
 	ret = bench_lifecycle(fab, dev, o->sizes, o->nsizes, o->repeats);
 	if (ret)
 		die("lifecycle", ret);
@@ -633,13 +645,17 @@ static int parse(int argc, char **argv, struct opts *o)
 		{ "provider", 1, 0, 'p' }, { "sizes", 1, 0, 's' }, { "entries", 1, 0, 'e' },
 		{ "memory", 1, 0, 'm' }, { "port", 1, 0, 'P' }, { "repeats", 1, 0, 'r' },
 		{ "iters", 1, 0, 'i' }, { "window", 1, 0, 'w' }, { "cpus", 1, 0, 'c' },
-		{ "total", 1, 0, 't' }, { 0 },
+		{ "total", 1, 0, 't' }, { "device", 1, 0, 'D' }, { "help", 0, 0, 'h' },
+		{ "version", 0, 0, 'V' }, { 0 },
 	};
+	static char devbuf[PATH_MAX + 8];
 	static const size_t lat_sizes[] = { 8, 64, 1024, 4096, 65536 }, rate_sizes[] = { 8, 64, 1024 };
 	char *tok, *save;
 	int c, port;
 
 	record_cmdline(argc, argv);
+	if (tool_refuse_empty(TOOL_NAME, argc, argv))
+		return -1;
 	*o = (struct opts) { .entries = 10000, .memory = "memfd", .repeats = 5,
 			     .sizes = { 4096, 1 << 20, 64 << 20 }, .nsizes = 3,
 			     .window = 64, .cpus = { -1, -1 } };
@@ -651,6 +667,9 @@ static int parse(int argc, char **argv, struct opts *o)
 				return bad("--entries", optarg, "want 201 to 1000000");
 			break;
 		case 'm': o->memory = optarg; break;
+		case 'D': o->memory = source_device_spec(optarg, devbuf, sizeof(devbuf)); break;
+		case 'h': return 'h';
+		case 'V': return 'V';
 		case 'P':
 			if (tool_number(optarg, 1, 65535, &port))
 				return bad("--port", optarg, "want 1 to 65535");
@@ -730,14 +749,27 @@ static int mode_latency(const struct opts *o, bool latency)
 int main(int argc, char **argv)
 {
 	struct opts o;
+	int ret;
 
 	tool_env_defaults();
 
-	if (parse(argc, argv, &o)) {
-		fprintf(stderr, "usage: pd-bench cache|bw|paths|lifecycle|latency|msgrate [--provider P]\n"
-				"       [--entries N>200] [--sizes 4K,1M,64M] [--repeats 5] [--memory device:N|memfd]\n"
-				"       [--iters N] [--window W] [--cpus A,B] [--total BYTES] [--port P]\n");
-		return 2;
+	ret = parse(argc, argv, &o);
+	if (ret == 'V') {
+		tool_print_version(TOOL_NAME);
+		return TOOL_EX_OK;
+	}
+	if (ret) {
+		fprintf(ret == 'h' ? stdout : stderr,
+			"usage: pd-bench MODE [options] (options before or after the mode)\n"
+			"  MODE: cache|bw|paths|lifecycle|latency|msgrate\n"
+			"  [--provider P] [--entries N>200] [--sizes 4K,1M,64M] [--repeats 5]\n"
+			"  [--memory device:DEV|memfd] [--device DEV] [--iters N] [--window W]\n"
+			"  [--cpus A,B] [--total BYTES] [--port P] [--help] [--version]\n"
+			"  DEV: an index, a path (/dev/peerdirect0, /dev/peerdirect/by-path/pci-...)\n"
+			"       or pci:DDDD:BB:DD.F\n"
+			"exit: 0 ok, 1 failed, 2 usage, 3 setup, 4 permission denied,\n"
+			"      5 data failed verification (paths: #wrong above 0)\n");
+		return ret == 'h' ? TOOL_EX_OK : TOOL_EX_USAGE;
 	}
 	if (!strcmp(o.mode, "cache")) {
 		mode_cache(&o);
@@ -753,5 +785,5 @@ int main(int argc, char **argv)
 		return mode_latency(&o, !strcmp(o.mode, "latency"));
 	fprintf(stderr, "pd-bench: unknown mode '%s' (cache, bw, paths, lifecycle, latency, msgrate)\n",
 		o.mode);
-	return 2;
+	return TOOL_EX_USAGE;
 }

@@ -7,8 +7,8 @@
  * of: OK, ERROR (a clear failure, e.g. the export was revoked) or MISMATCH
  * (wrong data delivered silently: the one outcome that must never happen).
  *
- * Exit status: 0 all OK, 1 some ERROR and no MISMATCH, 2 any MISMATCH,
- * 3 setup failed.
+ * Exit status (tool_cli.h, pd-xfer(1)): 0 all OK, 1 some ERROR and no
+ * MISMATCH, 2 usage, 3 setup failed, 4 permission denied, 5 any MISMATCH.
  */
 #include <getopt.h>
 #include <inttypes.h>
@@ -16,7 +16,9 @@
 #include "dmabuf_source.h"
 #include "fnv1a.h"
 #include "tool_args.h"
+#include "tool_cli.h"
 #include "tool_env.h"
+#include "tool_version.h"
 #include "errors.h"
 
 #define TOOL_NAME "pd-xfer"
@@ -48,65 +50,86 @@ static void pattern_fill(unsigned char *p, size_t len, int iter)
 	}
 }
 
-static void usage(void)
+static void usage(FILE *f)
 {
-	fprintf(stderr,
+	fprintf(f,
 		"usage: pd-xfer --rank 0|1 --rendezvous HOST:PORT [options]\n"
 		"  --size BYTES       transfer size (default 4M; K/M/G suffixes)\n"
 		"  --iters N          iterations (default 10)\n"
-		"  --memory KIND      device:N | handed:N | udmabuf | memfd | host (default device:0)\n"
+		"  --memory KIND      device:DEV | handed:DEV | udmabuf | memfd | host (default device:0)\n"
+		"  --device DEV       --memory device:DEV; DEV an index, a path (/dev/peerdirect0,\n"
+		"                     /dev/peerdirect/by-path/pci-...) or pci:DDDD:BB:DD.F\n"
 		"  --provider NAME    libfabric provider (default auto)\n"
 		"  --path PATH        auto|dmabuf|mapped|bounce (default auto)\n"
 		"  --timeout MS       bound on every wait (default 10000)\n"
 		"  --revoke-after N   revoke this rank's export after N iterations\n"
 		"  --remap            host memory: before every iteration but the first,\n"
 		"                     deregister, put new pages at the same address and\n"
-		"                     register again (a stale registration shows as MISMATCH)\n");
+		"                     register again (a stale registration shows as MISMATCH)\n"
+		"  --help, --version\n"
+		"exit: 0 all OK, 1 an ERROR, 2 usage, 3 setup, 4 permission denied,\n"
+		"      5 data failed verification (a MISMATCH)\n");
 }
 
-static int parse(int argc, char **argv, struct opts *o)
+/* 0 to run, -1 done (--help, --version: exit 0), else the exit code. */
+static int parse(int argc, char **argv, struct opts *o, char *devbuf, size_t devlen)
 {
 	static const struct option lo[] = {
 		{ "rank", 1, 0, 'r' }, { "rendezvous", 1, 0, 'R' }, { "size", 1, 0, 's' },
 		{ "iters", 1, 0, 'i' }, { "memory", 1, 0, 'm' }, { "provider", 1, 0, 'p' },
 		{ "path", 1, 0, 'P' }, { "timeout", 1, 0, 't' }, { "revoke-after", 1, 0, 'v' },
-		{ "remap", 0, 0, 'M' }, { "help", 0, 0, 'h' }, { 0 },
+		{ "remap", 0, 0, 'M' }, { "help", 0, 0, 'h' }, { "version", 0, 0, 'V' },
+		{ "device", 1, 0, 'D' }, { 0 },
 	};
 	int c;
 
+	if (tool_refuse_empty(TOOL_NAME, argc, argv))
+		return TOOL_EX_USAGE;
 	*o = (struct opts) { .rank = -1, .iters = 10, .timeout_ms = 10000, .revoke_after = -1,
 			     .size = 4 << 20, .memory = "device:0" };
 	while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
 		switch (c) {
-		case 'r': if (TOOL_INT_ARG("--rank", 0, 1, &o->rank)) return -1; break;
+		case 'r': if (TOOL_INT_ARG("--rank", 0, 1, &o->rank)) return TOOL_EX_USAGE; break;
 		case 'R':
 			if (tool_hostport(TOOL_NAME, "--rendezvous", optarg, o->host, sizeof(o->host),
 					  &o->port))
-				return -1;
+				return TOOL_EX_USAGE;
 			break;
 		case 's':
 			if (pd_parse_size(optarg, &o->size) || !o->size) {
 				fprintf(stderr, "--size '%s' is not a size\n", optarg);
-				return -1;
+				return TOOL_EX_USAGE;
 			}
 			break;
-		case 'i': if (TOOL_INT_ARG("--iters", 1, 1000000, &o->iters)) return -1; break;
+		case 'i': if (TOOL_INT_ARG("--iters", 1, 1000000, &o->iters)) return TOOL_EX_USAGE; break;
 		case 'm': o->memory = optarg; break;
 		case 'p': o->provider = optarg; break;
 		case 'P': o->path = optarg; break;
-		case 't': if (TOOL_INT_ARG("--timeout", 1, TOOL_MAX_TIMEOUT_MS, &o->timeout_ms)) return -1; break;
-		case 'v': if (TOOL_INT_ARG("--revoke-after", 0, 1000000, &o->revoke_after)) return -1; break;
+		case 't':
+			if (TOOL_INT_ARG("--timeout", 1, TOOL_MAX_TIMEOUT_MS, &o->timeout_ms))
+				return TOOL_EX_USAGE;
+			break;
+		case 'v':
+			if (TOOL_INT_ARG("--revoke-after", 0, 1000000, &o->revoke_after))
+				return TOOL_EX_USAGE;
+			break;
 		case 'M': o->remap = 1; break;
-		default: usage(); return -1;
+		case 'D': o->memory = source_device_spec(optarg, devbuf, devlen); break;
+		case 'h': usage(stdout); return -1;
+		case 'V': tool_print_version(TOOL_NAME); return -1;
+		default: usage(stderr); return TOOL_EX_USAGE;
 		}
 	}
 	if (optind != argc || o->rank < 0 || !o->host[0]) {
-		usage();
-		return -1;
+		usage(stderr);
+		return TOOL_EX_USAGE;
 	}
+	if ((!strncmp(o->memory, "device:", 7) || !strncmp(o->memory, "handed:", 7)) &&
+	    source_device_index(o->memory, &c) == -EINVAL)
+		return TOOL_EX_USAGE;	/* syntax; a device that is not there is setup's */
 	if (o->remap && strcmp(o->memory, "host")) {
 		fprintf(stderr, "--remap needs --memory host (it replaces anonymous pages)\n");
-		return -1;
+		return TOOL_EX_USAGE;
 	}
 	return 0;
 }
@@ -123,6 +146,9 @@ static int setup(const struct opts *o, struct pd_rdv **rdv, struct pd_fabric **f
 	attr.provider = o->provider;
 	if (o->path && (ret = pd_path_parse(o->path, &attr.path)))
 		return ret;
+	/* a rank started alone otherwise looks hung */
+	fprintf(stderr, "pd-xfer rank %d: waiting for its peer (rank %d) at %s:%u (up to %d ms)\n",
+		o->rank, !o->rank, o->host, (unsigned int)o->port, o->timeout_ms * 3);
 	ret = pd_rdv_open(o->host, o->port, o->rank, 2, o->timeout_ms * 3, rdv);
 	if (!ret)
 		ret = pd_fabric_open(&attr, fab);
@@ -162,11 +188,13 @@ int main(int argc, char **argv)
 	struct opts o;
 	uint64_t peer;
 	int i, ret, errors = 0, mismatches = 0;
+	char devbuf[PATH_MAX + 8];
 
 	tool_env_defaults();
 
-	if (parse(argc, argv, &o))
-		return 3;
+	ret = parse(argc, argv, &o, devbuf, sizeof(devbuf));
+	if (ret)
+		return ret < 0 ? TOOL_EX_OK : ret;
 	memset(&src, 0, sizeof(src));
 	src.fd = -1;
 	host = malloc(o.size);
@@ -180,12 +208,13 @@ int main(int argc, char **argv)
 	if (ret) {
 		fprintf(stderr, "pd-xfer rank %d: setup: %s (%s)\n", o.rank, pd_last_error(),
 			pd_strerror(ret));
-		mismatches = -1;
+		mismatches = ret == -EPERM || ret == -EACCES ? -2 : -1;
 		goto out;
 	}
-	printf("rank %d provider %s memory %s size %zu path %s: %s\n", o.rank,
+	/* the marker last: scripts match the line's fields before it */
+	printf("rank %d provider %s memory %s size %zu path %s: %s%s\n", o.rank,
 	       pd_fabric_provider(fab), o.memory, o.size, pd_path_name(pd_mr_path(mr)),
-	       pd_mr_reason(mr));
+	       pd_mr_reason(mr), src.simulated ? " (simulated: RAM, not an accelerator)" : "");
 	for (i = 0; i < o.iters; i++) {
 		struct verdict mine = { 0 }, both[2];
 		char msg[512] = "";
@@ -254,5 +283,6 @@ out:
 	pd_rdv_close(rdv);
 	source_close(&src);
 	free(host);
-	return mismatches < 0 ? 3 : mismatches ? 2 : errors ? 1 : 0;
+	return mismatches == -2 ? TOOL_EX_PERM : mismatches < 0 ? TOOL_EX_SETUP :
+	       mismatches ? TOOL_EX_DATA : errors ? TOOL_EX_FAIL : TOOL_EX_OK;
 }

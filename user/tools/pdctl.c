@@ -10,15 +10,19 @@
  * libfabric, so it runs on a node whatever its fabric stack (the doctor,
  * pdctl_doctor.c, dlopen()s libibverbs, libfabric and libpeerdirect).
  *
- * Exit codes (documented in pdctl(8)): 0 done; 1 an operation failed;
- * 2 usage; 3 module not loaded or no such device; 4 permission denied;
- * 5 revoke/reset done but importers still map the memory; 6 no such export;
- * 7 (doctor) a device/NIC pair would fall back to the bounce path.
+ * Exit codes (documented in pdctl(8)): the tools' shared ones (tool_cli.h):
+ * 0 done; 1 an operation failed; 2 usage; 3 module not loaded or no such
+ * device; 4 permission denied (5, data that failed verification, is not
+ * pdctl's); then 6 no such export; 7 (doctor) a device/NIC pair would fall
+ * back to the bounce path; 8 revoke/reset done but importers still map
+ * the memory.  With --json, a failure that printed no object prints
+ * {"error": ..., "exit": N}.
  *
  * PDCTL_SYSFS (default /sys) and PDCTL_DEV (default /dev) let the tests
  * point it at a fake tree.
  */
 #include <dirent.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -38,11 +42,12 @@
 #include <linux/peerdirect.h>
 
 #include "pdctl.h"
-#include "tool_args.h"
-
-#ifndef PD_VERSION
-#define PD_VERSION "unknown"
+#ifndef PDCTL_NO_DLOPEN
+#include "peerdirect.h"
 #endif
+#include "tool_args.h"
+#include "tool_cli.h"
+#include "tool_device.h"
 
 bool json;
 int want_dev = -1;		/* -d N */
@@ -59,12 +64,22 @@ static int errno_exit(int e)
 	}
 }
 
+/* The first error, for --json's {"error": ...} when nothing else printed. */
+static char first_err[512];
+
 static void __attribute__((format(printf, 1, 2))) err(const char *fmt, ...)
 {
 	va_list ap;
 
-	fputs("pdctl: ", stderr);
 	va_start(ap, fmt);
+	if (!first_err[0]) {
+		va_list aq;
+
+		va_copy(aq, ap);
+		vsnprintf(first_err, sizeof(first_err), fmt, aq);
+		va_end(aq);
+	}
+	fputs("pdctl: ", stderr);
 	vfprintf(stderr, fmt, ap);
 	va_end(ap);
 	fputc('\n', stderr);
@@ -73,6 +88,8 @@ static void __attribute__((format(printf, 1, 2))) err(const char *fmt, ...)
 /* ---- JSON output ------------------------------------------------------ */
 
 static bool jfirst = true;
+static int jdepth;		/* open objects and arrays */
+static bool jprinted;		/* a top-level value was closed */
 
 void jsep(void)
 {
@@ -151,12 +168,15 @@ void jopen(const char *k, char c)
 		jsep();
 	putchar(c);
 	jfirst = true;
+	jdepth++;
 }
 
 void jclose(char c)
 {
 	putchar(c);
 	jfirst = false;
+	if (jdepth > 0 && !--jdepth)
+		jprinted = true;
 }
 
 void ju64(const char *k, unsigned long long v)
@@ -395,6 +415,44 @@ static void dev_parent(int idx, char *buf, size_t len)
 
 /* ---- list, info --------------------------------------------------------- */
 
+/* Where a device sits: PCI function, NUMA node, local CPUs ("" each for a
+ * simulated device or one whose parent is not PCI). */
+struct place {
+	char pci[13], numa[16], cpus[256];
+	bool sim;
+};
+
+static void dev_place(int idx, struct place *pl)
+{
+	memset(pl, 0, sizeof(*pl));
+	pl->sim = tool_dev_simulated(sysroot, idx);
+	if (tool_dev_pci(sysroot, idx, pl->pci))
+		return;
+	tool_dev_attr(sysroot, idx, "device/numa_node", pl->numa, sizeof(pl->numa));
+	tool_dev_attr(sysroot, idx, "device/local_cpulist", pl->cpus, sizeof(pl->cpus));
+	if (!json) {
+		term_safe(pl->numa);
+		term_safe(pl->cpus);
+	}
+}
+
+static void json_place(int idx)
+{
+	struct place pl;
+	long long numa;
+	char *end;
+
+	dev_place(idx, &pl);
+	jbool("simulated", pl.sim);
+	jstr("pci", pl.pci[0] ? pl.pci : NULL);
+	numa = strtoll(pl.numa, &end, 10);
+	if (pl.numa[0] && !*end)
+		ji64("numa_node", numa);
+	else
+		jstr("numa_node", NULL);
+	jstr("local_cpus", pl.cpus[0] ? pl.cpus : NULL);
+}
+
 static void json_device(int idx, bool full)
 {
 	char s[64], name[32];
@@ -438,6 +496,7 @@ static void json_device(int idx, bool full)
 		dev_parent(idx, s, sizeof(s));
 		jstr("parent", s[0] ? s : NULL);
 	}
+	json_place(idx);
 	jclose('}');
 }
 
@@ -477,10 +536,12 @@ static int cmd_list(int argc, char **argv)
 		putchar('\n');
 		return 0;
 	}
-	printf("%-12s %-8s %-9s %8s %8s %6s %8s %6s %7s %s\n", "DEVICE", "BACKEND", "STATE",
-	       "MEMORY", "FREE", "PAGE", "QUOTA", "ALLOCS", "EXPORTS", "P2PDMA");
+	printf("%-12s %-8s %-9s %8s %8s %6s %8s %6s %7s %-6s %-12s %4s %s\n", "DEVICE", "BACKEND",
+	       "STATE", "MEMORY", "FREE", "PAGE", "QUOTA", "ALLOCS", "EXPORTS", "P2PDMA", "PCI",
+	       "NUMA", "CPUS");
 	for (i = 0; i < n; i++) {
 		char be[32], st[32], m[24], fr[24], pg[24], q[24], name[32];
+		struct place pl;
 
 		snprintf(name, sizeof(name), "peerdirect%d", devs[i]);
 		if (attr_str(devs[i], "backend", be, sizeof(be)))
@@ -491,9 +552,12 @@ static int cmd_list(int argc, char **argv)
 		human_size(attr_u64(devs[i], "mem_free"), fr, sizeof(fr));
 		human_size(attr_u64(devs[i], "page_size"), pg, sizeof(pg));
 		human_size(attr_u64(devs[i], "quota"), q, sizeof(q));
-		printf("%-12s %-8s %-9s %8s %8s %6s %8s %6llu %7llu %s\n", name, be, st, m, fr,
-		       pg, q, attr_u64(devs[i], "nr_allocs"), attr_u64(devs[i], "nr_exports"),
-		       attr_u64(devs[i], "p2pdma") ? "yes" : "no");
+		dev_place(devs[i], &pl);
+		printf("%-12s %-8s %-9s %8s %8s %6s %8s %6llu %7llu %-6s %-12s %4s %s%s\n", name, be,
+		       st, m, fr, pg, q, attr_u64(devs[i], "nr_allocs"),
+		       attr_u64(devs[i], "nr_exports"), attr_u64(devs[i], "p2pdma") ? "yes" : "no",
+		       pl.pci[0] ? pl.pci : "-", pl.numa[0] ? pl.numa : "-",
+		       pl.cpus[0] ? pl.cpus : "-", pl.sim ? "  (simulated: not an accelerator)" : "");
 	}
 	return 0;
 }
@@ -513,9 +577,14 @@ static int cmd_info(int argc, char **argv)
 		err("info takes at most one device index");
 		return EX_USAGE;
 	}
-	if (argc == 2 && tool_number(argv[1], 0, 255, &want_dev)) {
-		err("info: bad device index '%s' (0 to 255)", argv[1]);
-		return EX_USAGE;
+	if (argc == 2) {
+		char why[PATH_MAX + 128];
+
+		ret = tool_dev_resolve(sysroot, argv[1], &want_dev, why, sizeof(why));
+		if (ret) {
+			err("info: %s", why);
+			return ret == -EINVAL ? EX_USAGE : EX_NODEV;
+		}
 	}
 	ret = select_devices(devs, &n);
 	if (ret)
@@ -534,9 +603,16 @@ static int cmd_info(int argc, char **argv)
 		unsigned long long f = attr_u64(devs[i], "features");
 		char s[64];
 
-		printf("%speerdirect%d\n", i ? "\n" : "", devs[i]);
+		struct place pl;
+
+		dev_place(devs[i], &pl);
+		printf("%speerdirect%d%s\n", i ? "\n" : "", devs[i],
+		       pl.sim ? " (simulated: RAM standing in for device memory)" : "");
 		dev_parent(devs[i], s, sizeof(s));
 		printf("  %-18s %s\n", "parent", s[0] ? s : "-");
+		printf("  %-18s %s\n", "pci", pl.pci[0] ? pl.pci : "-");
+		printf("  %-18s %s\n", "numa_node", pl.numa[0] ? pl.numa : "-");
+		printf("  %-18s %s\n", "local_cpus", pl.cpus[0] ? pl.cpus : "-");
 		for (k = 0; k < sizeof(plain) / sizeof(plain[0]); k++) {
 			if (attr_str(devs[i], plain[k], s, sizeof(s)))
 				strcpy(s, "?");
@@ -932,7 +1008,11 @@ static int cmd_revoke(int argc, char **argv)
 	unsigned long long id;
 
 	if (argc != 2) {
-		err("usage: pdctl [-d N] revoke EXPORT_ID");
+		err("usage: pdctl -d DEVICE revoke EXPORT_ID");
+		return EX_USAGE;
+	}
+	if (want_dev < 0) {
+		err("revoke: -d DEVICE required (export ids are per device; see pdctl exports)");
 		return EX_USAGE;
 	}
 	if (tool_ull(argv[1], 1, UINT64_MAX, &id)) {
@@ -940,8 +1020,6 @@ static int cmd_revoke(int argc, char **argv)
 		return EX_USAGE;
 	}
 	r.export_id = id;
-	if (want_dev < 0)
-		want_dev = 0;
 	ret = select_devices(devs, &n);
 	if (ret)
 		return ret;
@@ -986,7 +1064,7 @@ static int cmd_reset(int argc, char **argv)
 
 	(void)argv;
 	if (argc != 1 || want_dev < 0) {
-		err("usage: pdctl -d N reset (a reset revokes every export of the device)");
+		err("usage: pdctl -d DEVICE reset (a reset revokes every export of the device)");
 		return EX_USAGE;
 	}
 	ret = select_devices(devs, &n);
@@ -1311,36 +1389,169 @@ static int cmd_version(int argc, char **argv)
 
 static void usage(FILE *f)
 {
-	fputs("usage: pdctl [--json] [-d N] COMMAND [ARGS]\n"
-	      "  list                  devices: backend, memory, free, quota, counts\n"
-	      "  info [N]              every attribute of each device (or device N)\n"
+	fputs("usage: pdctl [--json] [-d DEVICE] COMMAND [ARGS] (options anywhere)\n"
+	      "  list                  devices: backend, memory, free, quota, counts,\n"
+	      "                        PCI address, NUMA node, local CPUs\n"
+	      "  info [DEVICE]         every attribute of each device (or one)\n"
 	      "  exports               live and revoked exports, each with its importers\n"
 	      "  allocs                allocations that have exports, by process\n"
 	      "  events [--follow [--all]]\n"
 	      "                        revocation counters; --follow: trace events as\n"
 	      "                        they happen (root), --all: every event\n"
-	      "  revoke EXPORT_ID      revoke an export of device N (default 0; root)\n"
-	      "  reset                 revoke every export of device N (-d required; root)\n"
+	      "  revoke EXPORT_ID      revoke an export of the device (-d required; root)\n"
+	      "  reset                 revoke every export of the device (-d required; root)\n"
 	      "  version               pdctl, uapi and module versions\n"
 	      "  doctor [--nic NAME]   each device/NIC pair: dmabuf, mapped or bounce,\n"
 	      "                        why, and the fix (kernel, module, node, IOMMU,\n"
 	      "                        PCI topology, rdma-core, libfabric)\n"
-	      "options: -j/--json machine-readable output, -d/--device N one device,\n"
-	      "         -h/--help\n"
+	      "options: -j/--json machine-readable output (an \"error\" member on failure),\n"
+	      "         -d/--device DEVICE: an index, a path (/dev/peerdirect0,\n"
+	      "         /dev/peerdirect/by-path/pci-...) or pci:DDDD:BB:DD.F;\n"
+	      "         -h/--help, -V/--version\n"
 	      "exit: 0 ok, 1 failed, 2 usage, 3 no module/device, 4 permission denied,\n"
-	      "      5 importers still map revoked memory, 6 no such export,\n"
-	      "      7 a pair would fall back to bounce (doctor); see pdctl(8)\n",
+	      "      (5 data failed verification: other tools), 6 no such export,\n"
+	      "      7 a pair would fall back to bounce (doctor),\n"
+	      "      8 importers still map revoked memory; see pdctl(8)\n",
 	      f);
 }
 
-int main(int argc, char **argv)
+/* A library's symbol through dlopen: pdctl links neither library (the
+ * static VM build loads none: both "not found"). */
+static void *dl_sym(const char *lib, const char *sym, void **h)
 {
-	static const struct option opts[] = {
-		{ "json", no_argument, NULL, 'j' },
-		{ "device", required_argument, NULL, 'd' },
-		{ "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
-	};
+#ifdef PDCTL_NO_DLOPEN
+	(void)lib, (void)sym;
+	*h = NULL;
+	return NULL;
+#else
+	*h = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
+	return *h ? dlsym(*h, sym) : NULL;
+#endif
+}
+
+/* --version: this build, then the libraries a program would run with. */
+static int print_version(void)
+{
+	char pd[32] = "", fab[32] = "";
+	uint32_t (*fiv)(void);
+	void *h1, *h2, *get;
+
+	get = dl_sym("libpeerdirect.so.1", "pd_get_api", &h1);
+#ifndef PDCTL_NO_DLOPEN
+	if (get) {
+		const struct pd_api *api = NULL;
+
+		if (!((pd_get_api_fn)get)(PD_ABI_MAJOR, 0, &api) && api)
+			snprintf(pd, sizeof(pd), "%u.%u", (unsigned int)api->abi_major,
+				 (unsigned int)api->abi_minor);
+	}
+#endif
+	*(void **)&fiv = dl_sym("libfabric.so.1", "fi_version", &h2);
+	if (fiv)
+		snprintf(fab, sizeof(fab), "%u.%u", fiv() >> 16, fiv() & 0xffff);
+	if (json) {
+		jopen(NULL, '{');
+		jstr("pdctl", PD_VERSION);
+		jstr("libpeerdirect_abi", pd[0] ? pd : NULL);
+		jstr("libfabric", fab[0] ? fab : NULL);
+		jclose('}');
+		putchar('\n');
+	} else {
+		printf("pdctl %s\n", PD_VERSION);
+#ifdef PDCTL_NO_DLOPEN
+		printf("libpeerdirect not checked (static build)\nlibfabric not checked (static build)\n");
+#else
+		printf("libpeerdirect %s\n", pd[0] ? pd : "not found (libpeerdirect.so.1)");
+		printf("libfabric %s\n", fab[0] ? fab : "not found (libfabric.so.1)");
+#endif
+	}
+	/* not dlclose()d: libfabric keeps what its constructors allocate in
+	 * its own globals, which would then leak */
+	(void)get, (void)h1, (void)h2;
+	return 0;
+}
+
+/*
+ * pdctl's own options, wherever they are ("pdctl list --json" as
+ * "pdctl --json list"): taken out of argv, the rest (the command and its
+ * arguments) left in order.  Before "--" only.  Exit code, or -1 to go on.
+ */
+static int global_opts(int *argc, char **argv)
+{
+	int i, n = 1, ret = -1;
+	bool help = false, version = false, rest = false;
+	const char *dev = NULL;
+
+	for (i = 1; i < *argc; i++) {
+		const char *a = argv[i];
+
+		if (rest || a[0] != '-') {
+			argv[n++] = argv[i];
+			continue;
+		}
+		if (!strcmp(a, "--")) {
+			rest = true;
+			argv[n++] = argv[i];
+		} else if (!strcmp(a, "-j") || !strcmp(a, "--json")) {
+			json = true;
+		} else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+			help = true;
+		} else if (!strcmp(a, "-V") || !strcmp(a, "--version")) {
+			version = true;
+		} else if (!strcmp(a, "-d") || !strcmp(a, "--device")) {
+			if (i + 1 == *argc) {
+				err("%s needs a device", a);
+				ret = EX_USAGE;
+			} else {
+				dev = argv[++i];
+			}
+		} else if (!strncmp(a, "--device=", 9)) {
+			dev = a + 9;
+		} else if (a[1] != '-' && a[strspn(a + 1, "jhV") + 1] == 'd') {
+			/* "-d0", "-jd 0": getopt's clusters */
+			const char *d = a + strspn(a + 1, "jhV") + 1;
+
+			json |= !!memchr(a, 'j', d - a);
+			help |= !!memchr(a, 'h', d - a);
+			version |= !!memchr(a, 'V', d - a);
+			if (d[1])
+				dev = d + 1;
+			else if (i + 1 < *argc)
+				dev = argv[++i];
+			else
+				ret = EX_USAGE, err("-d needs a device");
+		} else if (a[1] != '-' && a[1] && !a[strspn(a + 1, "jhV") + 1]) {
+			json |= !!strchr(a, 'j');	/* "-jh" */
+			help |= !!strchr(a, 'h');
+			version |= !!strchr(a, 'V');
+		} else {
+			argv[n++] = argv[i];
+		}
+	}
+	*argc = n;
+	argv[n] = NULL;
+	if (help) {
+		usage(stdout);
+		return 0;
+	}
+	if (version)
+		return print_version();
+	if (ret >= 0)
+		return ret;
+	if (dev) {
+		char why[PATH_MAX + 128];
+		int r = tool_dev_resolve(sysroot, dev, &want_dev, why, sizeof(why));
+
+		if (r) {
+			err("%s", why);
+			return r == -EINVAL ? EX_USAGE : EX_NODEV;
+		}
+	}
+	return -1;
+}
+
+static int run(int argc, char **argv)
+{
 	static const struct {
 		const char *name;
 		int (*fn)(int argc, char **argv);
@@ -1350,40 +1561,56 @@ int main(int argc, char **argv)
 		{ "reset", cmd_reset }, { "version", cmd_version }, { "doctor", cmd_doctor },
 	};
 	unsigned int i;
-	int c;
+	int ret;
+
+	ret = global_opts(&argc, argv);
+	if (ret >= 0)
+		return ret;
+	if (tool_refuse_empty("pdctl", argc, argv)) {
+		snprintf(first_err, sizeof(first_err), "an empty value (a name or path) was given");
+		return EX_USAGE;
+	}
+	if (argc < 2 || argv[1][0] == '-') {
+		if (argc >= 2)
+			err("unknown option '%s' before the command", argv[1]);
+		else
+			err("no command");
+		usage(stderr);
+		return EX_USAGE;
+	}
+	for (i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)
+		if (!strcmp(argv[1], cmds[i].name)) {
+			optind = 1;
+			return cmds[i].fn(argc - 1, argv + 1);
+		}
+	err("unknown command '%s'", argv[1]);
+	usage(stderr);
+	return EX_USAGE;
+}
+
+int main(int argc, char **argv)
+{
+	int ret;
 
 	if (getenv("PDCTL_SYSFS"))
 		sysroot = getenv("PDCTL_SYSFS");
 	if (getenv("PDCTL_DEV"))
 		devroot = getenv("PDCTL_DEV");
-	/* "+": options end at the command, whose own options follow it */
-	while ((c = getopt_long(argc, argv, "+jd:h", opts, NULL)) != -1) {
-		switch (c) {
-		case 'j':
-			json = true;
-			break;
-		case 'd':
-			if (tool_number(optarg, 0, 255, &want_dev)) {
-				err("bad device index '%s' (0 to 255)", optarg);
-				return EX_USAGE;
-			}
-			break;
-		case 'h':
-			usage(stdout);
-			return 0;
-		default:
-			usage(stderr);
-			return EX_USAGE;
-		}
+	ret = run(argc, argv);
+	/* --json always answers with an object: `pdctl --json doctor > f`
+	 * never leaves f empty, whatever failed */
+	if (json && ret && !jprinted) {
+		if (jdepth)	/* an object cut short: the error on a line of its own */
+			putchar('\n');
+		jfirst = true;
+		jdepth = 0;
+		jopen(NULL, '{');
+		jstr("error", first_err[0] ? first_err : "failed (see standard error)");
+		ji64("exit", ret);
+		jclose('}');
+		putchar('\n');
 	}
-	if (optind >= argc) {
-		usage(stderr);
-		return EX_USAGE;
-	}
-	for (i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)
-		if (!strcmp(argv[optind], cmds[i].name))
-			return cmds[i].fn(argc - optind, argv + optind);
-	err("unknown command '%s'", argv[optind]);
-	usage(stderr);
-	return EX_USAGE;
+	if (fflush(stdout) && !ret)
+		ret = EX_FAIL;
+	return ret;
 }

@@ -10,10 +10,11 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-/* Exit codes, documented in pdctl(8). */
+/* Exit codes, documented in pdctl(8): the tools' shared ones (tool_cli.h;
+ * 5, data that failed verification, is never pdctl's), then pdctl's own. */
 enum {
 	EX_OK = 0, EX_FAIL = 1, EX_USAGE = 2, EX_NODEV = 3, EX_PERM = 4,
-	EX_PENDING = 5, EX_NOENT = 6, EX_BOUNCE = 7,
+	EX_NOENT = 6, EX_BOUNCE = 7, EX_PENDING = 8,
 };
 
 #define MAX_DEVS 64

@@ -46,6 +46,7 @@
 #endif
 
 #include "pdctl.h"
+#include "tool_device.h"
 #include "tool_env.h"
 
 #ifndef PD_VERSION
@@ -396,7 +397,9 @@ static int check_node(struct dev *d)
 	if (d->fd >= 0) {
 		d->open_errno = 0;
 		add_check("device_node", subject, "ok", NULL, "%s: mode %04o group %s, opened "
-			  "read-write", path, (unsigned int)(st.st_mode & 07777), gname);
+			  "read-write%s", path, (unsigned int)(st.st_mode & 07777), gname,
+			  tool_dev_simulated(sysroot, d->idx) ?
+			  "; simulated (RAM standing in for device memory)" : "");
 		return 0;
 	}
 	d->open_errno = errno;
@@ -1358,6 +1361,17 @@ static void check_libpeerdirect(const struct dev *devs, int nr_devs, const struc
 
 /* ---- output --------------------------------------------------------------- */
 
+/* What an exit code of the doctor means, in the human output and JSON. */
+static const char *exit_text(int ret)
+{
+	return ret == EX_OK ? "no pair falls back to bounce" :
+	       ret == EX_BOUNCE ? "a pair would fall back to bounce" :
+	       ret == EX_PERM ? "permission denied" :
+	       ret == EX_NODEV ? "no module, device or node" :
+	       "a check failed, a pair has no path (verdict none), or a pair could not be "
+	       "probed (verdict unknown)";
+}
+
 static void print_human(int ret)
 {
 	int i;
@@ -1390,14 +1404,10 @@ static void print_human(int ret)
 			printf("%-47s pci: %s\n", "", p->topology);
 		}
 	}
-	printf("\nexit %d: %s\n", ret, ret == EX_OK ? "no pair falls back to bounce" :
-	       ret == EX_BOUNCE ? "a pair would fall back to bounce" :
-	       ret == EX_PERM ? "permission denied" :
-	       ret == EX_NODEV ? "no module, device or node" :
-	       "a check failed, a pair has no path (verdict none), or a pair could not be "
-	       "probed (verdict unknown)");
+	printf("\nexit %d: %s\n", ret, exit_text(ret));
 }
 
+/* --json's "error" member: the same words as the human "exit N:" line. */
 static void print_json(const char *release, int ret)
 {
 	int i;
@@ -1434,6 +1444,8 @@ static void print_json(const char *release, int ret)
 		jclose('}');
 	}
 	jclose(']');
+	if (ret)
+		jstr("error", exit_text(ret));
 	ji64("exit", ret);
 	jclose('}');
 	putchar('\n');

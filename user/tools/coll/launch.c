@@ -26,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -33,6 +34,7 @@
 #include "coll.h"
 #include "../listen_port.h"
 #include "../tool_args.h"
+#include "../tool_cli.h"
 
 static pid_t children[MAX_RANKS];
 static int nchildren;
@@ -154,15 +156,16 @@ static int boot_mpi(struct boot *b, int argc, char **argv)
 /*
  * 0 when every child exited 0, else the worst exit status.  A rank killed
  * by a signal is named (SIGKILL is what the OOM killer sends).  Once rank 0
- * has stopped on an error (status 1 or 3; 2, wrong elements, is a finished
- * run), a rank still blocked on it gets LINGER_MS to notice before it is
- * killed, so that a failed run ends instead of hanging in waitpid().
+ * has stopped on an error (status 1, 3 or 4; 5, wrong elements, is a
+ * finished run), a rank still blocked on it gets LINGER_MS to notice
+ * before it is killed, so that a failed run ends instead of hanging in
+ * waitpid().
  */
 #define LINGER_MS 10000
 int launch_wait_children(int status)
 {
 	int i, st, worst = 0, left_ms = LINGER_MS;
-	bool linger = status == 1 || status >= 3;
+	bool linger = status == TOOL_EX_FAIL || status == TOOL_EX_SETUP || status == TOOL_EX_PERM;
 
 	for (i = 0; i < nchildren; i++) {
 		pid_t pid = children[i], got;
@@ -192,6 +195,33 @@ int launch_wait_children(int status)
 	return worst;
 }
 
+/*
+ * The launcher's TERM or INT goes on to its ranks, then ends it as the
+ * signal would have (a terminal's ^C reaches them already; kill(1) and a
+ * batch system's TERM reach the launcher alone).
+ */
+static void forward_signal(int sig)
+{
+	int i;
+
+	for (i = 0; i < nchildren; i++)
+		kill(children[i], sig);
+	signal(sig, SIG_DFL);
+	raise(sig);
+}
+
+/*
+ * A forked rank ends when its launcher does, however it ends (SIGKILL
+ * included, which nothing can forward): the kernel sends it SIGTERM.  The
+ * launcher may have died before prctl(): then the rank's parent is no
+ * longer it.
+ */
+static void die_with_launcher(pid_t launcher)
+{
+	if (prctl(PR_SET_PDEATHSIG, SIGTERM) || getppid() != launcher)
+		_exit(TOOL_EX_SETUP);
+}
+
 /* 1 if the launcher set both; a value that is not a number is -1, which
  * the range check below refuses, naming the variables. */
 static int env_int(const char *a, const char *b, int *ra, int *rb)
@@ -213,6 +243,7 @@ int launch(int argc, char **argv, const char *rdv_spec, int rank_opt, int nranks
 	char spec[300];
 	const char *how = NULL;
 	int r = -1, n = 0, i;
+	pid_t launcher;
 
 	memset(b, 0, sizeof(*b));
 	if (np > 0) {
@@ -236,6 +267,7 @@ int launch(int argc, char **argv, const char *rdv_spec, int rank_opt, int nranks
 		fflush(NULL);
 		b->rank = 0;
 		b->size = np;
+		launcher = getpid();
 		for (i = 1; i < np; i++) {
 			pid_t pid = fork();
 
@@ -244,9 +276,16 @@ int launch(int argc, char **argv, const char *rdv_spec, int rank_opt, int nranks
 			if (pid == 0) {
 				nchildren = 0;
 				b->rank = i;
+				signal(SIGTERM, SIG_DFL);
+				signal(SIGINT, SIG_DFL);
+				die_with_launcher(launcher);
 				break;
 			}
 			children[nchildren++] = pid;
+			if (nchildren == 1) {
+				signal(SIGTERM, forward_signal);
+				signal(SIGINT, forward_signal);
+			}
 		}
 		snprintf(spec, sizeof(spec), "127.0.0.1:%d", port);
 		if (boot_rdv(b, spec))

@@ -25,8 +25,13 @@
  * is the slowest rank's, release skew included; the table shows the mean
  * over the iterations (--stat median for the median).  The ratios between
  * paths pair the paths' times within each iteration (stats.h).
- * Exit status: 0 all verified, 1 transfer error, 2 any wrong element, 3
- * setup failed.
+ * Exit status (the tools' own, tool_cli.h): 0 all verified, 1 transfer
+ * error, 2 usage, 3 setup failed (gnuplot missing for --plot included),
+ * 4 permission denied, 5 any wrong element.
+ *
+ * Its one "# Avg bus bandwidth" line is nccl-tests' own, for the primary
+ * path (the first of --paths); the others' averages are on lines that
+ * nccl-tests parsers do not match (avg_footer()).
  */
 #include <getopt.h>
 #include <inttypes.h>
@@ -47,7 +52,9 @@
 #include "../bench_report.h"
 #include "../fnv1a.h"
 #include "../tool_args.h"
+#include "../tool_cli.h"
 #include "../tool_env.h"
+#include "../tool_version.h"
 #include "errors.h"
 #include "fabric.h"
 
@@ -121,9 +128,9 @@ static void fmt(double v, int w, char *s)
 	snprintf(s, (size_t)w + 1, w >= 7 ? "%*.1e" : "%*.0e", w, v);
 }
 
-static void usage(void)
+static void usage(FILE *f)
 {
-	fprintf(stderr,
+	fprintf(f,
 		"usage: pd-coll [--np N | --rank R --nranks N --rendezvous HOST:PORT] [options]\n"
 		"  (under mpirun, srun or a PMI launcher rank and size come from the environment)\n"
 		"  -b, --minbytes SIZE    smallest size (default 32M)\n"
@@ -139,8 +146,10 @@ static void usage(void)
 		"  --coll LIST            allreduce,allgather,reducescatter,broadcast,reduce,alltoall,\n"
 		"                         sendrecv or all (default allreduce)\n"
 		"  --paths LIST           direct,bounce,host (default all three, alternating)\n"
-		"  --memory KIND          device memory: device:N, udmabuf or memfd\n"
+		"  --memory KIND          device memory: device:DEV, udmabuf or memfd\n"
 		"                         (default device:0 if /dev/peerdirect0 exists, else memfd)\n"
+		"  --device DEV           --memory device:DEV; DEV an index, a path (/dev/peerdirect0,\n"
+		"                         /dev/peerdirect/by-path/pci-...) or pci:DDDD:BB:DD.F\n"
 		"  --provider NAME        libfabric provider (default: the library's choice)\n"
 		"  --depth N              pieces in flight per direction and exchange (default 4)\n"
 		"  --chunk SIZE           piece size above --small-max = wire chunk (default 4M;\n"
@@ -159,7 +168,26 @@ static void usage(void)
 		"  --plot FILE.png        busbw against size per collective and path (gnuplot)\n"
 		"  --timeout MS           bound on every exchange (default 60000)\n"
 		"  --np N                 fork N local ranks (TCP rendezvous on 127.0.0.1)\n"
-		"  --rank R --nranks N --rendezvous HOST:PORT   by hand\n");
+		"  --rank R --nranks N --rendezvous HOST:PORT   by hand\n"
+		"  -h, --help; --version\n"
+		"exit: 0 all verified, 1 transfer error, 2 usage, 3 setup (no gnuplot for --plot,\n"
+		"      no device, no peer), 4 permission denied, 5 data failed verification\n"
+		"      (a wrong element)\n");
+}
+
+/* gnuplot runs at the end: missing, the run would be wasted. */
+static bool in_path(const char *prog)
+{
+	const char *path = getenv("PATH"), *p, *end;
+	char full[PATH_MAX];
+
+	for (p = path; p && *p; p = *end ? end + 1 : end) {
+		end = strchrnul(p, ':');
+		snprintf(full, sizeof(full), "%.*s/%s", (int)(end - p), end == p ? "." : p, prog);
+		if (!access(full, X_OK))
+			return true;
+	}
+	return false;
 }
 
 static int parse_list(char *arg, const char *const *names, int nnames, int *out, const char *what)
@@ -219,7 +247,7 @@ static int parse(int argc, char **argv, struct opts *o, struct launch_opts *lo)
 {
 	enum { O_COLL = 256, O_PATHS, O_MEMORY, O_PROVIDER, O_DEPTH, O_CHUNK, O_ALGO, O_RDMAX,
 	       O_SMALL_CHUNK, O_SMALL_MAX, O_STAT, O_CSV, O_PLOT, O_TIMEOUT, O_NP, O_RANK, O_NRANKS, O_RDV, O_CORRUPT,
-	       O_MISPLACE, O_KILL, O_MAXPEND, O_SLOW };
+	       O_MISPLACE, O_KILL, O_MAXPEND, O_SLOW, O_VERSION, O_DEVICE };
 	static const struct option lopts[] = {
 		{ "minbytes", 1, 0, 'b' }, { "maxbytes", 1, 0, 'e' }, { "stepfactor", 1, 0, 'f' },
 		{ "stepbytes", 1, 0, 'i' }, { "iters", 1, 0, 'n' }, { "warmup_iters", 1, 0, 'w' },
@@ -234,11 +262,15 @@ static int parse(int argc, char **argv, struct opts *o, struct launch_opts *lo)
 		{ "nranks", 1, 0, O_NRANKS }, { "rendezvous", 1, 0, O_RDV },
 		{ "test-corrupt", 0, 0, O_CORRUPT }, { "test-misplace", 0, 0, O_MISPLACE },
 		{ "test-kill-rank", 1, 0, O_KILL }, { "test-max-pending", 1, 0, O_MAXPEND },
-		{ "test-slow-path", 1, 0, O_SLOW },
+		{ "test-slow-path", 1, 0, O_SLOW }, { "version", 0, 0, O_VERSION },
+		{ "device", 1, 0, O_DEVICE },
 		{ 0 },
 	};
+	static char devbuf[PATH_MAX + 8];
 	int c, lanes_sel[NLANES], n, i;
 
+	if (tool_refuse_empty(TOOL_NAME, argc, argv))
+		return -1;
 	*o = (struct opts) { .minb = 32 << 20, .maxb = 32 << 20, .stepb = 1 << 20, .chunk = 4 << 20,
 			     .iters = 20, .warmup = 1, .check = 1, .depth = 4, .timeout_ms = 60000, .max_pend = MAX_PEND,
 			     .slow_lane = -1,
@@ -299,6 +331,9 @@ static int parse(int argc, char **argv, struct opts *o, struct launch_opts *lo)
 				o->lanes[lanes_sel[i]] = true;
 			break;
 		case O_MEMORY: o->memory = optarg; break;
+		case O_DEVICE: o->memory = source_device_spec(optarg, devbuf, sizeof(devbuf)); break;
+		case 'h': usage(stdout); return 'h';
+		case O_VERSION: tool_print_version(TOOL_NAME); return 'h';
 		case O_PROVIDER: o->provider = optarg; break;
 		case O_DEPTH: if (TOOL_INT_ARG("--depth", 1, MAX_DEPTH, &o->depth)) return -1; break;
 		case O_CHUNK:
@@ -355,7 +390,7 @@ static int parse(int argc, char **argv, struct opts *o, struct launch_opts *lo)
 				return -1;
 			o->slow_lane = lanes_sel[0];
 			break;
-		default: usage(); return -1;
+		default: usage(stderr); return -1;
 		}
 	}
 	if (o->ncolls == 1 && !o->colls[0])
@@ -557,6 +592,49 @@ static void ratio_cell(const struct coll_ratio *r, char *s, size_t len)
 		snprintf(s, len, "%.2fx (of %zu)", r->med, r->n);
 	else
 		snprintf(s, len, "%.2fx [%.2f, %.2f]", r->med, r->q1, r->q3);
+}
+
+/*
+ * The averages: nccl-tests' line, exactly as its common.cu prints it
+ * ("%g " then the newline: no NCCL_TESTS_MIN_BW verdict), once, for the
+ * primary path, the first of --paths; every path's on a line of pd-coll's
+ * own, which parsers of nccl-tests' output do not match.  Then whether
+ * each comparison's average and paired ratios agree, and why not if not.
+ */
+static void avg_footer(const struct opts *o, const double avg[NLANES], int rows,
+		       struct coll_ratio ratio[][NLANES], int nrat)
+{
+	double a[NLANES], scratch[64], overall;
+	struct coll_ratio col[64];
+	int p, primary = -1, si;
+
+	for (p = 0; p < NLANES; p++) {
+		a[p] = rows ? avg[p] / (2.0 * rows) : 0.0;
+		if (o->lanes[p] && primary < 0)
+			primary = p;
+	}
+	printf("# %-20s : %g \n", "Avg bus bandwidth", a[primary]);
+	for (p = 0; p < NLANES; p++)
+		if (o->lanes[p])
+			printf("# pd-coll avg busbw (%s): %g%s\n", lane_names[p], a[p],
+			       p == primary ? " (the primary path: the line above)" : "");
+	if (!o->lanes[LANE_DIRECT])
+		return;
+	for (p = LANE_DIRECT + 1; p < NLANES; p++) {
+		if (!o->lanes[p])
+			continue;
+		for (si = 0; si < nrat; si++)
+			col[si] = ratio[si][p];
+		if (coll_direction_agree(a[LANE_DIRECT], a[p], col, (size_t)nrat, scratch,
+					 &overall) != 0)
+			continue;
+		printf("# pd-coll direct/%s: the averages rank %s above %s, the paired ratios "
+		       "(median over sizes %.2fx) the other way: the averages are each path's own "
+		       "mean over sizes and placements, weighed by the largest sizes and slow "
+		       "iterations; the ratios pair each iteration's two times: trust the ratios\n",
+		       lane_names[p], a[p] > a[LANE_DIRECT] ? lane_names[p] : "direct",
+		       a[p] > a[LANE_DIRECT] ? "direct" : lane_names[p], overall);
+	}
 }
 
 static void plot_block(const char *coll, const char *path, const char *type, const char *op)
@@ -812,10 +890,16 @@ int main(int argc, char **argv)
 
 	tool_env_defaults();
 	record_cmdline(argc, argv);
-	if (parse(argc, argv, &o, &lo))
-		return 3;
+	ret = parse(argc, argv, &o, &lo);
+	if (ret)
+		return ret == 'h' ? TOOL_EX_OK : TOOL_EX_USAGE;
 	if (sweep_sizes(&o, sizes, &nsizes))
-		return 3;
+		return TOOL_EX_USAGE;
+	if (o.plot && !in_path("gnuplot")) {
+		fprintf(stderr, "pd-coll: --plot %s: gnuplot is not in PATH (apt-get install "
+			"gnuplot-nox); nothing was run\n", o.plot);
+		return TOOL_EX_SETUP;
+	}
 	ret = launch(argc, argv, lo.rdv, lo.rank, lo.nranks, lo.np, &b);
 	if (ret) {
 		/* Forked ranks fail their rendezvous too: reap them. */
@@ -910,9 +994,10 @@ int main(int argc, char **argv)
 		       "recursive doubling" : "recursive doubling up to --rd-max, ring above", o.rd_max);
 		for (p = 0; p < NLANES; p++)
 			if (o.lanes[p])
-				printf("# path %-6s: memory %-8s %s: %s\n", lane_names[p],
+				printf("# path %-6s: memory %-8s %s: %s%s\n", lane_names[p],
 				       p == LANE_HOST ? "host" : o.memory, pd_path_name(pd_mr_path(lanes[p].mr)),
-				       pd_mr_reason(lanes[p].mr));
+				       pd_mr_reason(lanes[p].mr), p != LANE_HOST && lanes[p].src.simulated ?
+				       " (simulated device: RAM, not an accelerator)" : "");
 		if (o.lanes[LANE_DIRECT] || o.lanes[LANE_BOUNCE]) {
 			struct lane *l = &lanes[o.lanes[LANE_DIRECT] ? LANE_DIRECT : LANE_BOUNCE];
 			size_t len = o.maxb < (64 << 20) ? o.maxb : (64 << 20);
@@ -941,11 +1026,11 @@ int main(int argc, char **argv)
 	/* Test only (--test-kill-rank): a rank lost mid-run, as to the OOM killer. */
 	if (o.kill_rank > 0 && o.kill_rank == b.rank)
 		raise(SIGKILL);
-	for (ci = 0; ci < o.ncolls && (status == 0 || status == 2); ci++) {
+	for (ci = 0; ci < o.ncolls && (status == 0 || status == TOOL_EX_DATA); ci++) {
 		enum coll_kind k = o.colls[ci];
 
-		for (ti = 0; ti < o.ntypes && (status == 0 || status == 2); ti++) {
-			for (oi = 0; oi < (reducing(k) ? o.nops : 1) && (status == 0 || status == 2); oi++) {
+		for (ti = 0; ti < o.ntypes && (status == 0 || status == TOOL_EX_DATA); ti++) {
+			for (oi = 0; oi < (reducing(k) ? o.nops : 1) && (status == 0 || status == TOOL_EX_DATA); oi++) {
 				struct run r = { .o = &o, .rank = b.rank, .n = b.size, .t = o.types[ti],
 						 .op = reducing(k) ? o.ops[oi] : OP_SUM,
 						 .esz = o.types[ti] == T_FLOAT ? 4 : 2, .max = region / 3 };
@@ -956,7 +1041,7 @@ int main(int argc, char **argv)
 
 				if (b.rank == 0)
 					table_header(&o, k, r.t, r.op);
-				for (si = 0; si < nsizes && (status == 0 || status == 2); si++) {
+				for (si = 0; si < nsizes && (status == 0 || status == TOOL_EX_DATA); si++) {
 					struct geom g;
 					struct result res[NLANES][2];
 
@@ -978,7 +1063,7 @@ int main(int argc, char **argv)
 						/* every rank knows: the run goes on, the exit status says it */
 						for (q = 0; q < NLANES * 2; q++)
 							if (s->wrong[q / 2][q % 2] && !status)
-								status = 2;
+								status = TOOL_EX_DATA;
 					}
 					if (status == 1)
 						break;
@@ -1051,10 +1136,7 @@ int main(int argc, char **argv)
 				/* A table cut short checked only what it ran. */
 				printf("# %-20s : %llu %s\n", "Out of bounds values", (unsigned long long)wrong,
 				       wrong ? "FAILED" : status == 1 || status == 3 ? "INCOMPLETE" : "OK");
-				for (p = 0; p < NLANES; p++)
-					if (o.lanes[p])
-						printf("# %-20s : %g %s\n", "Avg bus bandwidth",
-						       rows ? avg[p] / (2.0 * rows) : 0.0, lane_names[p]);
+				avg_footer(&o, avg, rows, ratio, nrat);
 				if (plotdat.f) {
 					for (p = 0; p < NLANES; p++) {
 						if (!o.lanes[p])

@@ -75,4 +75,33 @@ static inline struct coll_ratio coll_paired_ratio(const double *num, const doubl
 	return r;
 }
 
+/*
+ * Do two paths' average busbw (avg_d for direct, avg_o for the other) and
+ * their paired ratios (per size, the median of other's time over direct's:
+ * above 1, direct is faster) rank the two the same way?  The ratios' own
+ * verdict is their median over the sizes.  1 they agree (or either says
+ * "equal"), 0 they point opposite ways, -1 no ratio to compare.  *overall
+ * gets that median.  They can disagree: the averages are each path's own
+ * mean over sizes and placements, which the largest sizes and a slow
+ * iteration weigh on; the ratios pair each iteration's two times.
+ */
+static inline int coll_direction_agree(double avg_d, double avg_o, const struct coll_ratio *r,
+				       size_t nsizes, double *scratch, double *overall)
+{
+	size_t i, n = 0;
+	double med;
+
+	for (i = 0; i < nsizes; i++)
+		if (r[i].n && isfinite(r[i].med))
+			scratch[n++] = r[i].med;
+	*overall = NAN;
+	if (!n)
+		return -1;
+	med = coll_median(scratch, n);
+	*overall = med;
+	if (avg_d == avg_o || med == 1.0)
+		return 1;
+	return (avg_d > avg_o) == (med > 1.0);
+}
+
 #endif
