@@ -142,6 +142,12 @@ tools=$(sed -n 's/^TOOLS := //p' user/Makefile | xargs -n1 basename | sed 's|^|/
 # shellcheck disable=SC2086  # one word per tool
 check "peerdirect-tools: every tool of user/Makefile ($tools)" has peerdirect-tools $tools
 check "peerdirect-udev: the udev rule" has peerdirect-udev /lib/udev/rules.d/60-peerdirect.rules
+check "peerdirect-udev: persistent binding (rule, helper, devices.conf)" has peerdirect-udev \
+	/lib/udev/rules.d/61-peerdirect-bind.rules /usr/lib/peerdirect/peerdirect-bind \
+	/etc/peerdirect/devices.conf
+check "peerdirect-tools: bash completion for pdctl, pd-coll, pd-bench" has peerdirect-tools \
+	/usr/share/bash-completion/completions/pdctl /usr/share/bash-completion/completions/pd-coll \
+	/usr/share/bash-completion/completions/pd-bench
 
 # ---- 3. a clean Debian 12 root ----------------------------------------------
 t0=$SECONDS

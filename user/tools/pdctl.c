@@ -38,6 +38,7 @@
 #include <linux/peerdirect.h>
 
 #include "pdctl.h"
+#include "pdctl_ext.h"
 #include "tool_args.h"
 
 #ifndef PD_VERSION
@@ -1324,7 +1325,15 @@ static void usage(FILE *f)
 	      "  version               pdctl, uapi and module versions\n"
 	      "  doctor [--nic NAME]   each device/NIC pair: dmabuf, mapped or bounce,\n"
 	      "                        why, and the fix (kernel, module, node, IOMMU,\n"
-	      "                        PCI topology, rdma-core, libfabric)\n"
+	      "                        PCI topology, rdma-core, libfabric); exit 6 when\n"
+	      "                        every device is simulated, unless --allow-sim\n"
+	      "  bind [--force] DEV... hand PCI functions (DDDD:BB:DD.F or VENDOR:DEVICE)\n"
+	      "                        to peerdirect through driver_override (root)\n"
+	      "  unbind DEV...         release them and clear driver_override (root)\n"
+	      "  ps                    processes holding device memory, bytes per device\n"
+	      "  topo [--all] [--nic NAME]...\n"
+	      "                        device x NIC matrix: PCIe relation (X PIX PXB PHB\n"
+	      "                        NODE SYS), NUMA affinity, the doctor's verdict\n"
 	      "options: -j/--json machine-readable output, -d/--device N one device,\n"
 	      "         -h/--help\n"
 	      "exit: 0 ok, 1 failed, 2 usage, 3 no module/device, 4 permission denied,\n"
@@ -1348,6 +1357,8 @@ int main(int argc, char **argv)
 		{ "list", cmd_list }, { "info", cmd_info }, { "exports", cmd_exports },
 		{ "allocs", cmd_allocs }, { "events", cmd_events }, { "revoke", cmd_revoke },
 		{ "reset", cmd_reset }, { "version", cmd_version }, { "doctor", cmd_doctor },
+		{ "bind", cmd_bind }, { "unbind", cmd_unbind }, { "ps", cmd_ps },
+		{ "topo", cmd_topo },
 	};
 	unsigned int i;
 	int c;
