@@ -35,7 +35,7 @@ struct target {
 static int wr(const char *path, const char *val)
 {
 	ssize_t n;
-	int fd = open(path, O_WRONLY | O_CLOEXEC);
+	int fd = open(path, O_WRONLY | O_TRUNC | O_CLOEXEC);
 
 	if (fd < 0)
 		return -errno;
@@ -301,7 +301,7 @@ static int bind_cmd(int argc, char **argv, bool bind)
 	bool force = false;
 	int c, i, n = 0, ret = 0, r;
 
-	optind = 1;
+	optind = 0;	/* glibc: re-initialize, so options may follow operands */
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, "fj", opts, NULL)) != -1) {
 		if (c == 'f' && bind)

@@ -190,7 +190,7 @@ int cmd_ps(int argc, char **argv)
 	char path[128], msg[256];
 	size_t r;
 
-	optind = 1;
+	optind = 0;	/* glibc: re-initialize, so options may follow operands */
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, "j", opts, NULL)) != -1) {
 		if (c != 'j')

@@ -188,7 +188,7 @@ int cmd_topo(int argc, char **argv)
 	int idx[MAX_DEVS], sel[MAX_DEVS], n, nd = 0, nn = 0, i, c;
 	bool all = false, named = false;
 
-	optind = 1;
+	optind = 0;	/* glibc: re-initialize, so options may follow operands */
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, "aj", opts, NULL)) != -1) {
 		switch (c) {
