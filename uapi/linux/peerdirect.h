@@ -22,7 +22,7 @@
 #include <linux/types.h>
 
 #define PEERDIRECT_ABI_MAJOR	2
-#define PEERDIRECT_ABI_MINOR	1
+#define PEERDIRECT_ABI_MINOR	2
 
 /* Feature bits reported by PEERDIRECT_IOCTL_QUERY. */
 #define PEERDIRECT_FEAT_EXPORT		0x01ULL	/* dma-buf export */
@@ -48,6 +48,11 @@
 #define PEERDIRECT_FEAT_SUBSCRIBE	0x200ULL
 /* Minor 2.1.  PEERDIRECT_IOCTL_LIST, and the sysfs attributes of the device. */
 #define PEERDIRECT_FEAT_LIST		0x400ULL
+/*
+ * Minor 2.2.  PEERDIRECT_LIST_ALLOCATIONS (every allocation, exported or
+ * not, with its owner) and PEERDIRECT_ATTACH_INFO_REVOCABLE.
+ */
+#define PEERDIRECT_FEAT_LIST_ALLOCS	0x800ULL
 
 /* Backends (device kinds). */
 #define PEERDIRECT_BACKEND_SIM		1	/* RAM pages standing in for HBM */
@@ -206,14 +211,20 @@ struct peerdirect_subscribe {
  * to nr_exports records of export_size bytes each to the array at exports
  * and, with PEERDIRECT_LIST_ATTACHMENTS, up to nr_attachments records of
  * attach_size bytes to the array at attachments (one per importer
- * attachment of the exports listed).  Record sizes may be larger than the
- * kernel's (the tail is zeroed) or smaller, down to the first published
- * size (the record is cut), as argsz works for the argument.  On return
- * nr_* say how many records were written and total_* how many there were:
- * retry with a bigger array when total > nr.  At most PEERDIRECT_LIST_MAX
- * records of each kind per call.
+ * attachment of the exports listed).  With PEERDIRECT_LIST_ALLOCATIONS
+ * (uapi 2.2, PEERDIRECT_FEAT_LIST_ALLOCS) it also writes up to
+ * nr_allocations records of allocation_size bytes to the array at
+ * allocations: one per allocation of the device, exported or not, under
+ * the same rule (the allocating process's real uid, or CAP_SYS_ADMIN).
+ * Record sizes may be larger than the kernel's (the tail is zeroed) or
+ * smaller, down to the first published size (the record is cut), as argsz
+ * works for the argument.  On return nr_* say how many records were written
+ * and total_* how many there were: retry with a bigger array when
+ * total > nr.  At most PEERDIRECT_LIST_MAX records of each kind per call.
+ * Without a flag, its fields must be zero.
  */
 #define PEERDIRECT_LIST_ATTACHMENTS	0x1U
+#define PEERDIRECT_LIST_ALLOCATIONS	0x2U	/* uapi 2.2 */
 #define PEERDIRECT_LIST_MAX		16384
 
 /* peerdirect_export_info.flags */
@@ -245,6 +256,15 @@ struct peerdirect_export_info {
 #define PEERDIRECT_ATTACH_INFO_PINNED	0x1U	/* pinned by the importer */
 #define PEERDIRECT_ATTACH_INFO_DYNAMIC	0x2U	/* has importer ops (move_notify) */
 #define PEERDIRECT_ATTACH_INFO_PEER2PEER 0x4U	/* importer allows peer-to-peer */
+/*
+ * uapi 2.2: a revoke makes this importer let go of the memory (it is
+ * invalidated and unmaps).  Clear: it cannot be revoked (pinned without the
+ * revocable op, as EFA's dma-buf MRs; or a static importer), so a revoke
+ * waits up to revoke_timeout_ms, reports the export pending and keeps the
+ * memory quarantined until the importer releases it.  A 2.1 module never
+ * sets it: clear there means "not known to be revocable".
+ */
+#define PEERDIRECT_ATTACH_INFO_REVOCABLE 0x8U
 
 #define PEERDIRECT_DEVNAME_LEN		32
 
@@ -259,9 +279,24 @@ struct peerdirect_attach_info {
 	char device[PEERDIRECT_DEVNAME_LEN];	/* importer's dev_name(), cut, NUL-terminated */
 };
 
+/* peerdirect_alloc_info.flags */
+/* Handle freed, memory quarantined until its exports are released. */
+#define PEERDIRECT_ALLOC_INFO_FREED	0x1U
+
+/* uapi 2.2 */
+struct peerdirect_alloc_info {
+	__aligned_u64 handle;		/* the owner's, per open file; 0 while being created */
+	__aligned_u64 size;		/* bytes of device memory */
+	__aligned_u64 created_ns;	/* CLOCK_BOOTTIME */
+	__s32 tgid;			/* the allocating process, in the caller's pid ns; 0: not there */
+	__u32 uid;			/* its real uid, in the caller's user namespace */
+	__u32 flags;			/* PEERDIRECT_ALLOC_INFO_* */
+	__u32 nr_exports;		/* live exports (dma-bufs not yet released) */
+};
+
 struct peerdirect_list {
 	__u32 argsz;
-	__u32 flags;			/* PEERDIRECT_LIST_ATTACHMENTS */
+	__u32 flags;			/* PEERDIRECT_LIST_* */
 	__u32 export_size;		/* in: sizeof(struct peerdirect_export_info) */
 	__u32 attach_size;		/* in: sizeof(struct peerdirect_attach_info) */
 	__aligned_u64 exports;		/* in: user pointer to the array */
@@ -270,6 +305,12 @@ struct peerdirect_list {
 	__u32 nr_attachments;		/* in: array capacity; out: written */
 	__u32 total_exports;		/* out */
 	__u32 total_attachments;	/* out */
+	/* uapi 2.2, with PEERDIRECT_LIST_ALLOCATIONS; otherwise zero. */
+	__u32 allocation_size;		/* in: sizeof(struct peerdirect_alloc_info) */
+	__u32 nr_allocations;		/* in: array capacity; out: written */
+	__aligned_u64 allocations;	/* in: user pointer to the array */
+	__u32 total_allocations;	/* out */
+	__u32 pad;			/* must be 0 */
 };
 
 #define PEERDIRECT_IOCTL_MAGIC	0xD7

@@ -157,7 +157,7 @@ TEST_F(pdctl, no_module_exits_3_and_says_so)
 	EXPECT_EQ(3, pdctl(self->empty, self->out, sizeof(self->out), true, "exports"));
 	EXPECT_EQ(3, pdctl(self->empty, self->out, sizeof(self->out), true, "-d 0 revoke 5"));
 	EXPECT_EQ(0, pdctl(self->empty, self->out, sizeof(self->out), false, "--json version"));
-	EXPECT_STREQ("{\"pdctl\":\"" PD_VERSION "\",\"uapi\":\"2.1\",\"module\":null,\"devices\":[]}\n",
+	EXPECT_STREQ("{\"pdctl\":\"" PD_VERSION "\",\"uapi\":\"2.2\",\"module\":null,\"devices\":[]}\n",
 		     self->out);
 	EXPECT_EQ(0, pdctl(self->empty, self->out, sizeof(self->out), false, "version"));
 	EXPECT_NE(NULL, strstr(self->out, "module not loaded"));
@@ -206,7 +206,7 @@ TEST_F(pdctl, info_and_events_json)
 		     "\"revoke\":11,\"reset\":12,\"admin\":13,\"unplug\":0},"
 		     "\"revoke_timeouts\":4}]}\n", self->out);
 	ASSERT_EQ(0, pdctl(self->fake, self->out, sizeof(self->out), false, "--json version"));
-	EXPECT_STREQ("{\"pdctl\":\"" PD_VERSION "\",\"uapi\":\"2.1\",\"module\":\"1.0.0\",\"devices\":"
+	EXPECT_STREQ("{\"pdctl\":\"" PD_VERSION "\",\"uapi\":\"2.2\",\"module\":\"1.0.0\",\"devices\":"
 		     "[{\"device\":\"peerdirect0\",\"abi_version\":\"2.1\"},"
 		     "{\"device\":\"peerdirect1\",\"abi_version\":\"2.1\"}]}\n", self->out);
 	/* human tables */
