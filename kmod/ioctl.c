@@ -35,7 +35,9 @@ static inline void pd_uapi_layout(void)
 	BUILD_BUG_ON(sizeof(struct peerdirect_revoke) != 32);
 	BUILD_BUG_ON(sizeof(struct peerdirect_reset) != 16);
 	BUILD_BUG_ON(sizeof(struct peerdirect_subscribe) != 40);
-	BUILD_BUG_ON(sizeof(struct peerdirect_list) != 48);
+	BUILD_BUG_ON(sizeof(struct peerdirect_list) != 72);
+	BUILD_BUG_ON(offsetof(struct peerdirect_list, allocation_size) != 48);
+	BUILD_BUG_ON(sizeof(struct peerdirect_alloc_info) != 40);
 	BUILD_BUG_ON(sizeof(struct peerdirect_export_info) != 88);
 	BUILD_BUG_ON(sizeof(struct peerdirect_attach_info) != 72);
 	BUILD_BUG_ON(offsetof(struct peerdirect_attach_info, device) != 40);

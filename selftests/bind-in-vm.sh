@@ -98,10 +98,10 @@ check "topo --json: devices with their PCI address, NICs, a pair each" 0 $rc /tm
 run /tmp/t3 "$pdctl" topo --nic nosuchnic; rc=$?
 check "topo --nic that does not exist: exit 3" 3 $rc /tmp/t3 'no NIC nosuchnic'
 run /tmp/p1 "$pdctl" ps; rc=$?
-check "ps: header and the source it used" 0 $rc /tmp/p1 '^DEVICE +PID +COMM' 'source: LIST of exports'
+check "ps: header and the source it used" 0 $rc /tmp/p1 '^DEVICE +PID +COMM' 'source: LIST of (allocations|exports)'
 run /tmp/p2 "$pdctl" ps --json; rc=$?
 check "ps --json: source, processes and the memory not attributed per device" 0 $rc /tmp/p2 \
-	'"source": *"exports"' '"processes": *\[' '"not_attributed"' '"device": *"peerdirect1"'
+	'"source": *"(allocations|exports)"' '"processes": *\[' '"not_attributed"' '"device": *"peerdirect1"'
 
 # ---- errors -------------------------------------------------------------------
 run /tmp/e1 "$pdctl" bind 0000:ff:1f.7; rc=$?

@@ -4,11 +4,11 @@
  * device, as nvidia-smi's process list shows GPU memory.
  *
  * The rows come from a source: the LIST of allocations (uapi 2.2, feature
- * bit PEERDIRECT_FEAT_LIST_ALLOCS) when the module and the header have it,
- * which shows memory nobody exported; else the LIST of exports (2.1),
- * which sees only exported allocations.  Then the rest of the device's used
- * memory (mem_size - mem_free) is a row of its own, "not attributed", and
- * the output says which source was used.
+ * bit PEERDIRECT_FEAT_LIST_ALLOCS), which shows memory nobody exported;
+ * on an older module the LIST of exports (2.1), which sees only exported
+ * allocations.  The rest of the device's used memory (mem_size - mem_free:
+ * freed memory still quarantined, or memory never exported) is a row of
+ * its own, "not attributed", and the output says which source was used.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -133,6 +133,66 @@ static int from_exports(int fd, int dev, struct ps_table *t)
 	return ret;
 }
 
+/* LIST of allocations (uapi 2.2), grown until it fits: 0 or -errno. */
+static int list_allocs(int fd, struct peerdirect_alloc_info **out, uint32_t *nr)
+{
+	uint32_t cap = 64;
+	int tries;
+
+	*out = NULL;
+	for (tries = 0; tries < 8; tries++) {
+		struct peerdirect_list l = {
+			.argsz = sizeof(l), .flags = PEERDIRECT_LIST_ALLOCATIONS,
+			.export_size = sizeof(struct peerdirect_export_info),
+			.allocation_size = sizeof(**out),
+		};
+
+		free(*out);
+		*out = calloc(cap, sizeof(**out));
+		if (!*out)
+			return -ENOMEM;
+		l.allocations = (uintptr_t)*out;
+		l.nr_allocations = cap;
+		if (ioctl(fd, PEERDIRECT_IOCTL_LIST, &l))
+			return -errno;
+		*nr = l.nr_allocations;
+		if (l.total_allocations <= cap || cap >= PEERDIRECT_LIST_MAX)
+			return 0;
+		cap = l.total_allocations + 16 > PEERDIRECT_LIST_MAX ? PEERDIRECT_LIST_MAX :
+								       l.total_allocations + 16;
+	}
+	return 0;
+}
+
+/*
+ * Allocations source: every allocation with its size and owner, exported
+ * or not.  Freed ones (quarantined until importers let go) belong to no
+ * process any more: they stay in the device's "not attributed" row.
+ */
+static int from_allocs(int fd, int dev, struct ps_table *t)
+{
+	struct peerdirect_alloc_info *a;
+	uint32_t n = 0, k;
+	int ret = list_allocs(fd, &a, &n);
+
+	for (k = 0; !ret && k < n; k++) {
+		struct ps_row *r;
+
+		if (a[k].flags & PEERDIRECT_ALLOC_INFO_FREED)
+			continue;
+		r = row_for(t, dev, a[k].tgid, a[k].uid);
+		if (!r) {
+			ret = -ENOMEM;
+			break;
+		}
+		r->allocs++;
+		r->exports += a[k].nr_exports;
+		r->bytes += a[k].size;
+	}
+	free(a);
+	return ret;
+}
+
 /* The module's features, QUERY; 0 when it does not answer. */
 static unsigned long long features(int fd)
 {
@@ -227,7 +287,11 @@ int cmd_ps(int argc, char **argv)
 				     "version");
 			break;
 		}
-		e = from_exports(fd, sel[i], &t);
+		/* one source for every device, so the rows compare */
+		if (i == 0 && (features(fd) & PEERDIRECT_FEAT_LIST_ALLOCS))
+			source = "allocations";
+		e = strcmp(source, "exports") ? from_allocs(fd, sel[i], &t) :
+						from_exports(fd, sel[i], &t);
 		close(fd);
 		if (e) {
 			snprintf(msg, sizeof(msg), "peerdirect%d: PEERDIRECT_IOCTL_LIST: %s",
@@ -296,10 +360,15 @@ int cmd_ps(int argc, char **argv)
 				continue;
 			human(unattr[i], b, sizeof(b));
 			printf("peerdirect%-2d %7s %-15s %6s %6s %7s %10s\n", sel[i], "-",
-			       "(not exported)", "-", "-", "0", b);
+			       strcmp(source, "exports") ? "(quarantined)" : "(not exported)",
+			       "-", "-", "-", b);
 		}
-		printf("\nsource: LIST of exports (uapi 2.1): memory never exported is not "
-		       "attributed to a process\n");
+		if (strcmp(source, "exports"))
+			printf("\nsource: LIST of allocations (uapi 2.2)\n");
+		else
+			printf("\nsource: LIST of exports (the module lacks uapi 2.2's LIST of "
+			       "allocations): memory never exported is not attributed to a "
+			       "process\n");
 	}
 	free(t.rows);
 	return 0;
