@@ -255,6 +255,54 @@ TEST_F(fake, unbind_clears_the_override)
 		TH_LOG("%s", self->out);
 }
 
+/*
+ * topo on a fake PCI tree: peerdirect0 and eth9 under one switch, both on
+ * NUMA node 0 (PIX, same), eth8 under another host bridge on node 1 (SYS),
+ * and a veth (no PCI: "-", left out without --all).
+ */
+TEST_F(fake, topo_matrix_from_sysfs)
+{
+	static const char *const links[][2] = {
+		{ "sys/class/misc/peerdirect0/device", SW "/0000:02:00.0/0000:03:00.0" },
+		{ "sys/class/net/eth9/device", SW "/0000:02:01.0/0000:04:00.0" },
+		{ "sys/class/net/eth8/device", "/sys/devices/pci0000:80/0000:80:01.0/0000:81:00.0" },
+	};
+	static const char *const numa[] = { "0\n", "0\n", "1\n" };
+	char rel[PATH_MAX], target[PATH_MAX], link[PATH_MAX];
+	unsigned int i;
+
+	put(self->root, "sys/class/misc/peerdirect0/backend", "pci-bar\n");
+	put(self->root, "sys/class/misc/peerdirect0/features", "0x61f\n");
+	put(self->root, "sys/class/net/va/operstate", "up\n");
+	put(self->root, "sys/class/net/eth9/operstate", "up\n");
+	put(self->root, "sys/class/net/eth8/operstate", "up\n");
+	put(self->root, "dev/peerdirect0", "");
+	for (i = 0; i < 3; i++) {
+		snprintf(rel, sizeof(rel), "%s/numa_node", links[i][1] + 1);
+		put(self->root, rel, numa[i]);
+		snprintf(target, sizeof(target), "%s%s", self->root, links[i][1]);
+		snprintf(link, sizeof(link), "%s/%s", self->root, links[i][0]);
+		ASSERT_EQ(0, symlink(target, link));
+	}
+	EXPECT_EQ(0, pdctl(self->root, self->out, sizeof(self->out), "topo --json"));
+	EXPECT_NE(NULL, strstr(self->out, "{\"device\":\"peerdirect0\",\"nic\":\"eth9\","
+			       "\"relation\":\"PIX\",\"numa_affinity\":\"same\",\"verdict\":"))
+		TH_LOG("%s", self->out);
+	EXPECT_NE(NULL, strstr(self->out, "{\"device\":\"peerdirect0\",\"nic\":\"eth8\","
+			       "\"relation\":\"SYS\",\"numa_affinity\":\"cross\","))
+		TH_LOG("%s", self->out);
+	EXPECT_NE(NULL, strstr(self->out, "{\"name\":\"peerdirect0\",\"pci\":\"0000:03:00.0\","
+			       "\"numa_node\":0}")) TH_LOG("%s", self->out);
+	EXPECT_EQ(NULL, strstr(self->out, "\"va\"")) TH_LOG("%s", self->out);
+	EXPECT_EQ(0, pdctl(self->root, self->out, sizeof(self->out), "topo --all"));
+	EXPECT_NE(NULL, strstr(self->out, "PIX = mapped")) TH_LOG("%s", self->out);
+	EXPECT_NE(NULL, strstr(self->out, "SYS x mapped")) TH_LOG("%s", self->out);
+	EXPECT_NE(NULL, strstr(self->out, "- ? mapped")) TH_LOG("%s", self->out);
+	EXPECT_EQ(2, pdctl(self->root, self->out, sizeof(self->out), "topo --nic ''"));
+	EXPECT_EQ(3, pdctl(self->root, self->out, sizeof(self->out), "topo --json --nic nope"));
+	EXPECT_NE(NULL, strstr(self->out, "{\"error\": ")) TH_LOG("%s", self->out);
+}
+
 /* A node whose only device is simulated: doctor exit 6 unless --allow-sim. */
 TEST_F(fake, doctor_simulated_only_exits_6)
 {
