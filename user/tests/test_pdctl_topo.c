@@ -242,6 +242,21 @@ TEST_F(fake, bind_errors_and_json)
 	EXPECT_NE(NULL, strstr(self->out, "module is not loaded")) TH_LOG("%s", self->out);
 }
 
+/* Bound already (bind_ivshmem, new_id): bind pins it with driver_override. */
+TEST_F(fake, bind_of_a_bound_function_pins_it)
+{
+	char target[PATH_MAX], link[PATH_MAX], buf[64];
+
+	snprintf(target, sizeof(target), "%s/sys/bus/pci/drivers/peerdirect", self->root);
+	snprintf(link, sizeof(link), "%s/sys/bus/pci/devices/0000:00:04.0/driver", self->root);
+	ASSERT_EQ(0, symlink(target, link));
+	EXPECT_EQ(0, pdctl(self->root, self->out, sizeof(self->out), "bind 0000:00:04.0"));
+	EXPECT_NE(NULL, strstr(self->out, "already bound to peerdirect")) TH_LOG("%s", self->out);
+	ASSERT_EQ(0, get(self->root, "sys/bus/pci/devices/0000:00:04.0/driver_override", buf,
+			 sizeof(buf)));
+	EXPECT_STREQ("peerdirect", buf);
+}
+
 TEST_F(fake, unbind_clears_the_override)
 {
 	char buf[64];

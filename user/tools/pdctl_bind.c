@@ -151,9 +151,14 @@ static void why_unbound(const char *addr, char *why, size_t len)
 	ssize_t n;
 
 	fd = getenv("PDCTL_SYSFS") ? -1 : open("/dev/kmsg", O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-	while (fd >= 0 && (n = read(fd, line, sizeof(line) - 1)) > 0) {
+	while (fd >= 0) {
 		char *msg;
 
+		n = read(fd, line, sizeof(line) - 1);
+		if (n < 0 && errno == EPIPE)	/* records overwritten under us */
+			continue;
+		if (n <= 0)
+			break;
 		line[n] = 0;
 		msg = strchr(line, ';');
 		if (!msg || !strstr(msg, addr))
@@ -215,6 +220,11 @@ static int bind_one(const char *addr, bool force)
 	snprintf(dir, sizeof(dir), "%s/bus/pci/devices/%.15s", sysroot, addr);
 	bound_driver(addr, drv, sizeof(drv));
 	if (!strcmp(drv, DRIVER)) {
+		/* bound by bind_ivshmem or new_id: pin it, so a reload keeps it */
+		snprintf(path, sizeof(path), "%s/driver_override", dir);
+		ret = wr(path, DRIVER);
+		if (ret)
+			return fail(addr, code_of(ret), "writing %s: %s", path, strerror(-ret));
 		result(addr, "bound", DRIVER, "already bound to " DRIVER);
 		return 0;
 	}
