@@ -41,12 +41,12 @@ selftests: $(SELFTEST_BINS) $(BUILD)/selftests/pdctl
 # the very glibc it was linked with), so this build leaves the doctor's
 # libibverbs/libfabric/libpeerdirect checks out (-DPDCTL_NO_DLOPEN; they
 # report "skip").  The packaged, dynamic pdctl has them.
-$(BUILD)/selftests/pdctl: user/tools/pdctl.c user/tools/pdctl_doctor.c user/tools/pdctl.h $(wildcard user/tools/tool_*.h) \
+PDCTL_VM_SRC := $(addprefix user/tools/,pdctl.c pdctl_doctor.c pdctl_bind.c pdctl_ps.c pdctl_topo.c)
+$(BUILD)/selftests/pdctl: $(PDCTL_VM_SRC) $(wildcard user/tools/pdctl*.h) $(wildcard user/tools/tool_*.h) \
 		uapi/linux/peerdirect.h
 	@mkdir -p $(dir $@)
 	$(CC) -std=c11 -D_GNU_SOURCE -O2 -g -Wall -Wextra -Werror -static -Iuapi \
-		-DPDCTL_NO_DLOPEN -DPD_VERSION='"$(VERSION)"' -o $@ user/tools/pdctl.c \
-		user/tools/pdctl_doctor.c
+		-DPDCTL_NO_DLOPEN -DPD_VERSION='"$(VERSION)"' -o $@ $(PDCTL_VM_SRC)
 
 # Static, so the VM image needs no libraries for them.
 $(BUILD)/selftests/%: selftests/%.c selftests/pd_test.h uapi/linux/peerdirect.h \
@@ -131,6 +131,12 @@ endif
 # The rule and the group alone: for a module DKMS builds.
 install-udev:
 	install -D -m 0644 kmod/60-peerdirect.rules $(DESTDIR)$(UDEVRULESDIR)/60-peerdirect.rules
+	# Persistent binding: the rule names the helper at this fixed path; an
+	# admin's devices.conf is never overwritten.
+	install -D -m 0644 kmod/61-peerdirect-bind.rules $(DESTDIR)$(UDEVRULESDIR)/61-peerdirect-bind.rules
+	install -D -m 0755 kmod/peerdirect-bind $(DESTDIR)/usr/lib/peerdirect/peerdirect-bind
+	[ -e $(DESTDIR)/etc/peerdirect/devices.conf ] || \
+		install -D -m 0644 kmod/devices.conf $(DESTDIR)/etc/peerdirect/devices.conf
 ifeq ($(INSTALL_MOD_PATH)$(DESTDIR),)
 	getent group peerdirect > /dev/null || groupadd --system peerdirect
 	if udevadm control --reload 2> /dev/null; then \
@@ -143,7 +149,8 @@ endif
 uninstall:
 	rm -f $(wildcard $(INSTALL_MOD_PATH)/lib/modules/$(KVER)/extra/kmod/peerdirect.ko* \
 		$(INSTALL_MOD_PATH)/lib/modules/$(KVER)/updates/kmod/peerdirect.ko*)
-	rm -f $(DESTDIR)$(UDEVRULESDIR)/60-peerdirect.rules
+	rm -f $(DESTDIR)$(UDEVRULESDIR)/60-peerdirect.rules $(DESTDIR)$(UDEVRULESDIR)/61-peerdirect-bind.rules \
+		$(DESTDIR)/usr/lib/peerdirect/peerdirect-bind
 	$(MAKE) -C user uninstall PREFIX=$(PREFIX) DESTDIR=$(DESTDIR)
 	for p in $(MANPAGES); do rm -f $(DESTDIR)$(MANDIR)/man$${p##*.}/$${p##*/}; done
 	scripts/packaging/man-links.sh $(MANPAGES) | while read -r page alias; do \

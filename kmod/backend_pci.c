@@ -525,7 +525,8 @@ static int pd_bar_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 	u64 len;
 	int ret;
 
-	if ((id->driver_data & PD_BAR_OPT_IN) && !bind_ivshmem)
+	/* driver_override naming us (pdctl bind) is the opt-in too */
+	if ((id->driver_data & PD_BAR_OPT_IN) && !bind_ivshmem && !pdev->driver_override)
 		return -ENODEV;
 	if (!(pci_resource_flags(pdev, PD_BAR_INDEX) & IORESOURCE_MEM))
 		return -ENODEV;
@@ -772,8 +773,8 @@ static const struct pci_error_handlers pd_bar_err_handlers = {
  * The table is the module's modalias: udev loads the module when such a
  * device appears (Documentation/kernel-module.md).  An entry with
  * PD_BAR_OPT_IN is a generic device that probe binds only with
- * bind_ivshmem=1 (other devices are bound through new_id or
- * driver_override).
+ * bind_ivshmem=1 or a driver_override (pdctl bind); other devices are
+ * bound through new_id or driver_override.
  */
 static const struct pci_device_id pd_bar_ids[] = {
 	{ PCI_DEVICE(PCI_VENDOR_ID_REDHAT_QUMRANET, PD_IVSHMEM_PLAIN_ID),

@@ -18,7 +18,8 @@
 #                       every PCI ID table in the module's aliases
 #                       (scripts/check-devtables.sh)
 #               sim     all selftests, simulated HBM
-#               bar     all selftests, ivshmem PCI BARs
+#               bar     all selftests, ivshmem PCI BARs; pdctl bind/unbind,
+#                       devices.conf's udev helper, topo and ps
 #               unplug  PCI device loss driven through QEMU's monitor
 #               shim    libpeerdirect moving module dma-bufs between two
 #                       processes over tcp (netns) and verbs (rxe)
@@ -293,6 +294,22 @@ vm_selftests() {
 	rm -rf "$payload"
 }
 
+# vm_bind NAME MODDIR: selftests/bind-in-vm.sh (pdctl bind/unbind, the
+# devices.conf helper, topo and ps) with two ivshmem functions that the
+# module, loaded without bind_ivshmem, binds only when asked.
+vm_bind() {
+	local name=$1 moddir=$2 t0=$SECONDS payload
+	payload=$(mktemp -d)
+	mkdir -p "$payload/bin"
+	cp build/selftests/pdctl "$payload/bin/"
+	cp kmod/peerdirect-bind selftests/bind-in-vm.sh "$payload/"
+	tier_vm --timeout 600 --bin setpriv --mod pci-stub \
+		--ko "$moddir/kmod/peerdirect.ko" --ivshmem 32M --ivshmem 32M \
+		--payload "$payload" --log "$out/$name.log" -- bind-in-vm.sh > "$out/$name.out" 2>&1
+	vm_result "$name" $? "$t0"
+	rm -rf "$payload"
+}
+
 # vm_unplug NAME MODDIR: device loss through QEMU's monitor while a process
 # holds an export, a mapping and a pinned importer; afterwards the host
 # checks the BAR's backing file holds exactly what the guest wrote.
@@ -488,7 +505,10 @@ run_tier() {
 	for part in $parts; do
 		case "$part" in
 		build) ;;
-		sim|bar) vm_selftests "$TIER_LABEL-$part" "$mod" "$part" ;;
+		sim) vm_selftests "$TIER_LABEL-$part" "$mod" "$part" ;;
+		bar)
+			vm_selftests "$TIER_LABEL-$part" "$mod" "$part"
+			vm_bind "$TIER_LABEL-bind" "$mod" ;;
 		unplug) vm_unplug "$TIER_LABEL-unplug" "$mod" ;;
 		shim) vm_user_part "$TIER_LABEL-shim" "$mod" "$ubuild" shim-in-vm.sh ;;
 		doctor)

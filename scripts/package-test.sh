@@ -191,6 +191,12 @@ check "peerdirect-tools Depends: libpeerdirect1 (= $deb_ver) ($tdeps)" \
 	grep -qxF "libpeerdirect1 (= $deb_ver)" <<<"$(entries peerdirect-tools Depends)"
 tsugg=$(dpkg-deb -f "$(pkgfile peerdirect-tools)" Suggests)
 check "peerdirect-tools Suggests: gnuplot ($tsugg)" grep -qx gnuplot <<<"$(entries peerdirect-tools Suggests)"
+check "peerdirect-udev: persistent binding (rule, helper, devices.conf)" has peerdirect-udev \
+	/lib/udev/rules.d/61-peerdirect-bind.rules /usr/lib/peerdirect/peerdirect-bind \
+	/etc/peerdirect/devices.conf
+check "peerdirect-tools: bash completion for pdctl, pd-coll, pd-bench" has peerdirect-tools \
+	/usr/share/bash-completion/completions/pdctl /usr/share/bash-completion/completions/pd-coll \
+	/usr/share/bash-completion/completions/pd-bench
 
 # ---- 3. a clean Debian 12 root ----------------------------------------------
 t0=$SECONDS

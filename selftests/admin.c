@@ -187,6 +187,45 @@ TEST_F(admin, exports_allocs_and_revoke)
 }
 
 /*
+ * pdctl ps: this process's row.  With the LIST of allocations (uapi 2.2)
+ * both allocations count, the unexported one too; on the export list only
+ * the exported one does (as far as its export reaches), and the other's
+ * bytes are in the device's "not attributed" row.
+ */
+TEST_F(admin, ps_counts_this_process)
+{
+	size_t ps = self->q.page_size;
+	int64_t h = pd_alloc(self->fd, 2 * ps), h2 = pd_alloc(self->fd, 3 * ps);
+	bool allocs = self->q.features & PEERDIRECT_FEAT_LIST_ALLOCS;
+	__u64 id;
+	int d;
+
+	ASSERT_LT(0, h);
+	ASSERT_LT(0, h2);
+	d = pd_export_id(self->fd, h, ps, ps, PEERDIRECT_EXPORT_RDWR, &id);
+	ASSERT_LE(0, d);
+	EXPECT_EQ(0, run(self->out, sizeof(self->out), "-d 0 ps --json"));
+	EXPECT_TRUE(has(self->out, "{\"source\":\"%s\",\"processes\":[",
+			allocs ? "allocations" : "exports")) TH_LOG("%s", self->out);
+	if (allocs)
+		EXPECT_TRUE(has(self->out, "{\"device\":\"peerdirect0\",\"pid\":%d,\"comm\":"
+				"\"admin\",\"uid\":0,\"allocations\":2,\"exports\":1,\"bytes\":%zu}",
+				getpid(), 5 * ps)) TH_LOG("%s", self->out);
+	else
+		EXPECT_TRUE(has(self->out, "{\"device\":\"peerdirect0\",\"pid\":%d,\"comm\":"
+				"\"admin\",\"uid\":0,\"allocations\":1,\"exports\":1,\"bytes\":%zu}",
+				getpid(), 2 * ps)) TH_LOG("%s", self->out);
+	EXPECT_TRUE(has(self->out, "\"not_attributed\":[{\"device\":\"peerdirect0\",\"bytes\":"))
+		TH_LOG("%s", self->out);
+	EXPECT_EQ(0, run(self->out, sizeof(self->out), "ps"));
+	EXPECT_TRUE(has(self->out, "%7d admin", getpid())) TH_LOG("%s", self->out);
+	EXPECT_EQ(2, run(self->out, sizeof(self->out), "ps extra"));
+	close(d);
+	pd_free(self->fd, h);
+	pd_free(self->fd, h2);
+}
+
+/*
  * Not root: the device node is 0660 root, so permission denied (4).  pdctl
  * is run from an fd opened as root: the payload directory may be closed to
  * other users.

@@ -45,6 +45,11 @@
 #ifndef PDCTL_NO_DLOPEN
 #include "peerdirect.h"
 #endif
+#include "pdctl_ext.h"
+
+#ifndef PD_VERSION
+#define PD_VERSION "unknown"
+#endif
 #include "tool_args.h"
 #include "tool_cli.h"
 #include "tool_device.h"
@@ -1403,7 +1408,15 @@ static void usage(FILE *f)
 	      "  version               pdctl, uapi and module versions\n"
 	      "  doctor [--nic NAME]   each device/NIC pair: dmabuf, mapped or bounce,\n"
 	      "                        why, and the fix (kernel, module, node, IOMMU,\n"
-	      "                        PCI topology, rdma-core, libfabric)\n"
+	      "                        PCI topology, rdma-core, libfabric); exit 9 when\n"
+	      "                        every device is simulated, unless --allow-sim\n"
+	      "  bind [--force] DEV... hand PCI functions (DDDD:BB:DD.F or VENDOR:DEVICE)\n"
+	      "                        to peerdirect through driver_override (root)\n"
+	      "  unbind DEV...         release them and clear driver_override (root)\n"
+	      "  ps                    processes holding device memory, bytes per device\n"
+	      "  topo [--all] [--nic NAME]...\n"
+	      "                        device x NIC matrix: PCIe relation (X PIX PXB PHB\n"
+	      "                        NODE SYS), NUMA affinity, the doctor's verdict\n"
 	      "options: -j/--json machine-readable output (an \"error\" member on failure),\n"
 	      "         -d/--device DEVICE: an index, a path (/dev/peerdirect0,\n"
 	      "         /dev/peerdirect/by-path/pci-...) or pci:DDDD:BB:DD.F;\n"
@@ -1411,7 +1424,8 @@ static void usage(FILE *f)
 	      "exit: 0 ok, 1 failed, 2 usage, 3 no module/device, 4 permission denied,\n"
 	      "      (5 data failed verification: other tools), 6 no such export,\n"
 	      "      7 a pair would fall back to bounce (doctor),\n"
-	      "      8 importers still map revoked memory; see pdctl(8)\n",
+	      "      8 importers still map revoked memory, 9 only simulated devices\n"
+	      "      (doctor, without --allow-sim); see pdctl(8)\n",
 	      f);
 }
 
@@ -1559,6 +1573,8 @@ static int run(int argc, char **argv)
 		{ "list", cmd_list }, { "info", cmd_info }, { "exports", cmd_exports },
 		{ "allocs", cmd_allocs }, { "events", cmd_events }, { "revoke", cmd_revoke },
 		{ "reset", cmd_reset }, { "version", cmd_version }, { "doctor", cmd_doctor },
+		{ "bind", cmd_bind }, { "unbind", cmd_unbind }, { "ps", cmd_ps },
+		{ "topo", cmd_topo },
 	};
 	unsigned int i;
 	int ret;

@@ -15,6 +15,7 @@
 enum {
 	EX_OK = 0, EX_FAIL = 1, EX_USAGE = 2, EX_NODEV = 3, EX_PERM = 4,
 	EX_NOENT = 6, EX_BOUNCE = 7, EX_PENDING = 8,
+	EX_SIMONLY = 9,		/* doctor: only simulated devices, no --allow-sim */
 };
 
 #define MAX_DEVS 64

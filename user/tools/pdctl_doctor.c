@@ -47,6 +47,7 @@
 
 #include "pdctl.h"
 #include "tool_device.h"
+#include "pdctl_ext.h"
 #include "tool_env.h"
 
 #ifndef PD_VERSION
@@ -364,6 +365,70 @@ static void read_features(struct dev *d)
 		d->features = q.features;
 		d->features_known = true;
 	}
+}
+
+/*
+ * What each uapi minor added, for a module older than the header the tools
+ * were built with: the tools fall back, and say which features are missing.
+ */
+static const char *const minor_adds[] = {
+	[1] = "LIST of exports and the sysfs attributes (pdctl exports, allocs)",
+#if PEERDIRECT_ABI_MINOR >= 2
+	[2] = "LIST of allocations (pdctl ps: allocations not exported)",
+#endif
+};
+
+static void check_abi(const struct dev *d)
+{
+	struct peerdirect_query q = { .argsz = sizeof(q) };
+	unsigned int major = 0, minor = 0, m;
+	char subject[32], s[32], missing[TEXT] = "";
+	size_t used = 0;
+
+	snprintf(subject, sizeof(subject), "peerdirect%d", d->idx);
+	if (d->fd >= 0 && !ioctl(d->fd, PEERDIRECT_IOCTL_QUERY, &q)) {
+		major = q.abi_major;
+		minor = q.abi_minor;
+	} else if (attr_str(d->idx, "abi_version", s, sizeof(s)) ||
+		   sscanf(s, "%u.%u", &major, &minor) != 2) {
+		add_check("uapi", subject, "skip", NULL, "not checked: neither QUERY nor "
+			  "sysfs abi_version answered");
+		return;
+	}
+	if (major != PEERDIRECT_ABI_MAJOR) {
+		add_check("uapi", subject, "fail", "install the module and tools of one release "
+			  "(dkms status; apt policy peerdirect-dkms peerdirect-tools)",
+			  "the module speaks uapi %u.%u, the tools %d.%d: another major is "
+			  "another interface", major, minor, PEERDIRECT_ABI_MAJOR,
+			  PEERDIRECT_ABI_MINOR);
+		return;
+	}
+	if (minor >= PEERDIRECT_ABI_MINOR) {
+		add_check("uapi", subject, "ok", NULL, "module uapi %u.%u, tools %d.%d", major,
+			  minor, PEERDIRECT_ABI_MAJOR, PEERDIRECT_ABI_MINOR);
+		return;
+	}
+	for (m = minor + 1; m <= PEERDIRECT_ABI_MINOR; m++)
+		if (m < sizeof(minor_adds) / sizeof(minor_adds[0]) && minor_adds[m])
+			used += snprintf(missing + used, sizeof(missing) - used, "%s%u.%u: %s",
+					 used ? "; " : "", major, m, minor_adds[m]);
+	add_check("uapi", subject, "warn", "load the module the tools came with (dkms status; "
+		  "modprobe -r peerdirect && modprobe peerdirect), or tools of the module's "
+		  "release", "the module speaks uapi %u.%u, older than the tools' %d.%d; missing: "
+		  "%s", major, minor, PEERDIRECT_ABI_MAJOR, PEERDIRECT_ABI_MINOR,
+		  used ? missing : "nothing the tools use");
+}
+
+/* Whether device idx is the simulated backend (RAM standing in for HBM). */
+static bool dev_simulated(const struct dev *d)
+{
+	struct peerdirect_query q = { .argsz = sizeof(q) };
+	char b[32];
+
+	if (!attr_str(d->idx, "backend", b, sizeof(b)))
+		return !strcmp(b, "sim");
+	return d->fd >= 0 && !ioctl(d->fd, PEERDIRECT_IOCTL_QUERY, &q) &&
+	       q.backend == PEERDIRECT_BACKEND_SIM;
 }
 
 static int check_node(struct dev *d)
@@ -1368,6 +1433,7 @@ static const char *exit_text(int ret)
 	       ret == EX_BOUNCE ? "a pair would fall back to bounce" :
 	       ret == EX_PERM ? "permission denied" :
 	       ret == EX_NODEV ? "no module, device or node" :
+	       ret == EX_SIMONLY ? "only simulated devices (--allow-sim accepts them)" :
 	       "a check failed, a pair has no path (verdict none), or a pair could not be "
 	       "probed (verdict unknown)";
 }
@@ -1451,15 +1517,108 @@ static void print_json(const char *release, int ret)
 	putchar('\n');
 }
 
+/* The verdict on one device/NIC pair (doctor's table, pdctl topo's cells). */
+static void judge_pair(const struct dev *d, const struct nic *nic, struct pair *p)
+{
+	memset(p, 0, sizeof(*p));
+	p->ibv_errno = -1;
+	snprintf(p->device, sizeof(p->device), "peerdirect%d", d->idx);
+	memcpy(p->nic, nic->name, sizeof(p->nic));
+	p->nic_kind = nic->kind == NIC_RDMA ? "rdma" : "netdev";
+	topology(d, nic, p);
+	if (d->open_errno) {
+		p->verdict = d->open_errno == EACCES || d->open_errno == EPERM ? "denied" :
+								      "unavailable";
+		set_text(p->reason, "%s/peerdirect%d cannot be opened: %s", devroot, d->idx,
+			 strerror(d->open_errno));
+		set_text(p->fix, "see the device_node check");
+		return;
+	}
+	if (nic->kind == NIC_RDMA)
+		pair_rdma(d, nic, p);
+	else
+		pair_netdev(d, nic, p);
+	bounce_needs_cpu_mmap(d, p);
+}
+
+/* ---- for pdctl topo ----------------------------------------------------------- */
+
+int doctor_nics(bool all, struct pd_nic_ref *out, int max)
+{
+	struct nic nics[MAX_NICS];
+	int n, i, skipped = 0;
+
+	n = add_nics("infiniband", NIC_RDMA, true, nics, 0, &skipped);
+	n = add_nics("net", NIC_NETDEV, true, nics, n, &skipped);
+	if (all) {
+		n = add_nics("infiniband", NIC_RDMA, false, nics, n, &skipped);
+		n = add_nics("net", NIC_NETDEV, false, nics, n, &skipped);
+	}
+	for (i = 0; i < n && i < max; i++) {
+		memcpy(out[i].name, nics[i].name, sizeof(out[i].name));
+		out[i].rdma = nics[i].kind == NIC_RDMA;
+	}
+	return i;
+}
+
+int doctor_find_nic(const char *name, struct pd_nic_ref *out)
+{
+	struct nic n;
+
+	if (find_nic(name, &n))
+		return -ENODEV;
+	memcpy(out->name, n.name, sizeof(out->name));
+	out->rdma = n.kind == NIC_RDMA;
+	return 0;
+}
+
+void doctor_verdicts(const int *idx, int ndev, const struct pd_nic_ref *refs, int nnic,
+		     struct pd_verdict *out)
+{
+	static struct dev devs[MAX_DEVS];
+	struct pair p;
+	struct nic nic;
+	int i, j, saved = nr_checks;
+
+	no_libs = getenv("PDCTL_LIBS") && !strcmp(getenv("PDCTL_LIBS"), "none");
+	tool_env_defaults();
+	for (i = 0; i < ndev && i < MAX_DEVS; i++) {
+		devs[i].idx = idx[i];
+		check_node(&devs[i]);
+		read_features(&devs[i]);
+	}
+	check_libfabric();
+	for (i = 0; i < ndev && i < MAX_DEVS; i++)
+		for (j = 0; j < nnic; j++) {
+			memcpy(nic.name, refs[j].name, sizeof(nic.name));
+			nic.kind = refs[j].rdma ? NIC_RDMA : NIC_NETDEV;
+			judge_pair(&devs[i], &nic, &p);
+			snprintf(out[i * nnic + j].verdict, sizeof(out[0].verdict), "%s",
+				 p.verdict ? p.verdict : "unknown");
+			snprintf(out[i * nnic + j].reason, sizeof(out[0].reason), "%s", p.reason);
+		}
+	for (i = 0; i < ndev && i < MAX_DEVS; i++)
+		if (devs[i].fd >= 0)
+			close(devs[i].fd);
+	nr_checks = saved;	/* the doctor's checks are not topo's output */
+#ifndef PDCTL_NO_DLOPEN
+	if (verbs.so)
+		dlclose(verbs.so);
+	verbs.so = NULL;
+#endif
+}
+
 /* The worse of two exit codes: no device, permission, bounce, other. */
 static int worse(int a, int b)
 {
 	/* pdctl.8: 3 and 4 take precedence over 7, and a bounce found is
 	 * worth more than a pair that could not be probed (1). */
 	static const int rank[] = { [EX_OK] = 0, [EX_FAIL] = 1, [EX_BOUNCE] = 2,
-				    [EX_PERM] = 3, [EX_NODEV] = 4 };
+				    [EX_SIMONLY] = 3, [EX_PERM] = 4, [EX_NODEV] = 5 };
 
-	if (a < 0 || a > EX_BOUNCE || b < 0 || b > EX_BOUNCE)
+	const int n = (int)(sizeof(rank) / sizeof(rank[0]));
+
+	if (a < 0 || a >= n || b < 0 || b >= n)
 		return a ? a : b;
 	return rank[b] > rank[a] ? b : a;
 }
@@ -1468,13 +1627,14 @@ int cmd_doctor(int argc, char **argv)
 {
 	static const struct option opts[] = {
 		{ "nic", required_argument, NULL, 'n' },
+		{ "allow-sim", no_argument, NULL, 's' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct nic nics[MAX_NICS];
 	int skipped_nics = 0;
 	struct dev devs[MAX_DEVS];
 	int idx[MAX_DEVS], nr_nics = 0, nr_devs = 0, n, i, j, c, ret = 0;
-	bool want_nic = false, no_path = false;
+	bool want_nic = false, no_path = false, allow_sim = false, real = false;
 	struct utsname u;
 
 	if (getenv("PDCTL_PROC"))
@@ -1488,8 +1648,13 @@ int cmd_doctor(int argc, char **argv)
 	optind = 1;
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, "+", opts, NULL)) != -1) {
+		if (c == 's') {
+			allow_sim = true;
+			continue;
+		}
 		if (c != 'n') {
-			fprintf(stderr, "pdctl: doctor: bad option (doctor [--nic NAME]...)\n");
+			fprintf(stderr, "pdctl: doctor: bad option (doctor [--allow-sim] "
+				"[--nic NAME]...)\n");
 			return EX_USAGE;
 		}
 		want_nic = true;
@@ -1528,7 +1693,20 @@ int cmd_doctor(int argc, char **argv)
 		devs[nr_devs].idx = idx[i];
 		ret = worse(ret, check_node(&devs[nr_devs]));
 		read_features(&devs[nr_devs]);
+		check_abi(&devs[nr_devs]);
+		real |= !dev_simulated(&devs[nr_devs]);
 		nr_devs++;
+	}
+	/* A node with nothing to accelerate must not pass. */
+	if (nr_devs && !real && allow_sim)
+		add_check("device", "simulated", "warn", NULL, "every device is simulated (RAM "
+			  "standing in for device memory): allowed by --allow-sim");
+	else if (nr_devs && !real) {
+		add_check("device", "simulated", "fail", "bind the accelerator (pdctl bind "
+			  "ADDRESS; /etc/peerdirect/devices.conf), or --allow-sim for a test node",
+			  "every device is simulated (sim_devices): this node has no device "
+			  "memory to accelerate");
+		ret = worse(ret, EX_SIMONLY);
 	}
 	if (!nr_devs && !ret) {
 		if (want_dev >= 0)
@@ -1556,25 +1734,9 @@ int cmd_doctor(int argc, char **argv)
 		for (j = 0; j < nr_nics && nr_pairs < MAX_PAIRS; j++) {
 			struct pair *p = &pairs[nr_pairs++];
 
-			memset(p, 0, sizeof(*p));
-			p->ibv_errno = -1;
-			snprintf(p->device, sizeof(p->device), "peerdirect%d", devs[i].idx);
-			memcpy(p->nic, nics[j].name, sizeof(p->nic));
-			p->nic_kind = nics[j].kind == NIC_RDMA ? "rdma" : "netdev";
-			topology(&devs[i], &nics[j], p);
-			if (devs[i].open_errno) {
-				p->verdict = devs[i].open_errno == EACCES ||
-					     devs[i].open_errno == EPERM ? "denied" : "unavailable";
-				set_text(p->reason, "%s/peerdirect%d cannot be opened: %s", devroot,
-					 devs[i].idx, strerror(devs[i].open_errno));
-				set_text(p->fix, "see the device_node check");
+			judge_pair(&devs[i], &nics[j], p);
+			if (devs[i].open_errno)
 				continue;
-			}
-			if (nics[j].kind == NIC_RDMA)
-				pair_rdma(&devs[i], &nics[j], p);
-			else
-				pair_netdev(&devs[i], &nics[j], p);
-			bounce_needs_cpu_mmap(&devs[i], p);
 			if (!strcmp(p->verdict, "bounce"))
 				ret = worse(ret, EX_BOUNCE);
 			else if (!strcmp(p->verdict, "unknown"))
