@@ -202,6 +202,12 @@ void jbool(const char *k, bool v)
 	fputs(v ? "true" : "false", stdout);
 }
 
+void jnull(const char *k)
+{
+	jkey(k);
+	fputs("null", stdout);
+}
+
 void jstr(const char *k, const char *v)
 {
 	jkey(k);
@@ -638,10 +644,22 @@ static int cmd_info(int argc, char **argv)
 
 struct listing {
 	int dev;
+	bool knows_revocable;	/* uapi 2.2: ATTACH_INFO_REVOCABLE is set when true */
 	struct peerdirect_export_info *e;
 	struct peerdirect_attach_info *a;
 	uint32_t ne, na, total_e, total_a;
 };
+
+/*
+ * What a revoke does to this importer.  A 2.1 module never sets
+ * ATTACH_INFO_REVOCABLE, so there a clear bit means "not known".
+ */
+static const char *revoke_effect(const struct listing *x, const struct peerdirect_attach_info *a)
+{
+	if (!x->knows_revocable)
+		return "unknown";
+	return a->flags & PEERDIRECT_ATTACH_INFO_REVOCABLE ? "unmaps" : "waits, then quarantines";
+}
 
 /* Retries with bigger arrays until everything fits (or the uapi's cap). */
 static int do_list(int idx, struct listing *x)
@@ -651,6 +669,7 @@ static int do_list(int idx, struct listing *x)
 
 	memset(x, 0, sizeof(*x));
 	x->dev = idx;
+	x->knows_revocable = attr_u64(idx, "features") & PEERDIRECT_FEAT_LIST_ALLOCS;
 	if (fd < 0)
 		return fd;
 	for (tries = 0; tries < 8; tries++) {
@@ -835,6 +854,11 @@ static int cmd_exports(int argc, char **argv)
 				jbool("pinned", a->flags & PEERDIRECT_ATTACH_INFO_PINNED);
 				jbool("dynamic", a->flags & PEERDIRECT_ATTACH_INFO_DYNAMIC);
 				jbool("peer2peer", a->flags & PEERDIRECT_ATTACH_INFO_PEER2PEER);
+				if (xs[i].knows_revocable)
+					jbool("revocable", a->flags & PEERDIRECT_ATTACH_INFO_REVOCABLE);
+				else
+					jnull("revocable");
+				jstr("on_revoke", revoke_effect(&xs[i], a));
 				ju64("pins", a->pins);
 				ju64("maps", a->maps);
 				ju64("mapped_bytes", a->mapped_bytes);
@@ -876,13 +900,16 @@ static int cmd_exports(int argc, char **argv)
 						continue;
 					human_size(a->mapped_bytes, mapped, sizeof(mapped));
 					age(a->since_ns, ag, sizeof(ag));
-					printf("  importer %-20s %-7s p2p=%s pins=%u maps=%u mapped=%s since=%s\n",
+					printf("  importer %-20s %-7s p2p=%s pins=%u maps=%u mapped=%s since=%s revocable=%s (a revoke %s)\n",
 					       a->device,
 					       a->flags & PEERDIRECT_ATTACH_INFO_PINNED ? "pinned" :
 					       a->flags & PEERDIRECT_ATTACH_INFO_DYNAMIC ? "dynamic" :
 					       "static",
 					       a->flags & PEERDIRECT_ATTACH_INFO_PEER2PEER ? "yes" : "no",
-					       a->pins, a->maps, mapped, ag);
+					       a->pins, a->maps, mapped, ag,
+					       !xs[i].knows_revocable ? "?" :
+					       a->flags & PEERDIRECT_ATTACH_INFO_REVOCABLE ? "yes" : "no",
+					       revoke_effect(&xs[i], a));
 				}
 			}
 			if (xs[i].ne < xs[i].total_e)

@@ -33,6 +33,7 @@ void jclose(char c);
 void ju64(const char *k, unsigned long long v);
 void ji64(const char *k, long long v);
 void jbool(const char *k, bool v);
+void jnull(const char *k);
 void jstr(const char *k, const char *v);
 
 void term_safe(char *s);
