@@ -319,7 +319,7 @@ TEST_F(fake, topo_matrix_from_sysfs)
 }
 
 /* A node whose only device is simulated: doctor exit 9 unless --allow-sim. */
-TEST_F(fake, doctor_simulated_only_exits_6)
+TEST_F(fake, doctor_simulated_only_exits_9)
 {
 	put(self->root, "sys/class/misc/peerdirect0/backend", "sim\n");
 	put(self->root, "sys/class/misc/peerdirect0/features", "0x61f\n");
@@ -330,7 +330,7 @@ TEST_F(fake, doctor_simulated_only_exits_6)
 	EXPECT_NE(NULL, strstr(self->out, "every device is simulated")) TH_LOG("%s", self->out);
 	EXPECT_NE(NULL, strstr(self->out, "exit 9: only simulated devices")) TH_LOG("%s", self->out);
 	EXPECT_EQ(9, pdctl(self->root, self->out, sizeof(self->out), "--json doctor"));
-	EXPECT_NE(NULL, strstr(self->out, "\"exit\":6")) TH_LOG("%s", self->out);
+	EXPECT_NE(NULL, strstr(self->out, "\"exit\":9")) TH_LOG("%s", self->out);
 	EXPECT_NE(9, pdctl(self->root, self->out, sizeof(self->out), "doctor --allow-sim"));
 	EXPECT_NE(NULL, strstr(self->out, "allowed by --allow-sim")) TH_LOG("%s", self->out);
 	/* one real device beside it: no exit 9 */
