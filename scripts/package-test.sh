@@ -72,6 +72,8 @@ else
 fi
 check "make install: peerdirect.ko installed" \
 	test -n "$(find "$work/destdir/lib/modules" -name 'peerdirect.ko*' 2> /dev/null)"
+check "make install: the module says MODULE_VERSION $version" bash -c \
+	'[ "$(modinfo -F version "$(find "$1" -name "peerdirect.ko*" | head -n 1)")" = "$2" ]' _ "$work/destdir/lib/modules" "$version"
 bad=$(find "$work/destdir" -iname '*importer*' 2> /dev/null)
 check "make install: no pd_test_importer${bad:+ ($bad)}" test -z "$bad"
 check "make install: nothing installed outside DESTDIR (no depmod, no group)" \
@@ -90,8 +92,6 @@ if make -C "$kdir" M="$work/tree" -j"$(nproc)" PD_VERSION="$version" modules > "
 else
 	notok "make modules builds both modules"; tail -n 20 "$log/make-modules.log" | sed 's/^/#   /'
 fi
-check "make install: the module says MODULE_VERSION $version" bash -c \
-	'[ "$(modinfo -F version "$(find "$1" -name "peerdirect.ko*" | head -n 1)")" = "$2" ]' _ "$work/destdir/lib/modules" "$version"
 echo "# install checks: $((SECONDS - t0)) s"
 
 # ---- versions: every commit's build upgrades the last -------------------

@@ -206,7 +206,8 @@ TEST(symbols_and_versions_are_frozen)
 	EXPECT_EQ(N(exported), seen) TH_LOG("a frozen symbol is missing from the library");
 }
 
-/* "X", "X.Y" or "X.Y.Z" as one comparable number; -1 when it is none. */
+/* "X", "X.Y" or "X.Y.Z" as one comparable number, ignoring a build's
+ * "+N.gitDATE.HASH" (scripts/version.sh); -1 when it is none. */
 static long version_number(const char *v)
 {
 	unsigned long part[3] = { 0, 0, 0 };
@@ -217,7 +218,7 @@ static long version_number(const char *v)
 		if (*v < '0' || *v > '9')
 			return -1;
 		part[i] = strtoul(v, &end, 10);
-		if (!*end)
+		if (!*end || *end == '+')
 			return part[0] * 1000000L + part[1] * 1000L + part[2];
 		if (*end != '.')
 			return -1;

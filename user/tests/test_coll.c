@@ -447,9 +447,11 @@ TEST(paired_ratio_skips_missing_times)
 /*
  * Rank 0's ratio lines of "--paths direct,host" with SLOW's timed
  * iterations 2 ms longer (--test-slow-path): the direct/host figures, with
- * their quartiles, in med[], q1[], q3[]; how many lines.
+ * their quartiles, in med[], q1[], q3[]; how many lines.  *other_us: the
+ * longest out-of-place time of the path not slowed down.
  */
-static int ratio_lines(const char *slow, char *out, double *med, double *q1, double *q3)
+static int ratio_lines(const char *slow, char *out, double *med, double *q1, double *q3,
+		       double *other_us)
 {
 	char args[256];
 	const char *line;
@@ -459,6 +461,19 @@ static int ratio_lines(const char *slow, char *out, double *med, double *q1, dou
 		 "--test-slow-path %s", slow);
 	if (run("", args, out))
 		return -1;
+	*other_us = 0;
+	for (line = out; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
+		char type[16], op[16], path[16];
+		size_t size, count;
+		double v[8];
+		int root;
+
+		if (*line == ' ' && sscanf(line, "%zu %zu %15s %15s %d %lf %lf %lf %lf %lf %lf %lf %lf %15s",
+					   &size, &count, type, op, &root, &v[0], &v[1], &v[2], &v[3],
+					   &v[4], &v[5], &v[6], &v[7], path) == 14 &&
+		    strcmp(path, slow) && v[0] > *other_us)
+			*other_us = v[0];
+	}
 	line = strstr(out, "# out-of-place busbw ratios:");
 	for (line = line ? strchr(line, '\n') : NULL; line && !strncmp(line, "\n#    ", 6);
 	     line = strchr(line + 1, '\n')) {
@@ -475,18 +490,38 @@ static int ratio_lines(const char *slow, char *out, double *med, double *q1, dou
 }
 
 /*
- * The ratio lines name which path is slower: 2 ms on a collective of tens
- * of us, about 60x on an idle machine, but a loaded one (two CPU hogs)
- * stalls the other path for milliseconds too, so only the direction is
- * asserted, never by how much; the unit tests above check the arithmetic.
- * "n/a" for the path not run.
+ * ratio_lines() until the path not slowed down took less than the 2 ms
+ * added to the other (three tries): on a loaded machine (two CPU hogs) a 4
+ * KiB allreduce over tcp takes 4-7 ms however it is moved, and then 2 ms
+ * says nothing about which path is slower.  0: judge them, 1: too loaded.
  */
-TEST_F_TIMEOUT(coll1, ratio_lines_follow_the_slower_path, 120)
+static int quiet_ratio_lines(struct __test_metadata *_metadata, const char *slow, char *out,
+			     double *med, double *q1, double *q3, double *other_us)
 {
-	double med[2], q1[2], q3[2];
 	int i;
 
-	ASSERT_EQ(2, ratio_lines("host", self->out, med, q1, q3)) TH_LOG("%s", self->out);
+	for (i = 0; i < 3; i++) {
+		ASSERT_EQ(2, ratio_lines(slow, out, med, q1, q3, other_us)) TH_LOG("%s", out);
+		if (*other_us < 2000)
+			return 0;
+	}
+	return 1;
+}
+
+/*
+ * The ratio lines name which path is slower: 2 ms on a collective of tens
+ * of us, about 60x on an idle machine.  Only the direction is asserted,
+ * never by how much, and only from a run where the other path was quicker
+ * than the 2 ms (else it says the machine is too loaded to judge: a skip);
+ * the unit tests above check the arithmetic.  "n/a" for the path not run.
+ */
+TEST_F_TIMEOUT(coll1, ratio_lines_follow_the_slower_path, 240)
+{
+	double med[2], q1[2], q3[2], other_us = 0;
+	int i;
+
+	if (quiet_ratio_lines(_metadata, "host", self->out, med, q1, q3, &other_us))
+		SKIP(return, "too loaded to judge: direct took %.0f us against host's 2 ms more", other_us);
 	/* averages and ratios agree: no "the other way" line */
 	EXPECT_EQ(NULL, strstr(self->out, "the other way")) TH_LOG("%s", self->out);
 	EXPECT_NE(NULL, strstr(self->out, "# ratios: paired, per timed iteration the other path's time over direct's; their median [quartiles]"));
@@ -495,7 +530,9 @@ TEST_F_TIMEOUT(coll1, ratio_lines_follow_the_slower_path, 120)
 		EXPECT_TRUE(med[i] > 1 && q1[i] <= med[i] && med[i] <= q3[i])
 			TH_LOG("%g [%g, %g]: %s", med[i], q1[i], q3[i], self->out);
 	}
-	ASSERT_EQ(2, ratio_lines("direct", self->out, med, q1, q3)) TH_LOG("%s", self->out);
+	if (quiet_ratio_lines(_metadata, "direct", self->out, med, q1, q3, &other_us))
+		SKIP(return, "too loaded to judge: host took %.0f us against direct's 2 ms more", other_us);
+	/* averages and ratios agree: no "the other way" line */
 	EXPECT_EQ(NULL, strstr(self->out, "the other way")) TH_LOG("%s", self->out);
 	for (i = 0; i < 2; i++) {
 		EXPECT_TRUE(med[i] < 1 && q1[i] <= med[i] && med[i] <= q3[i])
@@ -503,7 +540,6 @@ TEST_F_TIMEOUT(coll1, ratio_lines_follow_the_slower_path, 120)
 	}
 }
 
-/* Fewer than 4 pairs: no quartiles, the count instead; from 4, quartiles. */
 TEST_F_TIMEOUT(coll1, few_iterations_give_no_quartiles, 120)
 {
 	ASSERT_EQ(0, run("", "--np 2 --provider tcp -b 4K -e 4K -n 3", self->out)) TH_LOG("%s", self->out);
