@@ -856,6 +856,10 @@ TEST_F(pdctl, json_failures_print_an_error_object)
 		{ "--json doctor --nic ''", 2 }, { "doctor --json --nic=", 2 },
 		{ "--json -d pci:0000:zz:00.0 list", 2 }, { "--json -d 9 list", 3 },
 		{ "--json info pci:0000:03:00.0", 3 }, { "list --json -d /dev/null", 3 },
+		/* the commands of their own files: one object, never two */
+		{ "--json ps --bogus", 2 }, { "--json topo --bogus", 2 },
+		{ "--json bind 0000:zz:00.0", 2 }, { "--json unbind", 2 },
+		{ "--json bind 0000:7f:1f.7", 3 }, { "unbind --json 0000:7f:1f.7", 3 },
 	};
 	unsigned int i;
 

@@ -225,7 +225,7 @@ TEST_F(fake, bind_errors_and_json)
 	EXPECT_EQ(2, pdctl(self->root, self->out, sizeof(self->out), "bind"));
 	EXPECT_EQ(2, pdctl(self->root, self->out, sizeof(self->out), "unbind --force 00:04.0"));
 	EXPECT_EQ(2, pdctl(self->root, self->out, sizeof(self->out), "bind --json nonsense"));
-	EXPECT_NE(NULL, strstr(self->out, "{\"error\": ")) TH_LOG("%s", self->out);
+	EXPECT_NE(NULL, strstr(self->out, "{\"error\":")) TH_LOG("%s", self->out);
 	/* vendor:device covers both functions: one refused, the object says so */
 	EXPECT_EQ(1, pdctl(self->root, self->out, sizeof(self->out), "bind --json 1af4:1110"));
 	EXPECT_NE(NULL, strstr(self->out, "\"address\":\"0000:00:05.0\",\"error\":\"held by"))
@@ -315,7 +315,7 @@ TEST_F(fake, topo_matrix_from_sysfs)
 	EXPECT_NE(NULL, strstr(self->out, "- ? mapped")) TH_LOG("%s", self->out);
 	EXPECT_EQ(2, pdctl(self->root, self->out, sizeof(self->out), "topo --nic ''"));
 	EXPECT_EQ(3, pdctl(self->root, self->out, sizeof(self->out), "topo --json --nic nope"));
-	EXPECT_NE(NULL, strstr(self->out, "{\"error\": ")) TH_LOG("%s", self->out);
+	EXPECT_NE(NULL, strstr(self->out, "{\"error\":")) TH_LOG("%s", self->out);
 }
 
 /* A node whose only device is simulated: doctor exit 9 unless --allow-sim. */

@@ -72,7 +72,7 @@ static int errno_exit(int e)
 /* The first error, for --json's {"error": ...} when nothing else printed. */
 static char first_err[512];
 
-static void __attribute__((format(printf, 1, 2))) err(const char *fmt, ...)
+void pdctl_err(const char *fmt, ...)
 {
 	va_list ap;
 
@@ -89,6 +89,8 @@ static void __attribute__((format(printf, 1, 2))) err(const char *fmt, ...)
 	va_end(ap);
 	fputc('\n', stderr);
 }
+
+#define err pdctl_err
 
 /* ---- JSON output ------------------------------------------------------ */
 

@@ -34,6 +34,9 @@ void ju64(const char *k, unsigned long long v);
 void ji64(const char *k, long long v);
 void jbool(const char *k, bool v);
 void jnull(const char *k);
+/* An error on stderr; the first becomes --json's {"error": ...} object,
+ * which main() prints once for a command that printed nothing else. */
+void __attribute__((format(printf, 1, 2))) pdctl_err(const char *fmt, ...);
 void jstr(const char *k, const char *v);
 
 void term_safe(char *s);

@@ -231,6 +231,16 @@ static int bind_one(const char *addr, bool force)
 	if (drv[0] && !force)
 		return fail(addr, EX_FAIL, "held by driver %s; pdctl bind --force unbinds it "
 			    "first (its users lose the device)%s", drv, "");
+	/*
+	 * driver_override first: from then on no other driver can take the
+	 * function, so a vendor module loaded or a rescan between the unbind
+	 * and our probe cannot grab it back; and a failed write leaves the
+	 * holder bound.
+	 */
+	snprintf(path, sizeof(path), "%s/driver_override", dir);
+	ret = wr(path, DRIVER);
+	if (ret)
+		return fail(addr, code_of(ret), "writing %s: %s", path, strerror(-ret));
 	if (drv[0]) {
 		snprintf(path, sizeof(path), "%s/driver/unbind", dir);
 		ret = wr(path, addr);
@@ -240,10 +250,6 @@ static int bind_one(const char *addr, bool force)
 		/* stderr under --json: stdout holds one document */
 		fprintf(json ? stderr : stdout, "%s: unbound from %s (--force)\n", addr, drv);
 	}
-	snprintf(path, sizeof(path), "%s/driver_override", dir);
-	ret = wr(path, DRIVER);
-	if (ret)
-		return fail(addr, code_of(ret), "writing %s: %s", path, strerror(-ret));
 	snprintf(path, sizeof(path), "%s/bus/pci/drivers_probe", sysroot);
 	ret = wr(path, addr);
 	/* The core reports no probe failure here: the driver link says. */
@@ -283,17 +289,10 @@ static int unbind_one(const char *addr)
 
 static int usage_err(const char *cmd, const char *msg, const char *arg)
 {
-	fprintf(stderr, "pdctl: %s: ", cmd);
-	fprintf(stderr, msg, arg);
-	fprintf(stderr, " (%s [--force] ADDRESS|VENDOR:DEVICE...)\n", cmd);
-	if (json) {
-		char m[256];
+	char m[256];
 
-		snprintf(m, sizeof(m), msg, arg);
-		printf("{\"error\": ");
-		jstr_raw(m);
-		printf("}\n");
-	}
+	snprintf(m, sizeof(m), msg, arg);
+	pdctl_err("%s: %s (%s [--force] ADDRESS|VENDOR:DEVICE...)", cmd, m, cmd);
 	return EX_USAGE;
 }
 
@@ -329,26 +328,19 @@ static int bind_cmd(int argc, char **argv, bool bind)
 			return usage_err(cmd, "'%s' is neither a PCI address (DDDD:BB:DD.F) "
 					 "nor VENDOR:DEVICE", argv[i]);
 		if (r) {
-			fprintf(stderr, "pdctl: %s: no PCI device %s in %s/bus/pci/devices\n", cmd,
-				argv[i], sysroot);
-			if (json)
-				printf("{\"error\": \"no PCI device %s\"}\n", argv[i]);
+			pdctl_err("%s: no PCI device %s in %s/bus/pci/devices", cmd, argv[i],
+				  sysroot);
 			return EX_NODEV;
 		}
 	}
 	snprintf(path, sizeof(path), "%s/bus/pci/drivers/" DRIVER, sysroot);
 	if (bind && stat(path, &st)) {
-		fprintf(stderr, "pdctl: bind: the peerdirect module is not loaded (no %s): "
-			"modprobe peerdirect\n", path);
-		if (json)
-			printf("{\"error\": \"the peerdirect module is not loaded\"}\n");
+		pdctl_err("bind: the peerdirect module is not loaded (no %s): modprobe peerdirect",
+			  path);
 		return EX_NODEV;
 	}
 	if (!getenv("PDCTL_SYSFS") && geteuid()) {
-		fprintf(stderr, "pdctl: %s: needs root (writes driver_override and "
-			"drivers_probe)\n", cmd);
-		if (json)
-			printf("{\"error\": \"%s needs root\"}\n", cmd);
+		pdctl_err("%s: needs root (writes driver_override and drivers_probe)", cmd);
 		return EX_PERM;
 	}
 	if (json) {

@@ -224,16 +224,13 @@ static void comm_of(int tgid, char *buf, size_t len)
 	snprintf(path, sizeof(path), "/proc/%d/comm", tgid);
 	if (read_file(path, buf, len))
 		snprintf(buf, len, "?");
+	/* any user names its own process: no escape sequences on root's terminal */
+	term_safe(buf);
 }
 
 static int ps_err(int code, const char *msg)
 {
-	fprintf(stderr, "pdctl: ps: %s\n", msg);
-	if (json) {
-		printf("{\"error\": ");
-		jstr_raw(msg);
-		printf("}\n");
-	}
+	pdctl_err("ps: %s", msg);
 	return code;
 }
 
@@ -360,7 +357,9 @@ int cmd_ps(int argc, char **argv)
 				continue;
 			human(unattr[i], b, sizeof(b));
 			printf("peerdirect%-2d %7s %-15s %6s %6s %7s %10s\n", sel[i], "-",
-			       strcmp(source, "exports") ? "(quarantined)" : "(not exported)",
+			       !strcmp(source, "exports") ? "(not exported)" :
+			       /* LIST shows others only to CAP_SYS_ADMIN */
+			       geteuid() ? "(not yours)" : "(quarantined)",
 			       "-", "-", "-", b);
 		}
 		if (strcmp(source, "exports"))

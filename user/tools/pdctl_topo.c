@@ -63,9 +63,7 @@ static const char *aff_mark(const char *aff)
 
 static void topo_usage(void)
 {
-	fprintf(stderr, "pdctl: topo [--all] [--nic NAME]... [--json]\n");
-	if (json)
-		printf("{\"error\": \"usage: topo [--all] [--nic NAME]... [--json]\"}\n");
+	pdctl_err("usage: topo [--all] [--nic NAME]... [--json]");
 }
 
 static int err_json(int code, const char *msg, const char *arg)
@@ -73,12 +71,7 @@ static int err_json(int code, const char *msg, const char *arg)
 	char m[256];
 
 	snprintf(m, sizeof(m), msg, arg);
-	fprintf(stderr, "pdctl: topo: %s\n", m);
-	if (json) {
-		printf("{\"error\": ");
-		jstr_raw(m);
-		printf("}\n");
-	}
+	pdctl_err("topo: %s", m);
 	return code;
 }
 
