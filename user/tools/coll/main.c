@@ -29,9 +29,10 @@
  * error, 2 usage, 3 setup failed (gnuplot missing for --plot included),
  * 4 permission denied, 5 any wrong element.
  *
- * Its one "# Avg bus bandwidth" line is nccl-tests' own, for the primary
- * path (the first of --paths); the others' averages are on lines that
- * nccl-tests parsers do not match (avg_footer()).
+ * Its one "# Avg bus bandwidth" line is nccl-tests' own, printed once at
+ * the end over every table, for the primary path (the first lane run:
+ * direct, bounce, host); each table's averages of every path are on lines
+ * that nccl-tests parsers do not match (avg_footer()).
  */
 #include <getopt.h>
 #include <inttypes.h>
@@ -594,30 +595,48 @@ static void ratio_cell(const struct coll_ratio *r, char *s, size_t len)
 		snprintf(s, len, "%.2fx [%.2f, %.2f]", r->med, r->q1, r->q3);
 }
 
+/* The primary path: the first lane run (direct, else bounce, else host). */
+static int primary_lane(const struct opts *o)
+{
+	int p;
+
+	for (p = 0; p < NLANES; p++)
+		if (o->lanes[p])
+			return p;
+	return 0;
+}
+
 /*
- * The averages: nccl-tests' line, exactly as its common.cu prints it
- * ("%g " then the newline: no NCCL_TESTS_MIN_BW verdict), once, for the
- * primary path, the first of --paths; every path's on a line of pd-coll's
- * own, which parsers of nccl-tests' output do not match.  Then whether
- * each comparison's average and paired ratios agree, and why not if not.
+ * nccl-tests' line, exactly as its common.cu prints it ("%g " then the
+ * newline: no NCCL_TESTS_MIN_BW verdict), once per run after the last
+ * table, as nccl-tests does however many types and ops it ran: the
+ * primary path's busbw averaged over every row of every table.
+ */
+static void nccl_avg_line(const struct opts *o, const double sum[NLANES], int rows)
+{
+	int p = primary_lane(o);
+
+	printf("# %-20s : %g \n", "Avg bus bandwidth", rows ? sum[p] / (2.0 * rows) : 0.0);
+}
+
+/*
+ * A table's averages, every path's, on lines of pd-coll's own, which
+ * parsers of nccl-tests' output do not match.  Then whether each
+ * comparison's average and paired ratios agree, and why not if not.
  */
 static void avg_footer(const struct opts *o, const double avg[NLANES], int rows,
 		       struct coll_ratio ratio[][NLANES], int nrat)
 {
 	double a[NLANES], scratch[64], overall;
 	struct coll_ratio col[64];
-	int p, primary = -1, si;
+	int p, primary = primary_lane(o), si;
 
-	for (p = 0; p < NLANES; p++) {
+	for (p = 0; p < NLANES; p++)
 		a[p] = rows ? avg[p] / (2.0 * rows) : 0.0;
-		if (o->lanes[p] && primary < 0)
-			primary = p;
-	}
-	printf("# %-20s : %g \n", "Avg bus bandwidth", a[primary]);
 	for (p = 0; p < NLANES; p++)
 		if (o->lanes[p])
 			printf("# pd-coll avg busbw (%s): %g%s\n", lane_names[p], a[p],
-			       p == primary ? " (the primary path: the line above)" : "");
+			       p == primary ? " (the primary path: nccl-tests' average at the end)" : "");
 	if (!o->lanes[LANE_DIRECT])
 		return;
 	for (p = LANE_DIRECT + 1; p < NLANES; p++) {
@@ -886,6 +905,8 @@ int main(int argc, char **argv)
 	size_t region, stride, sizes[64], wire_chunk;
 	int nsizes = 0, ci, ti, oi, si, p, ret, status = 0, child;
 	bool began = false;	/* rank 0 printed its header: the run went ahead */
+	double run_sum[NLANES] = { 0 };	/* every table's busbw sums: nccl-tests' average */
+	int run_rows = 0;
 	char datpath[4200] = "", small[80] = "", wire[40] = "";
 
 	tool_env_defaults();
@@ -1137,6 +1158,9 @@ int main(int argc, char **argv)
 				printf("# %-20s : %llu %s\n", "Out of bounds values", (unsigned long long)wrong,
 				       wrong ? "FAILED" : status == 1 || status == 3 ? "INCOMPLETE" : "OK");
 				avg_footer(&o, avg, rows, ratio, nrat);
+				for (p = 0; p < NLANES; p++)
+					run_sum[p] += avg[p];
+				run_rows += rows;
 				if (plotdat.f) {
 					for (p = 0; p < NLANES; p++) {
 						if (!o.lanes[p])
@@ -1154,9 +1178,11 @@ int main(int argc, char **argv)
 			}
 		}
 	}
-	if (b.rank == 0)
+	if (b.rank == 0) {
+		nccl_avg_line(&o, run_sum, run_rows);
 		printf("#\n# Collective test %s: pd-coll\n",
 		       status == 1 || status == 3 ? "ended early" : "concluded");
+	}
 out:
 	for (p = 0; p < NLANES; p++)
 		if (lanes[p].fab || lanes[p].src.map)
