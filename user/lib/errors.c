@@ -2,7 +2,7 @@
 /*
  * Per-thread error text.  Errors are negative errno values so a runtime can
  * switch on them; the text says what the library was doing and why it failed,
- * which an errno alone cannot (e.g. "EOPNOTSUPP" vs "built without
+ * which an errno alone cannot (e.g. "EOPNOTSUPP" vs "libfabric 1.17 without
  * FI_MR_DMABUF").
  */
 #include <ctype.h>
