@@ -30,7 +30,7 @@ int pd_error(int err, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(last_error, sizeof(last_error), fmt, ap);
 	va_end(ap);
-	pd_log_rl(PD_LOG_DEBUG, "error %d (%s): %s", err, pd_strerror(err), last_error);
+	pd_log(PD_LOG_DEBUG, "error %d (%s): %s", err, pd_strerror(err), last_error);
 	return err;
 }
 

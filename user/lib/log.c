@@ -163,7 +163,9 @@ static void log_say(int level, const char *fmt, ...)
 
 void pd_log_init(void)
 {
-	const char *v = getenv("PEERDIRECT_LOG"), *file = getenv("PEERDIRECT_LOG_FILE");
+	/* secure_getenv: a set-id program never writes where its caller says */
+	const char *v = secure_getenv("PEERDIRECT_LOG");
+	const char *file = secure_getenv("PEERDIRECT_LOG_FILE");
 	char name[4096];
 	int level, fd;
 
@@ -200,4 +202,13 @@ void pd_log_init(void)
 __attribute__((constructor)) static void log_load(void)
 {
 	pd_log_init();
+}
+
+/* A runtime that dlcloses the library gets its log file's fd back. */
+__attribute__((destructor)) static void log_unload(void)
+{
+	__atomic_store_n(&pd_log_level, PD_LOG_OFF, __ATOMIC_RELAXED);
+	if (log_fd > 2)
+		close(log_fd);
+	log_fd = 2;
 }

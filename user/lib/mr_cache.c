@@ -73,6 +73,7 @@ struct pd_mr_cache_entry {
 	bool invalid;		/* revoked; read without the lock */
 	bool stale;		/* host range invalidated while registering */
 	bool referenced;	/* used since CLOCK last passed it */
+	bool cap_evicted;	/* retired to stay within a cap: logged at release */
 	uint32_t inval_reason;
 	struct pd_mr_key key;
 	struct list lru;	/* cached, in use or idle, in CLOCK order */
@@ -338,7 +339,7 @@ static bool over_caps(const struct pd_mr_cache *c, size_t add_entries,
 static void evict_locked(struct pd_mr_cache *c, size_t add_entries,
 			 size_t add_bytes, bool all, struct list *victims)
 {
-	size_t budget = 2 * c->entries + 1, evicted = 0, bytes = 0;
+	size_t budget = 2 * c->entries + 1;
 
 	while (!list_empty(&c->lru) && budget-- &&
 	       (all || over_caps(c, add_entries, add_bytes))) {
@@ -350,28 +351,38 @@ static void evict_locked(struct pd_mr_cache *c, size_t add_entries,
 			list_add_tail(&c->lru, &e->lru);
 			continue;
 		}
-		bytes += e->key.len;
 		retire_locked(c, e, victims);
+		/* all: the provider ran out of resources, not a cap */
+		e->cap_evicted = !all;
 		c->st.evictions++;
-		evicted++;
 	}
-	/* all: the provider ran out of resources, not a cap. */
-	if (evicted && !all)
-		pd_log_rl(PD_LOG_WARN, "registration cache: %zu idle registrations (%zu bytes) evicted to stay within its caps (%zu entries, %zu bytes; PEERDIRECT_MR_CACHE_MAX_ENTRIES, PEERDIRECT_MR_CACHE_MAX_BYTES)",
-			  evicted, bytes, c->max_entries, c->max_bytes);
 }
 
-/* Outside the lock: deregistration may block in the provider. */
+/*
+ * Outside the lock: deregistration may block in the provider, and so may a
+ * log line's write(2) to a slow file.  The caps are read racily, for the
+ * message only.
+ */
 static void release_victims(struct pd_mr_cache *c, struct list *victims)
 {
+	size_t evicted = 0, bytes = 0;
+
 	while (!list_empty(victims)) {
 		struct pd_mr_cache_entry *e = entry_of(victims->next, lru);
 
 		list_del(&e->lru);
+		if (e->cap_evicted) {
+			evicted++;
+			bytes += e->key.len;
+		}
 		if (e->handle)
 			c->ops.dereg(c->ops.ctx, e->handle);
 		free(e);
 	}
+	if (evicted)
+		pd_log_rl(PD_LOG_WARN, "registration cache: %zu idle registrations (%zu bytes) evicted to stay within its caps (%zu entries, %zu bytes; PEERDIRECT_MR_CACHE_MAX_ENTRIES, PEERDIRECT_MR_CACHE_MAX_BYTES)",
+			  evicted, bytes, __atomic_load_n(&c->max_entries, __ATOMIC_RELAXED),
+			  __atomic_load_n(&c->max_bytes, __ATOMIC_RELAXED));
 }
 
 /* One reference goes.  The last one: a cached entry stays, idle (unless it
@@ -788,9 +799,9 @@ int pd_mr_cache_set_limits(struct pd_mr_cache *c, size_t max_entries,
 	list_init(&victims);
 	pthread_mutex_lock(&c->lock);
 	if (max_entries)
-		c->max_entries = max_entries;
+		__atomic_store_n(&c->max_entries, max_entries, __ATOMIC_RELAXED);
 	if (max_bytes)
-		c->max_bytes = max_bytes;
+		__atomic_store_n(&c->max_bytes, max_bytes, __ATOMIC_RELAXED);
 	evict_locked(c, 0, 0, false, &victims);
 	pthread_mutex_unlock(&c->lock);
 	release_victims(c, &victims);

@@ -322,7 +322,7 @@ int pd_paths_register(void *ctx, const struct pd_mr_key *k, int fd,
 		pd_paths_deregister(fab, r);
 		return ret;
 	}
-	pd_log_rl(PD_LOG_DEBUG, "registered %s [0x%llx, +%llu) on %s: path %s: %s",
+	pd_log(PD_LOG_DEBUG, "registered %s [0x%llx, +%llu) on %s: path %s: %s",
 		  k->kind == PD_MEM_HOST ? "host memory" : "a dma-buf",
 		  (unsigned long long)k->start, (unsigned long long)k->len, fab->provider,
 		  pd_path_name(r->path), r->reason);

@@ -179,7 +179,7 @@ static void fail_req(struct pd_req *r, int err, const char *msg)
 		 pd_path_name(r->path), msg);
 	/* The caller closing the fabric is no error of the job's. */
 	if (err == -ECANCELED || err == -ESHUTDOWN)
-		pd_log_rl(PD_LOG_DEBUG, "request failed on %s: %s", r->fab->provider, r->msg);
+		pd_log(PD_LOG_DEBUG, "request failed on %s: %s", r->fab->provider, r->msg);
 	else
 		pd_log_rl(PD_LOG_ERROR, "request failed on %s: %s", r->fab->provider, r->msg);
 }
