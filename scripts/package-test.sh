@@ -101,12 +101,22 @@ t0=$SECONDS
 vgit() { git -C "$work/vclone" -c user.name=t -c user.email=t@example.invalid "$@"; }
 if git clone -q --shared "$top" "$work/vclone" 2> "$log/version-clone.log"; then
 	v1=$("$work/vclone/scripts/version.sh")
-	vgit commit -q --allow-empty -m "one more commit"
+	# Commits a second apart at least, as real ones are: the version
+	# orders commits by their committer time.
+	now=$(date +%s)
+	GIT_COMMITTER_DATE="@$((now + 2)) +0000" vgit commit -q --allow-empty -m "one more commit"
 	v2=$("$work/vclone/scripts/version.sh")
 	echo "edited" >> "$work/vclone/README"
 	v3=$("$work/vclone/scripts/version.sh")
-	vgit commit -q -a -m "the edit"
+	GIT_COMMITTER_DATE="@$((now + 4)) +0000" vgit commit -q -a -m "the edit"
 	v4=$("$work/vclone/scripts/version.sh")
+	# CI clones shallow: the same commit, the same version, without history.
+	if git clone -q --depth 1 "file://$work/vclone" "$work/vshallow" 2>> "$log/version-clone.log"; then
+		check "version: a shallow clone's is the full clone's ($v4)" \
+			test "$("$work/vshallow/scripts/version.sh")" = "$v4"
+	else
+		notok "git clone --depth 1 for the version checks"
+	fi
 	echo "# versions: $v1 < $v2 < $v3 < $v4"
 	check "version: the next commit's version sorts above ($v2 > $v1)" dpkg --compare-versions "$v2" gt "$v1"
 	check "version: uncommitted edits sort above their commit ($v3 > $v2)" dpkg --compare-versions "$v3" gt "$v2"
