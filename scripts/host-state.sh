@@ -2,7 +2,10 @@
 # What `make check` must leave as it found it, printed so that two runs can
 # be compared with diff: the kernels dpkg knows (`dpkg -l 'linux-image*'`),
 # every file under /boot (GRUB's config included) with its size, mode and
-# checksum, and apt's sources (/etc/apt/sources.list and sources.list.d).
+# checksum, what configures the boot loader (/etc/default/grub and
+# /etc/grub.d), and what steers apt (its sources, preferences and
+# apt.conf.d): a backports suite or pin left behind would move the host's
+# kernel at its next upgrade.
 # scripts/check.sh runs it first and last and fails if they differ.
 #
 #   scripts/host-state.sh [ROOT]    (default /; a root for the tests)
@@ -13,7 +16,8 @@ root=${root%/}
 echo "## dpkg -l 'linux-image*' (installed or half-installed)"
 dpkg-query ${root:+--admindir="$root/var/lib/dpkg"} -W -f='${db:Status-Abbrev} ${Package} ${Version}\n' \
 	'linux-image*' 2> /dev/null | awk '$1 !~ /^un/' | sort
-for d in /boot /etc/apt/sources.list /etc/apt/sources.list.d; do
+for d in /boot /etc/default/grub /etc/grub.d /etc/apt/sources.list /etc/apt/sources.list.d \
+	/etc/apt/preferences /etc/apt/preferences.d /etc/apt/apt.conf.d; do
 	echo "## $d"
 	[ -e "$root$d" ] || { echo "(absent)"; continue; }
 	(cd "$root${d%/*}/" && find "${d##*/}" -printf '%y %m %s %p\n' | sort -k4 |

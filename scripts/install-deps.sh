@@ -5,6 +5,8 @@ set -euo pipefail
 
 pkgs=(
 	build-essential pkg-config git cpio gzip kmod util-linux socat
+	# udevadm: the by-path and devices.conf rules tested in the VM
+	udev
 	# test_pdctl checks pdctl doctor --json with python3's json module
 	python3
 	# the debug kernel's source, checkpatch.pl and kselftest_harness.h.  The
