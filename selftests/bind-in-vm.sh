@@ -161,9 +161,14 @@ else
 	skip "held by pci-stub, listed" "no pci-stub driver in this kernel"
 	skip "the line says force" "no pci-stub driver in this kernel"
 fi
-printf '0000:zz:00.0\n' > "$PEERDIRECT_CONF"
-run /tmp/u5 "$helper" all; rc=$?
-check "a malformed line is named in the log" 0 $rc /tmp/u5 "'0000:zz:00.0' is neither"
+"$pdctl" unbind "$a0" "$a1" > /dev/null 2>&1
+printf '0000:zz:00.0\n%s forse\n' "$a0" > "$PEERDIRECT_CONF"
+run /tmp/u5 "$helper" all; rc=$?; note /tmp/u5
+# the same file on a function's add event: nothing bound, nothing said
+run /tmp/u5b "$helper" pci "$a0"
+! grep -q 'line ignored' /tmp/u5b || rc=noisy
+check "malformed lines: named by 'all', ignored (a misspelt option binds nothing), quiet per add event" \
+	0 "$rc" /tmp/u5 "'0000:zz:00.0' is neither" "unknown option 'forse'" "^$a0 driver=none"
 run /tmp/u6 "$helper" bogus; rc=$?
 check "the helper's usage error: exit 2" 2 $rc /tmp/u6 'usage: peerdirect-bind'
 
