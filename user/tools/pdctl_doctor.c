@@ -336,6 +336,69 @@ static int check_module(void)
 	return 0;
 }
 
+/*
+ * What a revoke of this device's memory does to the importers holding it
+ * now: those that cannot be revoked (pinned without the revocable op, as
+ * EFA's dma-buf MRs) are accepted unless require_revocable=1, and a revoke
+ * then waits revoke_timeout_ms, reports the export pending and keeps the
+ * memory quarantined until they deregister.  Needs uapi 2.2's
+ * ATTACH_INFO_REVOCABLE; says so on an older module.
+ */
+static void check_revoke(const struct dev *d)
+{
+	char subject[32], path[PATH_MAX], pol[16] = "?", tmo[16] = "?", names[TEXT] = "";
+	struct peerdirect_attach_info a[64];
+	struct peerdirect_export_info e[64];
+	struct peerdirect_list l = {
+		.argsz = sizeof(l), .flags = PEERDIRECT_LIST_ATTACHMENTS,
+		.export_size = sizeof(e[0]), .attach_size = sizeof(a[0]),
+		.exports = (uintptr_t)e, .nr_exports = 64,
+		.attachments = (uintptr_t)a, .nr_attachments = 64,
+	};
+	unsigned int i, stuck = 0;
+	size_t used = 0;
+
+	snprintf(subject, sizeof(subject), "peerdirect%d", d->idx);
+	snprintf(path, sizeof(path), "%s/module/peerdirect/parameters/require_revocable", sysroot);
+	if (read_file(path, pol, sizeof(pol)))
+		snprintf(pol, sizeof(pol), "?");
+	snprintf(path, sizeof(path), "%s/module/peerdirect/parameters/revoke_timeout_ms", sysroot);
+	if (read_file(path, tmo, sizeof(tmo)))
+		snprintf(tmo, sizeof(tmo), "?");
+	if (d->fd < 0 || !(d->features & PEERDIRECT_FEAT_LIST_ALLOCS)) {
+		add_check("revoke", subject, "skip", NULL, "importers not listed: %s",
+			  d->fd < 0 ? "the device could not be opened" :
+			  "the module predates uapi 2.2, which says whether an importer can be revoked");
+		return;
+	}
+	if (ioctl(d->fd, PEERDIRECT_IOCTL_LIST, &l)) {
+		add_check("revoke", subject, "skip", NULL, "PEERDIRECT_IOCTL_LIST: %s",
+			  strerror(errno));
+		return;
+	}
+	for (i = 0; i < l.nr_attachments; i++) {
+		if (a[i].flags & PEERDIRECT_ATTACH_INFO_REVOCABLE)
+			continue;
+		stuck++;
+		a[i].device[sizeof(a[i].device) - 1] = '\0';
+		term_safe(a[i].device);
+		if (used < sizeof(names))
+			used += snprintf(names + used, sizeof(names) - used, "%s%s", used ? ", " : "",
+					 a[i].device);
+	}
+	if (!stuck)
+		add_check("revoke", subject, "ok", NULL, "%u importers now%s, each revocable: a "
+			  "revoke unmaps them (require_revocable=%s)", l.total_attachments,
+			  geteuid() ? " of your processes" : "", pol);
+	else
+		add_check("revoke", subject, "ok", NULL, "%u of %u importers now cannot be revoked "
+			  "(pinned without the revocable op, as EFA): %s%s; a revoke of their memory "
+			  "waits revoke_timeout_ms=%s, reports the export pending and keeps the memory "
+			  "quarantined until they deregister (require_revocable=%s: 1 would refuse "
+			  "them)", stuck, l.total_attachments, names,
+			  l.total_attachments > l.nr_attachments ? " (first 64 listed)" : "", tmo, pol);
+}
+
 static bool in_group(gid_t gid)
 {
 	bool found = false;
@@ -1694,6 +1757,7 @@ int cmd_doctor(int argc, char **argv)
 		ret = worse(ret, check_node(&devs[nr_devs]));
 		read_features(&devs[nr_devs]);
 		check_abi(&devs[nr_devs]);
+		check_revoke(&devs[nr_devs]);
 		real |= !dev_simulated(&devs[nr_devs]);
 		nr_devs++;
 	}
