@@ -168,6 +168,16 @@ TEST_F(admin, exports_allocs_and_revoke)
 	EXPECT_TRUE(has(self->out, "  importer %s", self->importer)) TH_LOG("%s", self->out);
 	EXPECT_TRUE(has(self->out, " revocable=%s (a revoke %s)", revocable ? "yes" : "no",
 			revocable ? "unmaps" : "waits, then quarantines")) TH_LOG("%s", self->out);
+	/* the doctor says the same of this importer, and what a revoke does */
+	run(self->out, sizeof(self->out), "-d 0 --json doctor --allow-sim");
+	EXPECT_TRUE(revocable ?
+		    has(self->out, "{\"check\":\"revoke\",\"subject\":\"peerdirect0\","
+			"\"status\":\"ok\",\"reason\":\"1 importers now, each revocable") :
+		    has(self->out, "{\"check\":\"revoke\",\"subject\":\"peerdirect0\","
+			"\"status\":\"ok\",\"reason\":\"1 of 1 importers now cannot be revoked "
+			"(pinned without the revocable op, as EFA): %s; a revoke of their memory "
+			"waits revoke_timeout_ms=", self->importer))
+		TH_LOG("%s", self->out);
 
 	EXPECT_EQ(0, run(self->out, sizeof(self->out), "--json allocs"));
 	EXPECT_TRUE(has(self->out, "{\"device\":\"peerdirect0\",\"tgid\":%d,\"comm\":\"admin\","
