@@ -1074,10 +1074,10 @@ static void try_dmabuf_mr(const struct dev *d, const struct nic *nic, struct pai
 			 d->idx, strerror(e), e, errname(e));
 		if (e == EOPNOTSUPP && (d->features & PEERDIRECT_FEAT_REVOCABLE_ONLY))
 			/* the exporter refused a pinned importer, not the NIC */
-			set_text(p->fix, "peerdirect%d refuses pinned importers (feature "
-				 "revocable_only, module parameter require_revocable): load the "
-				 "module with require_revocable=0 for NICs that pin (EFA, older mlx5)",
-				 d->idx);
+			set_text(p->fix, "peerdirect%d refuses pinned importers: someone opted "
+				 "in to require_revocable=1; NICs that pin (EFA, older mlx5) need the "
+				 "default, 0 (echo 0 > /sys/module/peerdirect/parameters/"
+				 "require_revocable, and drop it from /etc/modprobe.d)", d->idx);
 		else if (e == EOPNOTSUPP && strstr(p->topology, "ACS redirects"))
 			set_text(p->fix, "peer-to-peer is redirected by ACS (see pci:): "
 				 "pci=disable_acs_redir=<bridges> on the kernel command line, where "
