@@ -19,22 +19,10 @@
 #include "peer_pair.h"
 #include "../tools/listen_port.h"
 #include "../tools/coll/stats.h"
+#include "tool_run.h"
 
 #define OUT_MAX (512 * 1024)
 
-static void tool_path(char *out, size_t len, const char *tool)
-{
-	ssize_t n = readlink("/proc/self/exe", out, len - 64);
-	char *slash;
-
-	out[n > 0 ? n : 0] = '\0';
-	slash = strrchr(out, '/');
-	if (slash)
-		*slash = '\0';
-	slash = strrchr(out, '/');	/* build/tests/x -> build/tool */
-	if (slash)
-		strcpy(slash + 1, tool);
-}
 
 /* tcp's defaults give way to rxm's own limits: tests of them must not
  * inherit the caller's. */

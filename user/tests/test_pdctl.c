@@ -13,20 +13,8 @@
 #include <unistd.h>
 
 #include "kselftest_harness.h"
+#include "tool_run.h"
 
-static void tool_path(char *out, size_t len, const char *tool)
-{
-	ssize_t n = readlink("/proc/self/exe", out, len - 64);
-	char *slash;
-
-	out[n > 0 ? n : 0] = '\0';
-	slash = strrchr(out, '/');
-	if (slash)
-		*slash = '\0';
-	slash = strrchr(out, '/');	/* build/tests/x -> build/tool */
-	if (slash)
-		strcpy(slash + 1, tool);
-}
 
 /* "PDCTL_SYSFS=root pdctl ARGS" with stdout (and stderr) in out. */
 static int pdctl(const char *root, char *out, size_t len, bool with_err, const char *fmt, ...)
@@ -62,23 +50,13 @@ static int unlink_fake(const char *root, const char *rel)
 	return unlink(path) ? -errno : 0;
 }
 
+/* ROOT/REL holding VAL and a newline, as sysfs attributes read. */
 static void put(const char *root, const char *rel, const char *val)
 {
-	char path[PATH_MAX], dir[PATH_MAX], *p;
-	FILE *f;
+	char line[4096];
 
-	snprintf(path, sizeof(path), "%s/%s", root, rel);
-	snprintf(dir, sizeof(dir), "%s", path);
-	for (p = dir + strlen(root) + 1; (p = strchr(p, '/')); p++) {
-		*p = 0;
-		mkdir(dir, 0755);
-		*p = '/';
-	}
-	f = fopen(path, "w");
-	if (f) {
-		fprintf(f, "%s\n", val);
-		fclose(f);
-	}
+	snprintf(line, sizeof(line), "%s\n", val);
+	fake_write(root, rel, line);
 }
 
 FIXTURE(pdctl) {

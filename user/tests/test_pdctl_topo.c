@@ -18,6 +18,7 @@
 
 #include "kselftest_harness.h"
 #include "../tools/pdctl_pci.h"
+#include "tool_run.h"
 
 #define SW "/sys/devices/pci0000:00/0000:00:01.0/0000:01:00.0"
 
@@ -60,19 +61,6 @@ TEST(relation_every_class)
 					     0, 0));
 }
 
-static void tool_path(char *out, size_t len, const char *tool)
-{
-	ssize_t n = readlink("/proc/self/exe", out, len - 64);
-	char *slash;
-
-	out[n > 0 ? n : 0] = '\0';
-	slash = strrchr(out, '/');
-	if (slash)
-		*slash = '\0';
-	slash = strrchr(out, '/');
-	if (slash)
-		strcpy(slash + 1, tool);
-}
 
 /* "PDCTL_SYSFS=root/sys PDCTL_DEV=root/dev pdctl ARGS 2>&1" into out. */
 static int pdctl(const char *root, char *out, size_t len, const char *fmt, ...)
@@ -100,24 +88,7 @@ static int pdctl(const char *root, char *out, size_t len, const char *fmt, ...)
 	return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
 }
 
-static void put(const char *root, const char *rel, const char *val)
-{
-	char path[PATH_MAX], dir[PATH_MAX], *p;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "%s/%s", root, rel);
-	snprintf(dir, sizeof(dir), "%s", path);
-	for (p = dir + strlen(root) + 1; (p = strchr(p, '/')); p++) {
-		*p = 0;
-		mkdir(dir, 0755);
-		*p = '/';
-	}
-	f = fopen(path, "w");
-	if (f) {
-		fputs(val, f);
-		fclose(f);
-	}
-}
+#define put fake_write
 
 static int get(const char *root, const char *rel, char *buf, size_t len)
 {

@@ -9,20 +9,8 @@
 #include "../tools/listen_port.h"
 #include "../tools/tool_args.h"
 #include "../tools/tool_device.h"
+#include "tool_run.h"
 
-static void tool_path(char *out, size_t len, const char *tool)
-{
-	ssize_t n = readlink("/proc/self/exe", out, len - 64);
-	char *slash;
-
-	out[n > 0 ? n : 0] = '\0';
-	slash = strrchr(out, '/');
-	if (slash)
-		*slash = '\0';
-	slash = strrchr(out, '/');	/* build/tests/x -> build/tool */
-	if (slash)
-		strcpy(slash + 1, tool);
-}
 
 /* cmd's exit status (99 if it did not exit), its output in out. */
 static int capture(const char *cmd, char *out, size_t outlen)
