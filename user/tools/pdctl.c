@@ -308,20 +308,8 @@ static int cmp_int(const void *a, const void *b)
 /* The indices of the peerdirect devices, sorted; -1 with errno-like code. */
 int list_devices(int *out, int max)
 {
-	char path[256];
-	struct dirent *de;
-	int n = 0, idx;
-	char extra;
-	DIR *d;
+	int n = tool_dev_indices(sysroot, out, max);
 
-	snprintf(path, sizeof(path), "%s/class/misc", sysroot);
-	d = opendir(path);
-	if (!d)
-		return 0;
-	while ((de = readdir(d)) && n < max)
-		if (sscanf(de->d_name, "peerdirect%d%c", &idx, &extra) == 1 && idx >= 0)
-			out[n++] = idx;
-	closedir(d);
 	qsort(out, n, sizeof(*out), cmp_int);
 	return n;
 }
