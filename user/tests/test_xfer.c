@@ -95,6 +95,13 @@ TEST_F_TIMEOUT(pair, sizes_with_data_checked, 120)
 	bool quick = getenv("PEERDIRECT_TEST_QUICK") != NULL;
 	struct sizes_arg a = { small, quick ? 6 : 7 };
 
+	/*
+	 * Every byte of every size, not liveness (killed_peer_gives_error_not_hang
+	 * has that): under ThreadSanitizer beside two CPU hogs a rank copying
+	 * 256 MiB went 5 s without answering the other's probe, and the default
+	 * 10 s peer timeout declared it gone.  The ranks inherit this.
+	 */
+	setenv("PEERDIRECT_PEER_TIMEOUT_MS", "120000", 1);
 	ASSERT_EQ(0, run_pair(variant->provider, NULL, exchange_sizes, &a, &self->status));
 	if (variant->huge && !quick) {
 		a = (struct sizes_arg) { huge, 1 };
