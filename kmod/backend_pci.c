@@ -526,7 +526,8 @@ static int pd_bar_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 	int ret;
 
 	/* driver_override naming us (pdctl bind) is the opt-in too */
-	if ((id->driver_data & PD_BAR_OPT_IN) && !bind_ivshmem && !pdev->driver_override)
+	if ((id->driver_data & PD_BAR_OPT_IN) && !bind_ivshmem &&
+	    !pd_pci_has_driver_override(pdev))
 		return -ENODEV;
 	if (!(pci_resource_flags(pdev, PD_BAR_INDEX) & IORESOURCE_MEM))
 		return -ENODEV;

@@ -10,6 +10,7 @@
 #include <linux/dma-buf.h>
 #include <linux/fs.h>
 #include <linux/mm.h>
+#include <linux/pci.h>
 
 /* 7.1 renamed move_notify to invalidate_mappings. */
 #ifdef PD_HAVE_DMA_BUF_INVALIDATE_MAPPINGS
@@ -83,5 +84,18 @@ static inline void pd_release_fault_lock(struct vm_fault *vmf)
 #define PD_PROBE_PHYS_VEC	"dma_buf_phys_vec_to_sgt=n"
 #endif
 #define PD_PROBES	PD_PROBE_INVALIDATE " " PD_PROBE_REVOCABLE " " PD_PROBE_PHYS_VEC
+
+/*
+ * driver_override moved from struct pci_dev to struct device, behind
+ * accessors (7.x, and Debian's 6.12 backports): whether one is set.
+ */
+static inline bool pd_pci_has_driver_override(struct pci_dev *pdev)
+{
+#ifdef PD_HAVE_DEVICE_HAS_DRIVER_OVERRIDE
+	return device_has_driver_override(&pdev->dev);
+#else
+	return pdev->driver_override;
+#endif
+}
 
 #endif /* _PEERDIRECT_COMPAT_H */
