@@ -151,6 +151,13 @@ uninstall:
 		$(INSTALL_MOD_PATH)/lib/modules/$(KVER)/updates/kmod/peerdirect.ko*)
 	rm -f $(DESTDIR)$(UDEVRULESDIR)/60-peerdirect.rules $(DESTDIR)$(UDEVRULESDIR)/61-peerdirect-bind.rules \
 		$(DESTDIR)/usr/lib/peerdirect/peerdirect-bind
+	# devices.conf goes only as installed: an admin's list stays, said so.
+	if cmp -s kmod/devices.conf $(DESTDIR)/etc/peerdirect/devices.conf; then \
+		rm -f $(DESTDIR)/etc/peerdirect/devices.conf; \
+		rmdir $(DESTDIR)/etc/peerdirect 2>/dev/null || true; \
+	elif [ -e $(DESTDIR)/etc/peerdirect/devices.conf ]; then \
+		echo "uninstall: $(DESTDIR)/etc/peerdirect/devices.conf was edited: kept"; \
+	fi
 	$(MAKE) -C user uninstall PREFIX=$(PREFIX) DESTDIR=$(DESTDIR)
 	for p in $(MANPAGES); do rm -f $(DESTDIR)$(MANDIR)/man$${p##*.}/$${p##*/}; done
 	scripts/packaging/man-links.sh $(MANPAGES) | while read -r page alias; do \
