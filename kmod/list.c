@@ -32,28 +32,6 @@ struct pd_list_snap {
 	u32 cap_allocs, nr_allocs, total_allocs;
 };
 
-/* The importer pins beyond those the core takes per map without MOVE_NOTIFY. */
-static bool pd_list_attach_pinned(const struct pd_attach *pa)
-{
-	return pa->pins > (PD_MOVE_NOTIFY ? 0 : pa->maps);
-}
-
-/*
- * Whether a revoke makes the importer let go: what pd_invalidate() reaches.
- * From 7.1 the kernel's own answer; before, an importer with the op that
- * has not pinned (a pinned one is quarantined, never invalidated).
- */
-static bool pd_list_attach_revocable(const struct pd_attach *pa)
-{
-#ifdef PD_HAVE_DMA_BUF_ATTACH_REVOCABLE
-	return dma_buf_attach_revocable(pa->attach);
-#else
-	const struct dma_buf_attach_ops *ops = pa->attach->importer_ops;
-
-	return ops && ops->PD_IMPORTER_INVALIDATE && !pd_list_attach_pinned(pa);
-#endif
-}
-
 /* Under pd_device.lock and the export's reservation lock. */
 static void pd_list_attachments(struct pd_list_snap *s, struct pd_export *exp,
 				bool record)
@@ -71,13 +49,13 @@ static void pd_list_attachments(struct pd_list_snap *s, struct pd_export *exp,
 		a->since_ns = pa->since_ns;
 		a->pins = pa->pins;
 		a->maps = pa->maps;
-		if (pd_list_attach_pinned(pa))
+		if (pd_attach_pinned(pa))
 			a->flags |= PEERDIRECT_ATTACH_INFO_PINNED;
 		if (pa->attach->importer_ops)
 			a->flags |= PEERDIRECT_ATTACH_INFO_DYNAMIC;
 		if (pa->attach->peer2peer)
 			a->flags |= PEERDIRECT_ATTACH_INFO_PEER2PEER;
-		if (pd_list_attach_revocable(pa))
+		if (pd_attach_revocable(pa))
 			a->flags |= PEERDIRECT_ATTACH_INFO_REVOCABLE;
 		strscpy(a->device, dev_name(pa->attach->dev), sizeof(a->device));
 	}

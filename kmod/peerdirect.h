@@ -315,6 +315,8 @@ void pd_revoke_device(struct pd_device *pd, u32 reason,
 		      struct pd_revoke_result *res);
 void pd_reset_prepare(struct pd_device *pd, struct pd_revoke_result *res);
 void pd_reset_done(struct pd_device *pd);
+bool pd_attach_pinned(const struct pd_attach *pa);
+bool pd_attach_revocable(const struct pd_attach *pa);
 
 /* ioctl.c */
 long pd_ioctl(struct file *filp, unsigned int cmd, unsigned long arg);

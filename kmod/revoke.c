@@ -51,28 +51,41 @@ static void pd_revoke_ctx_init(struct pd_revoke_ctx *ctx, u32 reason)
  * importers with the op, and for a pinned one the op is a revocation it
  * agreed to (dma_buf_attach_revocable()).
  */
+/* The importer's own pins, beyond those the core takes per map. */
+bool pd_attach_pinned(const struct pd_attach *pa)
+{
+	return pa->pins > (PD_MOVE_NOTIFY ? 0 : pa->maps);
+}
+
+/*
+ * Whether a revoke makes the importer let go: the one rule that
+ * pd_invalidate() follows and PEERDIRECT_IOCTL_LIST reports.
+ */
+bool pd_attach_revocable(const struct pd_attach *pa)
+{
+#ifdef PD_HAVE_DMA_BUF_ATTACH_REVOCABLE
+	return dma_buf_attach_revocable(pa->attach);
+#else
+	const struct dma_buf_attach_ops *ops = pa->attach->importer_ops;
+
+	return ops && ops->PD_IMPORTER_INVALIDATE && !pd_attach_pinned(pa);
+#endif
+}
+
 #ifdef PD_HAVE_DMA_BUF_ATTACH_REVOCABLE
 static void pd_invalidate(struct pd_export *exp)
 {
 	pd_dma_buf_invalidate(exp->dmabuf);
 }
 #else
-static bool pd_attach_pinned(const struct pd_attach *pa)
-{
-	return pa->pins > (PD_MOVE_NOTIFY ? 0 : pa->maps);
-}
-
 static void pd_invalidate(struct pd_export *exp)
 {
 	struct pd_attach *pa;
 
 	dma_resv_assert_held(exp->dmabuf->resv);
-	list_for_each_entry(pa, &exp->attachments, node) {
-		const struct dma_buf_attach_ops *ops = pa->attach->importer_ops;
-
-		if (ops && ops->PD_IMPORTER_INVALIDATE && !pd_attach_pinned(pa))
-			ops->PD_IMPORTER_INVALIDATE(pa->attach);
-	}
+	list_for_each_entry(pa, &exp->attachments, node)
+		if (pd_attach_revocable(pa))
+			pa->attach->importer_ops->PD_IMPORTER_INVALIDATE(pa->attach);
 }
 #endif
 
