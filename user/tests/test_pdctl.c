@@ -15,15 +15,11 @@
 #include "kselftest_harness.h"
 #include "tool_run.h"
 
-
 /* "PDCTL_SYSFS=root pdctl ARGS" with stdout (and stderr) in out. */
 static int pdctl(const char *root, char *out, size_t len, bool with_err, const char *fmt, ...)
 {
 	char exe[PATH_MAX], args[256], cmd[PATH_MAX + 512];
 	va_list ap;
-	size_t n;
-	FILE *f;
-	int st;
 
 	va_start(ap, fmt);
 	vsnprintf(args, sizeof(args), fmt, ap);
@@ -31,14 +27,7 @@ static int pdctl(const char *root, char *out, size_t len, bool with_err, const c
 	tool_path(exe, sizeof(exe), "pdctl");
 	snprintf(cmd, sizeof(cmd), "PDCTL_SYSFS=%s PDCTL_DEV=%s %s %s %s", root, root, exe, args,
 		 with_err ? "2>&1" : "2>/dev/null");
-	fflush(NULL);
-	f = popen(cmd, "r");
-	if (!f)
-		return -1;
-	n = fread(out, 1, len - 1, f);
-	out[n] = '\0';
-	st = pclose(f);
-	return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+	return run_capture(cmd, out, len);
 }
 
 /* Removes root/rel: 0 or -errno. */

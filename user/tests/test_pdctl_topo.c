@@ -67,9 +67,6 @@ static int pdctl(const char *root, char *out, size_t len, const char *fmt, ...)
 {
 	char exe[PATH_MAX], args[512], cmd[PATH_MAX * 3 + 512];
 	va_list ap;
-	size_t n;
-	FILE *f;
-	int st;
 
 	va_start(ap, fmt);
 	vsnprintf(args, sizeof(args), fmt, ap);
@@ -78,14 +75,7 @@ static int pdctl(const char *root, char *out, size_t len, const char *fmt, ...)
 	snprintf(cmd, sizeof(cmd), "PDCTL_SYSFS=%s/sys PDCTL_DEV=%s/dev PDCTL_PROC=%s/proc "
 		 "PDCTL_BOOT=%s/boot PDCTL_LIBS=none %s %s 2>&1", root, root, root, root, exe,
 		 args);
-	fflush(NULL);
-	f = popen(cmd, "r");
-	if (!f)
-		return -1;
-	n = fread(out, 1, len - 1, f);
-	out[n] = '\0';
-	st = pclose(f);
-	return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+	return run_capture(cmd, out, len);
 }
 
 #define put fake_write

@@ -11,7 +11,6 @@
 #include "../tools/tool_device.h"
 #include "tool_run.h"
 
-
 /* cmd's exit status (99 if it did not exit), its output in out. */
 static int capture(const char *cmd, char *out, size_t outlen)
 {

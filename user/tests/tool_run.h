@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 /* build/tests/test_x -> build/TOOL: the tool built beside this test. */
@@ -24,6 +25,24 @@ static inline void tool_path(char *out, size_t len, const char *tool)
 	slash = strrchr(out, '/');
 	if (slash)
 		strcpy(slash + 1, tool);
+}
+
+/* sh -c CMD with its stdout in OUT (cut to LEN - 1): its exit status, 128
+ * if a signal ended it, -1 if it could not start. */
+static inline int run_capture(const char *cmd, char *out, size_t len)
+{
+	size_t n;
+	FILE *f;
+	int st;
+
+	fflush(NULL);
+	f = popen(cmd, "r");
+	if (!f)
+		return -1;
+	n = fread(out, 1, len - 1, f);
+	out[n] = '\0';
+	st = pclose(f);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
 }
 
 /* ROOT/REL holding VAL as is, its directories made as needed. */
