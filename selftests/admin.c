@@ -9,6 +9,7 @@
 #define _GNU_SOURCE
 #include <signal.h>
 #include <stdarg.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include "kselftest_harness.h"
@@ -237,6 +238,29 @@ TEST_F(admin, ps_counts_this_process)
 	close(d);
 	pd_free(self->fd, h);
 	pd_free(self->fd, h2);
+}
+
+/* A process names itself: its name reaches root's terminal escaped. */
+TEST_F(admin, process_names_are_terminal_safe)
+{
+	size_t ps = self->q.page_size;
+	int64_t h = pd_alloc(self->fd, ps);
+	const char *cmds[] = { "exports", "allocs", "ps" };
+	unsigned int i;
+	__u64 id;
+	int d;
+
+	ASSERT_LT(0, h);
+	d = pd_export_id(self->fd, h, 0, ps, PEERDIRECT_EXPORT_RDWR, &id);
+	ASSERT_LE(0, d);
+	ASSERT_EQ(0, prctl(PR_SET_NAME, "x\033]0;owned\a"));
+	for (i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
+		EXPECT_EQ(0, run(self->out, sizeof(self->out), "%s", cmds[i]));
+		EXPECT_EQ(NULL, strchr(self->out, '\033')) TH_LOG("pdctl %s", cmds[i]);
+		EXPECT_TRUE(has(self->out, "x?]0;owned?")) TH_LOG("pdctl %s: %s", cmds[i], self->out);
+	}
+	close(d);
+	pd_free(self->fd, h);
 }
 
 /*

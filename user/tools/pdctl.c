@@ -721,7 +721,7 @@ static long long boottime_ns(void)
 
 /* tgid 0: the exporter is outside the reader's pid namespace (LIST gives
  * pids as the caller's namespace sees them). */
-static void proc_comm(int tgid, char *buf, size_t len)
+void proc_comm(int tgid, char *buf, size_t len)
 {
 	char path[64];
 
@@ -732,6 +732,10 @@ static void proc_comm(int tgid, char *buf, size_t len)
 	snprintf(path, sizeof(path), "/proc/%d/comm", tgid);
 	if (read_file(path, buf, len))
 		snprintf(buf, len, "?");
+	/* Any user names its own process: no escape sequences on root's
+	 * terminal (JSON escapes them itself). */
+	if (!json)
+		term_safe(buf);
 }
 
 static const char *export_state(const struct peerdirect_export_info *e)

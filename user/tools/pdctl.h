@@ -40,6 +40,8 @@ void __attribute__((format(printf, 1, 2))) pdctl_err(const char *fmt, ...);
 void jstr(const char *k, const char *v);
 
 void term_safe(char *s);
+/* /proc/PID/comm: "-" for no pid, "?" when gone; terminal-safe in text mode. */
+void proc_comm(int tgid, char *buf, size_t len);
 int read_file(const char *path, char *buf, size_t len);
 int attr_str(int idx, const char *name, char *buf, size_t len);
 unsigned long long attr_u64(int idx, const char *name);

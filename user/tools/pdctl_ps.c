@@ -214,20 +214,6 @@ static void human(unsigned long long v, char *buf, size_t len)
 	snprintf(buf, len, i ? "%.1f %s" : "%.0f %s", d, u[i]);
 }
 
-static void comm_of(int tgid, char *buf, size_t len)
-{
-	char path[64];
-
-	snprintf(buf, len, "-");
-	if (tgid <= 0)
-		return;
-	snprintf(path, sizeof(path), "/proc/%d/comm", tgid);
-	if (read_file(path, buf, len))
-		snprintf(buf, len, "?");
-	/* any user names its own process: no escape sequences on root's terminal */
-	term_safe(buf);
-}
-
 static int ps_err(int code, const char *msg)
 {
 	pdctl_err("ps: %s", msg);
@@ -313,7 +299,7 @@ int cmd_ps(int argc, char **argv)
 			char name[32], comm[32];
 
 			snprintf(name, sizeof(name), "peerdirect%d", t.rows[r].dev);
-			comm_of(t.rows[r].tgid, comm, sizeof(comm));
+			proc_comm(t.rows[r].tgid, comm, sizeof(comm));
 			jopen(NULL, '{');
 			jstr("device", name);
 			ji64("pid", t.rows[r].tgid);
@@ -344,7 +330,7 @@ int cmd_ps(int argc, char **argv)
 		for (r = 0; r < t.n; r++) {
 			char comm[32], b[24];
 
-			comm_of(t.rows[r].tgid, comm, sizeof(comm));
+			proc_comm(t.rows[r].tgid, comm, sizeof(comm));
 			human(t.rows[r].bytes, b, sizeof(b));
 			printf("peerdirect%-2d %7d %-15.15s %6u %6u %7u %10s\n", t.rows[r].dev,
 			       t.rows[r].tgid, comm, t.rows[r].uid, t.rows[r].allocs,
