@@ -204,11 +204,3 @@ __attribute__((constructor)) static void log_load(void)
 	pd_log_init();
 }
 
-/* A runtime that dlcloses the library gets its log file's fd back. */
-__attribute__((destructor)) static void log_unload(void)
-{
-	__atomic_store_n(&pd_log_level, PD_LOG_OFF, __ATOMIC_RELAXED);
-	if (log_fd > 2)
-		close(log_fd);
-	log_fd = 2;
-}
