@@ -102,8 +102,10 @@ PD_FI_SAME(struct pd_fi_mr_attr, struct fi_mr_attr, auth_key);
 PD_FI_SAME(struct pd_fi_mr_attr, struct fi_mr_attr, iface);
 PD_FI_SAME(struct pd_fi_mr_attr, struct fi_mr_attr, device);
 PD_FI_SAME(struct pd_fi_mr_attr, struct fi_mr_attr, hmem_data);
-#if FI_MAJOR_VERSION >= 2
+#if FI_MAJOR_VERSION >= 2 || (FI_MAJOR_VERSION == 1 && FI_MINOR_VERSION >= 22)
 PD_FI_SAME(struct pd_fi_mr_attr, struct fi_mr_attr, page_size);
+#endif
+#if FI_MAJOR_VERSION >= 2
 PD_FI_SAME(struct pd_fi_mr_attr, struct fi_mr_attr, base_mr);
 PD_FI_SAME(struct pd_fi_mr_attr, struct fi_mr_attr, sub_mr_cnt);
 #endif

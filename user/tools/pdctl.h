@@ -10,10 +10,13 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "tool_cli.h"
+
 /* Exit codes, documented in pdctl(8): the tools' shared ones (tool_cli.h;
  * 5, data that failed verification, is never pdctl's), then pdctl's own. */
 enum {
-	EX_OK = 0, EX_FAIL = 1, EX_USAGE = 2, EX_NODEV = 3, EX_PERM = 4,
+	EX_OK = TOOL_EX_OK, EX_FAIL = TOOL_EX_FAIL, EX_USAGE = TOOL_EX_USAGE,
+	EX_NODEV = TOOL_EX_SETUP, EX_PERM = TOOL_EX_PERM,
 	EX_NOENT = 6, EX_BOUNCE = 7, EX_PENDING = 8,
 	EX_SIMONLY = 9,		/* doctor: only simulated devices, no --allow-sim */
 };
