@@ -136,7 +136,7 @@ static int pd_allocations_show(struct seq_file *m, void *unused)
 	list_for_each_entry(alloc, &pd->allocs, node) {
 		lines[i++] = (struct pd_alloc_line) {
 			.tgid = pd_pid_nr(alloc->pid), .nr_exports = alloc->nr_exports,
-			.handle = alloc->handle, .offset = alloc->offset,
+			.handle = READ_ONCE(alloc->handle), .offset = alloc->offset,
 			.size = alloc->size, .freed = alloc->freed,
 		};
 	}

@@ -304,7 +304,9 @@ static int pd_ioctl_list(struct pd_file *pfile, void __user *uarg)
 		return -EINVAL;
 	}
 	if (l.flags & PEERDIRECT_LIST_ALLOCATIONS) {
-		if (!pd_list_size_ok(l.allocation_size, PD_MIN_ALLOC_INFO))
+		/* the whole 2.2 struct: else total_allocations never gets back */
+		if (usize < offsetofend(struct peerdirect_list, pad) ||
+		    !pd_list_size_ok(l.allocation_size, PD_MIN_ALLOC_INFO))
 			return -EINVAL;
 	} else if (l.allocation_size || l.allocations || l.nr_allocations) {
 		return -EINVAL;

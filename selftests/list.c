@@ -669,6 +669,11 @@ TEST_F(list, bad_allocation_arguments)
 	RESET_M();
 	l.pad = 1;
 	LIST_FAILS(EINVAL);
+	RESET_M();
+	/* the flag with a struct cut before total_allocations: no way to tell
+	 * the caller its records were cut */
+	l.argsz = offsetof(struct peerdirect_list, total_allocations);
+	LIST_FAILS(EINVAL);
 	/* Without the flag, each of its fields must be zero. */
 	RESET_M();
 	l.flags = 0;

@@ -260,8 +260,9 @@ struct peerdirect_export_info {
  * uapi 2.2: a revoke makes this importer let go of the memory (it is
  * invalidated and unmaps).  Clear: it cannot be revoked (pinned without the
  * revocable op, as EFA's dma-buf MRs; or a static importer), so a revoke
- * waits up to revoke_timeout_ms, reports the export pending and keeps the
- * memory quarantined until the importer releases it.  A 2.1 module never
+ * waits up to revoke_timeout_ms (a free does not wait), reports the export
+ * pending and keeps the memory quarantined until the importer releases it.
+ * A 2.1 module never
  * sets it: clear there means "not known to be revocable".
  */
 #define PEERDIRECT_ATTACH_INFO_REVOCABLE 0x8U
