@@ -22,7 +22,7 @@ ko=/pd/ko/peerdirect.ko
 source /pd/lib/vm-tap.sh
 source /pd/lib/vm-net-setup.sh
 
-tap_plan 23
+tap_plan 24
 
 mapfile -t fns < <(for d in /sys/bus/pci/devices/*; do
 	[ "$(cat "$d/vendor")" = 0x1af4 ] && [ "$(cat "$d/device")" = 0x1110 ] && echo "${d##*/}"
@@ -160,6 +160,22 @@ if [ -n "$stub" ]; then
 else
 	skip "held by pci-stub, listed" "no pci-stub driver in this kernel"
 	skip "the line says force" "no pci-stub driver in this kernel"
+fi
+if [ -n "$stub" ]; then
+	# A vendor module loaded by one listed function's event takes every
+	# function it matches that has no override yet: the first event must
+	# claim the listed siblings too.  pci-stub's new_id stands in for it.
+	"$pdctl" unbind "$a0" "$a1" > /dev/null 2>&1
+	printf '1af4:1110\n' > "$PEERDIRECT_CONF"
+	run /tmp/u7 "$helper" pci "$a0"; rc=$?
+	echo "1af4 1110" > /sys/bus/pci/drivers/pci-stub/new_id 2>> /tmp/u7
+	"$helper" pci "$a1" >> /tmp/u7 2>&1 || rc=$((rc + 10))
+	echo "1af4 1110" > /sys/bus/pci/drivers/pci-stub/remove_id 2> /dev/null
+	note /tmp/u7
+	check "the first add event claims the listed siblings before a vendor module can" 0 $rc \
+		/tmp/u7 "^$a0 driver=peerdirect" "^$a1 driver=peerdirect"
+else
+	skip "the first add event claims the listed siblings" "no pci-stub driver in this kernel"
 fi
 "$pdctl" unbind "$a0" "$a1" > /dev/null 2>&1
 printf '0000:zz:00.0\n%s forse\n' "$a0" > "$PEERDIRECT_CONF"
