@@ -12,6 +12,7 @@
 #include "peerdirect.h"
 #include "fi_compat.h"
 #include "mr_cache.h"
+#include "revocation.h"
 
 /*
  * Whether FI_MR_DMABUF can be used is the run-time libfabric's answer
@@ -21,8 +22,6 @@ static inline bool pd_have_fi_mr_dmabuf(void)
 {
 	return pd_fi_has_dmabuf(pd_fi_api_version(fi_version()));
 }
-
-#define PD_MAX_DEVICES 64
 
 struct pd_bounce_pool;
 struct pd_op;
@@ -82,12 +81,8 @@ struct pd_fabric {
 	struct pd_req *dead;		/* destroyed, to release outside the lock */
 	bool closed;			/* pd_fabric_close ran: no endpoint */
 
-	/* Attached devices, each holding a reference (pd_device_subscribe).
-	 * Lock order: a device's lock, then devs_lock. */
-	pthread_mutex_t devs_lock;
-	struct pd_device *devs[PD_MAX_DEVICES];
-	unsigned int ndevs;		/* also read without the lock, as a hint */
-	unsigned int dev_invalidations;	/* atomic: entries invalidated by events */
+	/* The attached devices' monitors, told to call into cache. */
+	struct pd_watch *watch;
 
 	/* One for the caller until pd_fabric_close, one per live pd_mr and
 	 * per live request: the last one tears the fabric down. */
@@ -105,7 +100,7 @@ struct pd_mr_reg {
 	void *desc;
 	uint64_t rkey;
 	int fd;			/* dup of the dma-buf, keeps the inode alive */
-	struct pd_device *watcher;	/* whose record this entry holds, or NULL */
+	struct pd_monitor *watcher;	/* whose record this entry holds, or NULL */
 	uint64_t st_dev, st_ino;
 	int map_err;		/* why there is no mapping (negative errno) */
 	void *map;		/* mmap of the page-aligned range, or NULL */
@@ -176,28 +171,10 @@ bool pd_provider_copies_with_cpu(const char *provider);
 bool pd_provider_pins_cpu_maps(const char *provider, bool hmem);
 bool pd_provider_pins_host_pages(const char *provider);
 
-/*
- * Called by a device's event reader, under that device's lock: a dma-buf
- * it exported was revoked, or all of them (overflow, removal, close,
- * detach).  remember/forget keep fab->devs in step with the device's
- * subscriber list.
- */
-void pd_fabric_revoked(struct pd_fabric *fab, uint64_t origin, uint64_t st_dev,
-		       uint64_t st_ino, uint32_t reason);
-void pd_fabric_origin_gone(struct pd_fabric *fab, uint64_t origin, uint32_t reason);
-int pd_fabric_remember_device(struct pd_fabric *fab, struct pd_device *dev);
-void pd_fabric_forget_device(struct pd_fabric *fab, struct pd_device *dev);
-/*
- * Which attached device reports {st_dev, st_ino}'s revocation (it exported
- * it, or the first attached one subscribes): *origin (0: none) and
- * *watcher, that device with a reference and its record pinned, which the
- * caller hands to pd_fabric_origin_unpin once the registration is made or
- * failed (each cache entry made holds the record itself, through
- * key.watcher).  -ENODEV if that export was revoked.
- */
-int pd_fabric_origin_of(struct pd_fabric *fab, int fd, uint64_t st_dev, uint64_t st_ino,
-			uint64_t *origin, struct pd_device **watcher);
-void pd_fabric_origin_unpin(struct pd_device *watcher, uint64_t st_dev, uint64_t st_ino, int fd);
+/* The watch's callbacks into the cache (exposed for test_log). */
+unsigned int pd_fabric_revoked(void *fab, uint64_t origin, uint64_t st_dev,
+			       uint64_t st_ino, uint32_t reason);
+unsigned int pd_fabric_origin_gone(void *fab, uint64_t origin, uint32_t reason);
 
 /* A reference for a pd_mr or a request; the last put destroys the fabric. */
 void pd_fabric_get(struct pd_fabric *fab);

@@ -736,14 +736,15 @@ int pd_mr_cache_get(struct pd_mr_cache *c, const struct pd_mr_key *k, int fd,
 }
 
 int pd_mr_cache_find(struct pd_mr_cache *c, const struct pd_mr_key *k,
-		     struct pd_mr_cache_entry **out)
+		     bool (*accept)(const struct pd_mr_key *entry, const void *arg),
+		     const void *arg, struct pd_mr_cache_entry **out)
 {
 	struct pd_mr_cache_entry *e;
 	int ret = -ENOENT;
 
 	pthread_mutex_lock(&c->lock);
 	e = lookup_locked(c, k);
-	if (e && e->state == READY) {
+	if (e && e->state == READY && (!accept || accept(&e->key, arg))) {
 		hold_locked(e);
 		c->st.lookups++;
 		c->st.hits++;

@@ -29,7 +29,6 @@
 #include "abi.h"
 #include "bounce_pool.h"
 #include "errors.h"
-#include "device.h"
 #include "fabric.h"
 #include "log.h"
 
@@ -150,11 +149,12 @@ static int dmabuf_refusal(const struct pd_fabric *fab, char *why, size_t len)
  */
 enum pd_path pd_paths_plan(const struct pd_fabric *fab, char *why, size_t len)
 {
+	enum pd_path forced = __atomic_load_n(&fab->path, __ATOMIC_RELAXED);
 	char refusal[256];
 
-	if (fab->path != PD_PATH_AUTO) {
+	if (forced != PD_PATH_AUTO) {
 		snprintf(why, len, "forced (PEERDIRECT_PATH or the fabric's attr)");
-		return fab->path;
+		return forced;
 	}
 	if (!dmabuf_refusal(fab, refusal, sizeof(refusal))) {
 		snprintf(why, len, "FI_MR_DMABUF on %s, base_addr from an mmap of the dma-buf",
@@ -298,8 +298,7 @@ void pd_paths_deregister(void *ctx, void *handle)
 	if (r->map)
 		munmap(r->map, r->map_len);
 	if (r->watcher) {
-		pd_device_rec_release(r->watcher, r->st_dev, r->st_ino, r->fd);
-		pd_device_put(r->watcher);
+		pd_watch_release(r->watcher, r->st_dev, r->st_ino, r->fd);
 	}
 	if (r->fd >= 0)
 		close(r->fd);
@@ -329,8 +328,7 @@ int pd_paths_register(void *ctx, const struct pd_mr_key *k, int fd,
 	/* The entry keeps its dma-buf's record, and so its subscription. */
 	if (k->kind == PD_MEM_DMABUF && k->watcher) {
 		r->watcher = k->watcher;
-		pd_device_get(r->watcher);
-		pd_device_rec_hold(r->watcher, k->dev, k->ino);
+		pd_watch_hold(r->watcher, k->dev, k->ino);
 		r->st_dev = k->dev;
 		r->st_ino = k->ino;
 	}
@@ -420,10 +418,11 @@ int pd_mr_reg_host(struct pd_fabric *fab, void *ptr, size_t len,
 	return pd_mr_wrap(fab, e, start - pd_mr_entry_key(e)->start, len, access, out);
 }
 
-int pd_mr_reg_dmabuf(struct pd_fabric *fab, int fd, uint64_t offset,
-		     size_t len, unsigned int access, struct pd_mr **out)
+/* fd is our own dup of the caller's fd (named by its number in messages). */
+static int reg_dmabuf_fd(struct pd_fabric *fab, int fd, int user_fd, uint64_t offset,
+			 size_t len, unsigned int access, struct pd_mr **out)
 {
-	struct pd_device *watcher;
+	struct pd_monitor *watcher;
 	struct pd_mr_cache_entry *e;
 	struct pd_mr_key k = { .kind = PD_MEM_DMABUF };
 	unsigned int attempt;
@@ -431,13 +430,9 @@ int pd_mr_reg_dmabuf(struct pd_fabric *fab, int fd, uint64_t offset,
 	uint64_t gen, size;
 	int ret, fl;
 
-	if (!fab || !len || !out)
-		return pd_error(-EINVAL, "pd_mr_reg_dmabuf: %s", !fab ? "fabric is NULL" :
-				!len ? "length is 0" : "out is NULL");
-	fl = fd < 0 ? -1 : fcntl(fd, F_GETFL);
+	fl = fcntl(fd, F_GETFL);
 	if (fl < 0)
-		return pd_error(fd < 0 ? -EBADF : -errno, "pd_mr_reg_dmabuf: fd %d: %s", fd,
-				strerror(fd < 0 ? EBADF : errno));
+		return pd_error(-errno, "pd_mr_reg_dmabuf: fd %d: %s", user_fd, strerror(errno));
 	k.readonly = (fl & O_ACCMODE) == O_RDONLY;
 	ret = pd_mr_check_access("pd_mr_reg_dmabuf", &access, k.readonly, fd);
 	if (ret)
@@ -448,12 +443,12 @@ int pd_mr_reg_dmabuf(struct pd_fabric *fab, int fd, uint64_t offset,
 		/* Pending revocations first; then the generation, before the
 		 * key is resolved: a revocation after this point is caught by
 		 * the cache even if it lands before the miss registers. */
-		if (__atomic_load_n(&fab->ndevs, __ATOMIC_RELAXED))
+		if (pd_watch_count(fab->watch))
 			pd_fabric_poll_events(fab);
 		gen = pd_mr_cache_generation(fab->cache);
-		if (fd < 0 || fstat(fd, &st))
-			return pd_error(fd < 0 ? -EBADF : -errno, "pd_mr_reg_dmabuf: fd %d: %s", fd,
-					strerror(fd < 0 ? EBADF : errno));
+		if (fstat(fd, &st))
+			return pd_error(-errno, "pd_mr_reg_dmabuf: fd %d: %s", user_fd,
+					strerror(errno));
 		size = pd_dmabuf_size(fd, &st);
 		if (size && offset + len > size)
 			return pd_error(-EINVAL, "pd_mr_reg_dmabuf: [%llu, +%zu) is past the end of the %llu-byte dma-buf",
@@ -463,20 +458,42 @@ int pd_mr_reg_dmabuf(struct pd_fabric *fab, int fd, uint64_t offset,
 		k.start = offset;
 		k.len = len;
 		k.access = access;
-		k.path = fab->path;
+		k.path = __atomic_load_n(&fab->path, __ATOMIC_RELAXED);
 		k.domain = fab->domain;
-		ret = pd_fabric_origin_of(fab, fd, k.dev, k.ino, &k.origin, &watcher);
+		ret = pd_watch_resolve(fab->watch, fd, k.dev, k.ino, &k.origin, &watcher);
 		if (ret)
 			return ret;
 		k.watcher = watcher;
 		ret = pd_mr_cache_get_since(fab->cache, &k, fd, gen, &e);
-		pd_fabric_origin_unpin(watcher, k.dev, k.ino, fd);
+		pd_watch_unpin(watcher, k.dev, k.ino, fd);
 		if (ret != -ESTALE || attempt == 3)
 			break;
 	}
 	if (ret)
 		return ret == -ESTALE ? pd_error(-EAGAIN, "pd_mr_reg_dmabuf: revocations keep arriving; try again") : ret;
 	return pd_mr_wrap(fab, e, 0, len, access, out);
+}
+
+/*
+ * Another thread of the caller may close the fd number and open something
+ * else under it while this runs: the identity is read from, and the
+ * registration made through, one dup, so they cannot name two files.
+ */
+int pd_mr_reg_dmabuf(struct pd_fabric *fab, int fd, uint64_t offset,
+		     size_t len, unsigned int access, struct pd_mr **out)
+{
+	int own, ret;
+
+	if (!fab || !len || !out)
+		return pd_error(-EINVAL, "pd_mr_reg_dmabuf: %s", !fab ? "fabric is NULL" :
+				!len ? "length is 0" : "out is NULL");
+	own = fd < 0 ? -1 : fcntl(fd, F_DUPFD_CLOEXEC, 0);
+	if (own < 0)
+		return pd_error(fd < 0 ? -EBADF : -errno, "pd_mr_reg_dmabuf: fd %d: %s", fd,
+				strerror(fd < 0 ? EBADF : errno));
+	ret = reg_dmabuf_fd(fab, own, fd, offset, len, access, out);
+	close(own);
+	return ret;
 }
 
 /* Requests on mr hold the entry themselves: releasing the handle first is

@@ -1031,7 +1031,7 @@ static int start(struct pd_fabric *fab, enum req_kind kind, struct pd_mr *mr,
 		return pd_error(-EINVAL, "%s: bounce registration without a mapping", fn);
 	/* Pending revocations first: a revoked buffer must fail here rather
 	 * than fault in the provider or move stale bytes. */
-	if (mr->reg->path != PD_PATH_HOST && __atomic_load_n(&fab->ndevs, __ATOMIC_RELAXED))
+	if (mr->reg->path != PD_PATH_HOST && pd_watch_count(fab->watch))
 		pd_fabric_poll_events(fab);
 	ret = pd_mr_entry_check(mr->entry);
 	if (ret)
@@ -1179,7 +1179,7 @@ int pd_test(struct pd_req *r, size_t *bytes)
 		return ret;
 	/* Data that crossed a revoked dma-buf is not trusted. */
 	if (state && r->path != PD_PATH_HOST && !fab->closed &&
-	    __atomic_load_n(&fab->ndevs, __ATOMIC_RELAXED)) {
+	    pd_watch_count(fab->watch)) {
 		pd_fabric_poll_events(fab);
 		ret = pd_mr_entry_check(r->entry);
 		if (ret)
