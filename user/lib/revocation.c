@@ -388,7 +388,9 @@ static void sweep_released(struct pd_monitor *m)
 	if (cap > PEERDIRECT_LIST_MAX)
 		cap = PEERDIRECT_LIST_MAX;
 	info = calloc(cap, sizeof(*info));
-	if (info) {
+	if (info && t->no_list) {
+		err = ENOTTY;
+	} else if (info) {
 		l.export_size = sizeof(*info);
 		l.exports = (uintptr_t)info;
 		l.nr_exports = (uint32_t)cap;
@@ -409,15 +411,17 @@ static void sweep_released(struct pd_monitor *m)
 		qsort(ids, nlive, sizeof(*ids), cmp_u64);
 	}
 	pthread_mutex_lock(&m->recs_lock);
-	/* A module before uapi 2.1, or a stand-in file: records stay. */
+	/* A module before uapi 2.1, or a stand-in file: only revoked
+	 * records can go, and unlisted ones stay. */
 	if (err == ENOTTY || err == EINVAL)
 		t->no_list = true;
-	for (i = 0; !err && i < t->nbuckets; i++) {
+	for (i = 0; info && i < t->nbuckets; i++) {
 		for (r = t->by_id[i]; r; r = next) {
 			next = r->next_id;
 			if (r->uses || r->entries || r->born > listed_at)
 				continue;
-			if (r->revoked || !bsearch(&r->export_id, ids, nlive, sizeof(*ids), cmp_u64))
+			if (r->revoked ||
+			    (!err && !bsearch(&r->export_id, ids, nlive, sizeof(*ids), cmp_u64)))
 				table_del(t, r);
 		}
 	}
@@ -451,7 +455,7 @@ int pd_monitor_track_export(struct pd_monitor *m, int fd, uint64_t export_id)
 		table_del(&m->recs, r);
 	if (!table_add(&m->recs, &proto))
 		ret = pd_error(-ENOMEM, "pd_device_export: out of memory");
-	sweep = !m->recs.no_list && m->recs.nexports >= m->recs.sweep_at;
+	sweep = m->recs.nexports >= m->recs.sweep_at;
 	pthread_mutex_unlock(&m->recs_lock);
 	/* The listing is a system call: not under recs_lock. */
 	if (sweep)

@@ -153,6 +153,68 @@ TEST_F(imp, cached_registration_makes_no_system_call)
 out:
 	pd_dmabuf_release(buf);
 }
+
+/*
+ * A dma-buf no attached device can watch (a GPU driver's, udmabuf: here a
+ * memfd, which a socketpair "device" cannot subscribe to) keeps the
+ * syscall-free hit once the devices said so, and each hit counts once.
+ * Attaching another device asks again, once.
+ */
+TEST_F(imp, a_foreign_dmabuf_hit_stays_syscall_free_with_a_device_attached)
+{
+	struct hits by_handle = { .fab = self->fab, .fd = -1 };
+	struct pd_cache_stats before, after;
+	struct pd_device *dev, *dev2;
+	struct pd_dmabuf *buf;
+	int sv[2], sv2[2], i;
+	struct pd_mr *mr;
+	pthread_t t;
+
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+	SKIP(return, "under a sanitizer");
+#endif
+	ASSERT_EQ(0, socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv));
+	ASSERT_EQ(0, socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv2));
+	ASSERT_EQ(0, pd_device_wrap_fd(sv[0], 4, &dev));
+	ASSERT_EQ(0, pd_device_wrap_fd(sv2[0], 5, &dev2));
+	ASSERT_EQ(0, pd_fabric_attach_device(self->fab, dev));
+	ASSERT_EQ(0, pd_dmabuf_import(self->fab, self->fd, &buf)) TH_LOG("%s", pd_last_error());
+	for (i = 0; i < 16; i++) {
+		ASSERT_EQ(0, pd_mr_reg_imported(buf, (uint64_t)i * 4096, 4096, 0, &mr))
+			TH_LOG("%s", pd_last_error());
+		pd_mr_dereg(mr);
+	}
+	ASSERT_EQ(0, pd_fabric_cache_stats(self->fab, &before));
+	by_handle.buf = buf;
+	ASSERT_EQ(0, pthread_create(&t, NULL, hit_thread, &by_handle));
+	pthread_join(t, NULL);
+	if (by_handle.ret)
+		SKIP(goto out, "seccomp unavailable: %s", strerror(-by_handle.ret));
+	ASSERT_EQ(0, pd_fabric_cache_stats(self->fab, &after));
+	EXPECT_EQ(0, by_handle.errors);
+	EXPECT_EQ(0, by_handle.syscalls) TH_LOG("system call %d on a hit of an unwatchable dma-buf", by_handle.nr);
+	EXPECT_EQ(100, after.lookups - before.lookups);
+	EXPECT_EQ(100, after.hits - before.hits);
+	EXPECT_EQ(0, after.misses - before.misses);
+	/* Another device may watch it: asked once, counted once. */
+	ASSERT_EQ(0, pd_fabric_attach_device(self->fab, dev2));
+	ASSERT_EQ(0, pd_fabric_cache_stats(self->fab, &before));
+	ASSERT_EQ(0, pd_mr_reg_imported(buf, 0, 4096, 0, &mr)) TH_LOG("%s", pd_last_error());
+	pd_mr_dereg(mr);
+	ASSERT_EQ(0, pd_fabric_cache_stats(self->fab, &after));
+	EXPECT_EQ(1, after.lookups - before.lookups);
+	/* the first thread's exit made its own trapped calls */
+	trapped = 0;
+	ASSERT_EQ(0, pthread_create(&t, NULL, hit_thread, &by_handle));
+	pthread_join(t, NULL);
+	EXPECT_EQ(0, by_handle.syscalls) TH_LOG("system call %d after the re-check", by_handle.nr);
+out:
+	pd_dmabuf_release(buf);
+	pd_device_close(dev2);
+	pd_device_close(dev);
+	close(sv[1]);
+	close(sv2[1]);
+}
 #endif
 
 /* One page sent to the fabric itself: 0, or the post's error. */
