@@ -111,6 +111,8 @@ struct pd_mr_cache {
 	struct list lru, all;
 	size_t max_entries, max_bytes;
 	size_t entries, bytes;
+	/* Of those, held now: eviction cannot make room they take. */
+	size_t busy_entries, busy_bytes;
 	size_t host_level_entries[HOST_LEVELS];
 	bool retain_idle_host;
 	unsigned int waiters;
@@ -286,6 +288,13 @@ static void hash_locked(struct pd_mr_cache *c, struct pd_mr_cache_entry *e)
 	e->hashed = true;
 }
 
+/* A cached entry became held (1) or idle (-1). */
+static void busy_account(struct pd_mr_cache *c, const struct pd_mr_cache_entry *e, int dir)
+{
+	c->busy_entries += (size_t)dir;
+	c->busy_bytes += (size_t)dir * e->key.len;
+}
+
 /* Out of the table, and out of the caps if it counted there. */
 static void unhash_locked(struct pd_mr_cache *c, struct pd_mr_cache_entry *e)
 {
@@ -309,6 +318,8 @@ static void unhash_locked(struct pd_mr_cache *c, struct pd_mr_cache_entry *e)
 		list_del(&e->lru);
 		c->entries--;
 		c->bytes -= e->key.len;
+		if (e->refs)
+			busy_account(c, e, -1);
 		e->cached = false;
 	}
 }
@@ -393,6 +404,8 @@ static void put_locked(struct pd_mr_cache *c, struct pd_mr_cache_entry *e,
 {
 	if (--e->refs)
 		return;
+	if (e->cached)
+		busy_account(c, e, -1);
 	if (e->state == FAILED) {
 		free(e);	/* its owner dropped the handle already */
 		return;
@@ -517,9 +530,15 @@ static uint64_t now_ns(void)
 }
 
 /* Takes a reference on a found entry; it stays where CLOCK has it. */
-static void hold_locked(struct pd_mr_cache_entry *e)
+static void ref_locked(struct pd_mr_cache *c, struct pd_mr_cache_entry *e)
 {
-	e->refs++;
+	if (!e->refs++ && e->cached)
+		busy_account(c, e, 1);
+}
+
+static void hold_locked(struct pd_mr_cache *c, struct pd_mr_cache_entry *e)
+{
+	ref_locked(c, e);
 	e->referenced = true;
 }
 
@@ -614,14 +633,14 @@ static int get_locked(struct pd_mr_cache *c, const struct pd_mr_key *k, int fd,
 			return ret;
 		e = lookup_locked(c, k);
 		if (e && e->state == READY) {
-			hold_locked(e);
+			hold_locked(c, e);
 			c->st.hits++;
 			*out = e;
 			return 0;
 		}
 		if (e) {
 			/* Someone registers this key: wait and share. */
-			e->refs++;
+			ref_locked(c, e);
 			c->waiters++;
 			while (e->state == PENDING)
 				pthread_cond_wait(&c->done, &c->lock);
@@ -688,15 +707,18 @@ static int get_locked(struct pd_mr_cache *c, const struct pd_mr_key *k, int fd,
 		break;
 	}
 	e->handle = handle;
-	/* Larger than the byte cap: it can never be cached, so it evicts
-	 * nothing on its way to being handed out uncached. */
-	if (k->len <= c->max_bytes && c->max_entries)
+	/* No room even with every idle entry gone (larger than the byte
+	 * cap, or held entries fill it): it can never be cached now, so it
+	 * evicts nothing on its way to being handed out uncached. */
+	if (c->busy_entries < c->max_entries && c->busy_bytes <= c->max_bytes &&
+	    k->len <= c->max_bytes - c->busy_bytes)
 		evict_locked(c, 1, k->len, false, &victims);
 	if (!over_caps(c, 1, k->len)) {
 		e->cached = true;
 		list_add_tail(&c->lru, &e->lru);
 		c->entries++;
 		c->bytes += k->len;
+		busy_account(c, e, 1);
 	} else {
 		unhash_locked(c, e);
 		c->st.uncached++;
@@ -745,7 +767,7 @@ int pd_mr_cache_find(struct pd_mr_cache *c, const struct pd_mr_key *k,
 	pthread_mutex_lock(&c->lock);
 	e = lookup_locked(c, k);
 	if (e && e->state == READY && (!accept || accept(&e->key, arg))) {
-		hold_locked(e);
+		hold_locked(c, e);
 		c->st.lookups++;
 		c->st.hits++;
 		*out = e;
@@ -786,7 +808,7 @@ void pd_mr_cache_put(struct pd_mr_cache *c, struct pd_mr_cache_entry *e)
 void pd_mr_cache_hold(struct pd_mr_cache *c, struct pd_mr_cache_entry *e)
 {
 	pthread_mutex_lock(&c->lock);
-	e->refs++;
+	ref_locked(c, e);
 	pthread_mutex_unlock(&c->lock);
 }
 

@@ -647,6 +647,48 @@ TEST_F(cache, oversized_registration_keeps_idle_entries)
 	EXPECT_EQ(1, self->f.deregs);
 }
 
+/*
+ * Held entries fill the byte cap: a registration that cannot fit even with
+ * every idle entry gone evicts none of them (the reviewer's N6: 40 KiB cap,
+ * 32 KiB held, two idle 4 KiB entries, a 16 KiB get).  The same pattern
+ * repeated keeps hitting the idle ones.
+ */
+TEST_F(cache, held_entries_filling_the_cap_spare_the_idle_ones)
+{
+	struct pd_mr_cache_entry *held[8], *big, *e;
+	struct pd_cache_stats st;
+	int i, round;
+
+	ASSERT_EQ(0, pd_mr_cache_set_limits(self->c, 100, 10 * 4096));
+	for (i = 0; i < 8; i++)
+		held[i] = get(_metadata, self->c, dmabuf_key(60 + i, 0, 4096));
+	for (i = 0; i < 2; i++)
+		pd_mr_cache_put(self->c, get(_metadata, self->c, dmabuf_key(70 + i, 0, 4096)));
+	for (round = 0; round < 4; round++) {
+		big = get(_metadata, self->c, dmabuf_key(80, 0, 4 * 4096));
+		pd_mr_cache_put(self->c, big);
+		for (i = 0; i < 2; i++) {
+			e = get(_metadata, self->c, dmabuf_key(70 + i, 0, 4096));
+			pd_mr_cache_put(self->c, e);
+		}
+	}
+	pd_mr_cache_stats(self->c, &st);
+	EXPECT_EQ(0, st.evictions);
+	EXPECT_EQ(4, st.uncached);
+	EXPECT_EQ(8, st.hits) TH_LOG("the idle entries were evicted and registered again");
+	EXPECT_EQ(10 + 4, self->f.regs);
+	/* Room again once held bytes go: the next one evicts to fit. */
+	pd_mr_cache_put(self->c, held[0]);
+	pd_mr_cache_put(self->c, held[1]);
+	big = get(_metadata, self->c, dmabuf_key(80, 0, 4 * 4096));
+	pd_mr_cache_put(self->c, big);
+	pd_mr_cache_stats(self->c, &st);
+	EXPECT_EQ(4, st.evictions);	/* 16 KiB of idle entries made room */
+	EXPECT_EQ(4, st.uncached);
+	for (i = 2; i < 8; i++)
+		pd_mr_cache_put(self->c, held[i]);
+}
+
 struct miss_thread {
 	struct pd_mr_cache *c;
 	struct pd_mr_cache_entry *e;
