@@ -200,8 +200,17 @@ static bool dmabuf_match(const struct pd_mr_key *a, const struct pd_mr_key *b)
 	       (b->origin == PD_ORIGIN_ANY || a->origin == b->origin);
 }
 
+/*
+ * An entry a peer may write serves only the same registration again: a
+ * containing one would hand a smaller handle its bigger window, and a
+ * handle without remote access would keep it writable after its own
+ * registration went.
+ */
 static bool host_contains(const struct pd_mr_key *e, const struct pd_mr_key *k)
 {
+	if ((e->access | k->access) & PD_ACCESS_REMOTE_WRITE)
+		return e->kind == PD_MEM_HOST && e->domain == k->domain &&
+		       e->start == k->start && e->len == k->len && e->access == k->access;
 	return e->kind == PD_MEM_HOST && e->domain == k->domain &&
 	       e->start <= k->start && k->start + k->len <= e->start + e->len &&
 	       (e->access & k->access) == k->access;
@@ -410,7 +419,9 @@ static void put_locked(struct pd_mr_cache *c, struct pd_mr_cache_entry *e,
 		free(e);	/* its owner dropped the handle already */
 		return;
 	}
-	if (e->cached && !e->invalid &&
+	/* Never idle while a peer may write it: after the last
+	 * deregistration no remote write may land, whatever key it names. */
+	if (e->cached && !e->invalid && !(e->key.access & PD_ACCESS_REMOTE_WRITE) &&
 	    (e->key.kind != PD_MEM_HOST || c->retain_idle_host)) {
 		evict_locked(c, 0, 0, false, victims);
 		return;

@@ -14,12 +14,15 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/random.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <rdma/fabric.h>
@@ -62,14 +65,56 @@ static void note(struct pd_mr_reg *r, const char *fmt, ...)
 	va_end(ap);
 }
 
-/* Keys must be unique per domain unless the provider picks them: every
+/*
+ * Keys must be unique per domain unless the provider picks them: every
  * registration of the library (the staging pool and probe buffer too)
- * takes one from here. */
+ * takes one from here.  Not sequential: a peer that knows one key must not
+ * be able to name the next registration.  A counter goes through a keyed
+ * 4-round Feistel permutation of 32 bits (32: the smallest mr_key_size a
+ * provider announces), so keys stay unique for 2^32 registrations and are
+ * unpredictable without the process's random round keys.  Hardening, not
+ * cryptography; providers that choose keys themselves (FI_MR_PROV_KEY:
+ * verbs, efa, and libfabric's util providers) use their own.
+ */
+static uint32_t round_keys[4];
+static pthread_once_t round_keys_once = PTHREAD_ONCE_INIT;
+
+static void make_round_keys(void)
+{
+	uint64_t t = (uint64_t)time(NULL) ^ (uint64_t)getpid() << 32 ^ (uintptr_t)&t;
+
+	if (getrandom(round_keys, sizeof(round_keys), GRND_NONBLOCK) != sizeof(round_keys)) {
+		/* No entropy yet (early boot): better than a plain counter. */
+		for (unsigned int i = 0; i < 4; i++) {
+			t = t * 6364136223846793005ULL + 1442695040888963407ULL;
+			round_keys[i] = (uint32_t)(t >> 32);
+		}
+	}
+}
+
+static uint32_t feistel_round(uint32_t half, uint32_t key)
+{
+	uint32_t x = (half ^ key) * 0x85ebca6bu;
+
+	x ^= x >> 13;
+	x *= 0xc2b2ae35u;
+	return (x ^ (x >> 16)) & 0xffffu;
+}
+
 uint64_t pd_next_mr_key(void)
 {
-	static uint64_t key;
+	static uint32_t counter;
+	uint32_t v = __atomic_add_fetch(&counter, 1, __ATOMIC_RELAXED);
+	uint32_t l = v >> 16, r = v & 0xffffu, t;
+	unsigned int i;
 
-	return __atomic_add_fetch(&key, 1, __ATOMIC_RELAXED);
+	pthread_once(&round_keys_once, make_round_keys);
+	for (i = 0; i < 4; i++) {
+		t = r;
+		r = l ^ feistel_round(r, round_keys[i]);
+		l = t;
+	}
+	return (uint64_t)(l << 16 | r);
 }
 
 static int reg_virtual(struct pd_fabric *fab, struct pd_mr_reg *r, void *addr,
@@ -115,9 +160,12 @@ static void map_dmabuf(const struct pd_mr_key *k, struct pd_mr_reg *r)
 	size_t delta = (size_t)(k->start - aligned);
 
 	r->map_len = (delta + k->len + pg - 1) & ~(pg - 1);
-	/* A read-only export cannot be mapped for writing: it is mapped for
-	 * what it allows (and registered only for sending, see check_access). */
-	r->map = mmap(NULL, r->map_len, PROT_READ | (k->readonly ? 0 : PROT_WRITE), MAP_SHARED,
+	/* Mapped for what the registration does, no more: a read-only export
+	 * cannot be mapped for writing, and one registered only to be read
+	 * (sent, an RMA source) is not, so no path writes it by mistake. */
+	bool writes = !k->readonly && (k->access & (PD_ACCESS_RECV | PD_ACCESS_REMOTE_WRITE));
+
+	r->map = mmap(NULL, r->map_len, PROT_READ | (writes ? PROT_WRITE : 0), MAP_SHARED,
 		      r->fd, (off_t)aligned);
 	if (r->map == MAP_FAILED) {
 		r->map = NULL;
@@ -407,9 +455,16 @@ int pd_mr_reg_host(struct pd_fabric *fab, void *ptr, size_t len,
 		return ret;
 	if (start + len < start)
 		return pd_error(-EINVAL, "pd_mr_reg_host: range wraps around");
-	/* Whole pages: neighbours in the same pages then hit the same entry. */
-	k.start = start & ~(uintptr_t)(pg - 1);
-	k.len = ((start + len + pg - 1) & ~(uintptr_t)(pg - 1)) - k.start;
+	/* Whole pages: neighbours in the same pages then hit the same entry.
+	 * Not an RMA target: a peer may write exactly the bytes asked for,
+	 * not their neighbours in the same pages. */
+	if (access & PD_ACCESS_REMOTE_WRITE) {
+		k.start = start;
+		k.len = len;
+	} else {
+		k.start = start & ~(uintptr_t)(pg - 1);
+		k.len = ((start + len + pg - 1) & ~(uintptr_t)(pg - 1)) - k.start;
+	}
 	k.access = access;
 	k.domain = fab->domain;
 	ret = pd_mr_cache_get(fab->cache, &k, -1, &e);
