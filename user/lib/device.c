@@ -21,12 +21,14 @@
 #include "abi.h"
 #include "device.h"
 #include "errors.h"
+#include "fork.h"
 #include "revocation.h"
 
 struct pd_device {
 	int fd;
 	unsigned int index;
 	bool closed;
+	unsigned int fork_gen;		/* pd_fork_gen() when opened */
 	/* Owns fd's events and the records of what it exported; frees this
 	 * device with its last reference (a fabric may still name it). */
 	struct pd_monitor *mon;
@@ -39,6 +41,8 @@ static int dev_ioctl(struct pd_device *dev, unsigned long cmd, void *arg,
 		return pd_error(-EINVAL, "%s: device is NULL", what);
 	if (dev->closed)
 		return pd_error(-EBADF, "%s: device %u was closed", what, dev->index);
+	if (pd_forked_since(dev->fork_gen))
+		return pd_fork_refuse(what);
 	if (ioctl(dev->fd, cmd, arg) < 0)
 		return pd_error(-errno, "%s on /dev/peerdirect%u: %s", what,
 				dev->index, strerror(errno));
@@ -67,6 +71,7 @@ int pd_device_wrap_fd(int fd, unsigned int index, struct pd_device **out)
 	}
 	dev->fd = fd;
 	dev->index = index;
+	dev->fork_gen = pd_fork_gen();
 	*out = dev;
 	return 0;
 }
@@ -128,10 +133,17 @@ struct pd_monitor *pd_device_monitor(const struct pd_device *dev)
  */
 void pd_device_close(struct pd_device *dev)
 {
-	if (!dev)
+	/* A forked child's copy: its fds are closed already, and its
+	 * fabrics are the parent's. */
+	if (!dev || pd_forked_since(dev->fork_gen))
 		return;
 	dev->closed = true;
 	pd_monitor_close(dev->mon);
+}
+
+bool pd_device_forked(const struct pd_device *dev)
+{
+	return pd_forked_since(dev->fork_gen);
 }
 
 int pd_device_track_export(struct pd_device *dev, int fd, uint64_t export_id)
@@ -150,7 +162,10 @@ size_t pd_device_nr_recs(struct pd_device *dev)
  * kernel's queue and the one the library's reader filled, polled as one. */
 int pd_device_fd(const struct pd_device *dev)
 {
-	return dev ? pd_monitor_poll_fd(dev->mon) : pd_error(-EINVAL, "pd_device_fd: device is NULL");
+	if (!dev)
+		return pd_error(-EINVAL, "pd_device_fd: device is NULL");
+	return pd_forked_since(dev->fork_gen) ? pd_fork_refuse("pd_device_fd") :
+						 pd_monitor_poll_fd(dev->mon);
 }
 
 int pd_device_query_sz(struct pd_device *dev, struct pd_device_info *out,
@@ -270,5 +285,7 @@ int pd_device_read_events_sz(struct pd_device *dev, struct pd_event *events,
 		return pd_error(-EINVAL, "pd_device_read_events: %s",
 				!dev ? "device is NULL" : !events ? "events is NULL" :
 				!max ? "max is 0" : "record size below the 1.0 layout");
+	if (pd_forked_since(dev->fork_gen))
+		return pd_fork_refuse("pd_device_read_events");
 	return pd_monitor_read_events(dev->mon, events, size, max, timeout_ms);
 }

@@ -7,6 +7,7 @@
 #ifndef PD_DEVICE_H
 #define PD_DEVICE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -21,6 +22,8 @@ int pd_device_wrap_fd(int fd, unsigned int index, struct pd_device **out);
  * this for every export it makes). */
 int pd_device_track_export(struct pd_device *dev, int fd, uint64_t export_id);
 struct pd_monitor *pd_device_monitor(const struct pd_device *dev);
+/* Made before a fork this process is a child of. */
+bool pd_device_forked(const struct pd_device *dev);
 /* How many dma-bufs the device tracks (exported or subscribed), for tests. */
 size_t pd_device_nr_recs(struct pd_device *dev);
 

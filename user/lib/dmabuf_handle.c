@@ -24,6 +24,7 @@
 struct pd_dmabuf {
 	struct pd_fabric *fab;
 	int fd;			/* our dup: the inode cannot be reused */
+	struct pd_owned_fd own_fd;	/* closed in a forked child */
 	bool readonly;
 	uint64_t dev, ino, size;	/* size 0: unknown */
 	/* Atomic: 1 + the watch generation at which no attached device could
@@ -40,6 +41,8 @@ int pd_dmabuf_import(struct pd_fabric *fab, int fd, struct pd_dmabuf **out)
 
 	if (!fab || !out)
 		return pd_error(-EINVAL, "pd_dmabuf_import: %s", !fab ? "fabric is NULL" : "out is NULL");
+	if (pd_forked_since(fab->fork_gen))
+		return pd_fork_refuse("pd_dmabuf_import");
 	b = calloc(1, sizeof(*b));
 	if (!b)
 		return pd_error(-ENOMEM, "pd_dmabuf_import: out of memory");
@@ -60,6 +63,7 @@ int pd_dmabuf_import(struct pd_fabric *fab, int fd, struct pd_dmabuf **out)
 	b->dev = st.st_dev;
 	b->ino = st.st_ino;
 	b->size = pd_dmabuf_size(b->fd, &st);
+	pd_fork_track(&b->own_fd, &b->fd);
 	pd_fabric_get(fab);
 	*out = b;
 	return 0;
@@ -67,8 +71,11 @@ int pd_dmabuf_import(struct pd_fabric *fab, int fd, struct pd_dmabuf **out)
 
 void pd_dmabuf_release(struct pd_dmabuf *b)
 {
-	if (!b)
+	/* In a forked child: its fd is closed, and its fabric is the
+	 * parent's; nothing to release that the child could. */
+	if (!b || pd_forked_since(b->fab->fork_gen))
 		return;
+	pd_fork_untrack(&b->own_fd);
 	close(b->fd);
 	pd_fabric_put(b->fab);
 	free(b);
@@ -127,6 +134,8 @@ int pd_mr_reg_imported(struct pd_dmabuf *b, uint64_t offset, size_t len,
 	if (!b || !len || !out)
 		return pd_error(-EINVAL, "pd_mr_reg_imported: %s", !b ? "handle is NULL" :
 				!len ? "length is 0" : "out is NULL");
+	if (pd_forked_since(b->fab->fork_gen))
+		return pd_fork_refuse("pd_mr_reg_imported");
 	ret = pd_mr_check_access("pd_mr_reg_imported", &access, b->readonly, b->fd);
 	if (ret)
 		return ret;

@@ -415,6 +415,7 @@ int pd_fabric_open(const struct pd_fabric_attr *attr, struct pd_fabric **out)
 	pthread_mutex_init(&fab->lock, NULL);
 	pthread_cond_init(&fab->jobs_done, NULL);
 	fab->refs = 1;
+	fab->fork_gen = pd_fork_gen();
 	ops.ctx = fab;
 	ret = get_info(fab, &s);
 	if (ret)
@@ -470,7 +471,8 @@ fail:
  */
 void pd_fabric_close(struct pd_fabric *fab)
 {
-	if (!fab)
+	/* In a forked child the endpoint and its sockets are the parent's. */
+	if (!fab || pd_forked_since(fab->fork_gen))
 		return;
 	/* No device calls into a closed fabric. */
 	pd_watch_detach_all(fab->watch);
@@ -650,6 +652,8 @@ int pd_fabric_attach_device(struct pd_fabric *fab, struct pd_device *dev)
 {
 	if (!fab || !dev)
 		return pd_error(-EINVAL, "pd_fabric_attach_device: NULL argument");
+	if (pd_forked_since(fab->fork_gen) || pd_device_forked(dev))
+		return pd_fork_refuse("pd_fabric_attach_device");
 	return pd_watch_attach(fab->watch, pd_device_monitor(dev));
 }
 
@@ -657,6 +661,8 @@ int pd_fabric_detach_device(struct pd_fabric *fab, struct pd_device *dev)
 {
 	if (!fab || !dev)
 		return pd_error(-EINVAL, "pd_fabric_detach_device: NULL argument");
+	if (pd_forked_since(fab->fork_gen))
+		return pd_fork_refuse("pd_fabric_detach_device");
 	return pd_watch_detach(fab->watch, pd_device_monitor(dev));
 }
 
@@ -695,6 +701,8 @@ int pd_fabric_poll_events(struct pd_fabric *fab)
 {
 	if (!fab)
 		return pd_error(-EINVAL, "pd_fabric_poll_events: fabric is NULL");
+	if (pd_forked_since(fab->fork_gen))
+		return pd_fork_refuse("pd_fabric_poll_events");
 	return pd_watch_drain(fab->watch);
 }
 

@@ -11,6 +11,7 @@
 
 #include "peerdirect.h"
 #include "fi_compat.h"
+#include "fork.h"
 #include "mr_cache.h"
 #include "revocation.h"
 
@@ -83,6 +84,7 @@ struct pd_fabric {
 
 	/* The attached devices' monitors, told to call into cache. */
 	struct pd_watch *watch;
+	unsigned int fork_gen;		/* pd_fork_gen() when opened */
 
 	/* One for the caller until pd_fabric_close, one per live pd_mr and
 	 * per live request: the last one tears the fabric down. */
@@ -100,6 +102,7 @@ struct pd_mr_reg {
 	void *desc;
 	uint64_t rkey;
 	int fd;			/* dup of the dma-buf, keeps the inode alive */
+	struct pd_owned_fd own_fd;	/* closed in a forked child */
 	struct pd_monitor *watcher;	/* whose record this entry holds, or NULL */
 	uint64_t st_dev, st_ino;
 	int map_err;		/* why there is no mapping (negative errno) */

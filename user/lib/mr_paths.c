@@ -172,6 +172,9 @@ static void map_dmabuf(const struct pd_mr_key *k, struct pd_mr_reg *r)
 		r->map_err = -errno;
 		return;
 	}
+	/* A forked child does not get the mapping: it would keep the
+	 * dma-buf's memory alive as long as the child lives. */
+	madvise(r->map, r->map_len, MADV_DONTFORK);
 	r->cpu = r->iobase = (char *)r->map + delta;
 }
 
@@ -281,6 +284,7 @@ static int reg_dmabuf(struct pd_fabric *fab, const struct pd_mr_key *k, int fd,
 	r->fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
 	if (r->fd < 0)
 		return pd_error(-errno, "dma-buf fd %d: %s", fd, strerror(errno));
+	pd_fork_track(&r->own_fd, &r->fd);
 	if (want != PD_PATH_AUTO)
 		note(r, "forced (PEERDIRECT_PATH or pd_fabric_set_path); ");
 	map_dmabuf(k, r);
@@ -345,11 +349,12 @@ void pd_paths_deregister(void *ctx, void *handle)
 		fi_close(&r->mr->fid);
 	if (r->map)
 		munmap(r->map, r->map_len);
-	if (r->watcher) {
+	if (r->watcher)
 		pd_watch_release(r->watcher, r->st_dev, r->st_ino, r->fd);
-	}
-	if (r->fd >= 0)
+	if (r->fd >= 0) {
+		pd_fork_untrack(&r->own_fd);
 		close(r->fd);
+	}
 	free(r);
 }
 
@@ -450,6 +455,8 @@ int pd_mr_reg_host(struct pd_fabric *fab, void *ptr, size_t len,
 	if (!fab || !ptr || !len || !out)
 		return pd_error(-EINVAL, "pd_mr_reg_host: %s", !fab ? "fabric is NULL" :
 				!ptr ? "ptr is NULL" : !len ? "length is 0" : "out is NULL");
+	if (pd_forked_since(fab->fork_gen))
+		return pd_fork_refuse("pd_mr_reg_host");
 	ret = pd_mr_check_access("pd_mr_reg_host", &access, false, -1);
 	if (ret)
 		return ret;
@@ -542,6 +549,8 @@ int pd_mr_reg_dmabuf(struct pd_fabric *fab, int fd, uint64_t offset,
 	if (!fab || !len || !out)
 		return pd_error(-EINVAL, "pd_mr_reg_dmabuf: %s", !fab ? "fabric is NULL" :
 				!len ? "length is 0" : "out is NULL");
+	if (pd_forked_since(fab->fork_gen))
+		return pd_fork_refuse("pd_mr_reg_dmabuf");
 	own = fd < 0 ? -1 : fcntl(fd, F_DUPFD_CLOEXEC, 0);
 	if (own < 0)
 		return pd_error(fd < 0 ? -EBADF : -errno, "pd_mr_reg_dmabuf: fd %d: %s", fd,
@@ -557,7 +566,9 @@ void pd_mr_dereg(struct pd_mr *mr)
 {
 	struct pd_fabric *fab;
 
-	if (!mr)
+	/* A forked child's copy: deregistering would close the parent's
+	 * provider objects; the child's memory is all it holds. */
+	if (!mr || pd_forked_since(mr->fab->fork_gen))
 		return;
 	fab = mr->fab;
 	pd_mr_cache_put(fab->cache, mr->entry);

@@ -21,6 +21,7 @@
 
 #include "abi.h"
 #include "errors.h"
+#include "fork.h"
 #include "log.h"
 #include "mr_cache.h"
 #include "revocation.h"
@@ -63,6 +64,7 @@ struct pd_monitor {
 	int fd;			/* the device file; -1 once closed */
 	int evfd;		/* readable while the application queue is not empty */
 	int epfd;		/* {fd, evfd}: what applications poll */
+	struct pd_owned_fd own_fd, own_evfd, own_epfd;	/* closed in a forked child */
 	unsigned int index;
 	uint64_t origin;
 	unsigned int refs;	/* atomic */
@@ -258,6 +260,9 @@ int pd_monitor_create(int fd, unsigned int index, void (*release)(void *owner),
 	pthread_mutex_init(&m->lock, NULL);
 	pthread_mutex_init(&m->recs_lock, NULL);
 	m->fd = fd;
+	pd_fork_track(&m->own_fd, &m->fd);
+	pd_fork_track(&m->own_evfd, &m->evfd);
+	pd_fork_track(&m->own_epfd, &m->epfd);
 	m->index = index;
 	m->origin = next_origin();
 	m->refs = 1;
@@ -288,8 +293,12 @@ static void monitor_put(struct pd_monitor *m)
 	pthread_mutex_destroy(&m->lock);
 	pthread_mutex_destroy(&m->recs_lock);
 	table_free(&m->recs);
-	close(m->evfd);
-	close(m->epfd);
+	pd_fork_untrack(&m->own_evfd);
+	pd_fork_untrack(&m->own_epfd);
+	if (m->evfd >= 0)
+		close(m->evfd);
+	if (m->epfd >= 0)
+		close(m->epfd);
 	free(m->watches);
 	free(m->appq);
 	if (m->release)
@@ -346,8 +355,11 @@ void pd_monitor_close(struct pd_monitor *m)
 	m->nwatches = 0;
 	/* Records' users send SUBSCRIBE on fd under recs_lock. */
 	pthread_mutex_lock(&m->recs_lock);
-	epoll_ctl(m->epfd, EPOLL_CTL_DEL, m->fd, NULL);
-	close(m->fd);
+	pd_fork_untrack(&m->own_fd);
+	if (m->fd >= 0) {
+		epoll_ctl(m->epfd, EPOLL_CTL_DEL, m->fd, NULL);
+		close(m->fd);
+	}
 	m->fd = -1;
 	pthread_mutex_unlock(&m->recs_lock);
 	pthread_mutex_unlock(&m->lock);
