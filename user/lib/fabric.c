@@ -614,6 +614,10 @@ int pd_fabric_insert(struct pd_fabric *fab, const void *addr, size_t len,
 				h.tag_bits, h.chunk_bits, fab->tag_bits, PD_CHUNK_BITS);
 	pthread_mutex_lock(&fab->lock);
 	ret = fab->closed ? -ESHUTDOWN : fi_av_insert(fab->av, (const char *)addr + sizeof(h), 1, &fa, 0, NULL);
+	/* A table: peers are indices, and one never inserted would index
+	 * past the provider's table. */
+	if (ret == 1 && fa + 1 > fab->npeers)
+		__atomic_store_n(&fab->npeers, fa + 1, __ATOMIC_RELEASE);
 	pthread_mutex_unlock(&fab->lock);
 	if (ret != 1)
 		return pd_error(ret < 0 ? ret : -EINVAL, "fi_av_insert of a %zu-byte address on %s: %s",

@@ -51,6 +51,7 @@ struct pd_fabric {
 	size_t chunk;		/* wire chunk: message pieces, bounce slots */
 	size_t bounce_slots;
 	size_t universe;	/* expected peers: the AV's count */
+	uint64_t npeers;	/* atomic: fi_addrs 0..npeers-1 were inserted (FI_AV_TABLE) */
 	size_t max_pending;	/* requests waiting to post before -EAGAIN */
 	size_t max_staging;	/* own staging bytes held by requests */
 	int peer_timeout_ms;	/* <0: peers are never declared dead */

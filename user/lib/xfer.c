@@ -1021,6 +1021,9 @@ static int start(struct pd_fabric *fab, enum req_kind kind, struct pd_mr *mr,
 				" (the dma-buf fd is read-only)" : "");
 	if (kind != REQ_RECV && peer == PD_ANY_PEER)
 		return pd_error(-EINVAL, "%s: a destination peer is required", fn);
+	if (peer != PD_ANY_PEER && peer >= __atomic_load_n(&fab->npeers, __ATOMIC_ACQUIRE))
+		return pd_error(-EINVAL, "%s: peer %llu was never returned by pd_fabric_insert on this fabric",
+				fn, (unsigned long long)peer);
 	if (kind == REQ_RECV && peer != PD_ANY_PEER && !fab->directed_recv)
 		return pd_error(-EOPNOTSUPP, "%s: %s lacks FI_DIRECTED_RECV, so a receive cannot name its peer: receive from PD_ANY_PEER",
 				fn, fab->provider);
