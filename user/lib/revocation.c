@@ -392,15 +392,17 @@ static void sweep_released(struct pd_monitor *m)
 	size_t cap, i, nlive = 0;
 	struct rec *r, *next;
 	int err = ENOMEM;
+	bool no_list;
 
 	pthread_mutex_lock(&m->recs_lock);
 	cap = t->nexports + 64;
 	listed_at = t->seq;
+	no_list = t->no_list;
 	pthread_mutex_unlock(&m->recs_lock);
 	if (cap > PEERDIRECT_LIST_MAX)
 		cap = PEERDIRECT_LIST_MAX;
 	info = calloc(cap, sizeof(*info));
-	if (info && t->no_list) {
+	if (info && no_list) {
 		err = ENOTTY;
 	} else if (info) {
 		l.export_size = sizeof(*info);

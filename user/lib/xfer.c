@@ -484,11 +484,13 @@ static int post_chunk(struct pd_req *r, uint32_t i)
 	void *buf, *desc;
 	ssize_t ret;
 
+	/* A chunk whose copy runs is read by the copier without the lock:
+	 * not even the same values are written under it meanwhile. */
+	if (reg->path == PD_PATH_BOUNCE && op->stage == ST_COPYING)
+		return -EINPROGRESS;
 	op->req = r;
 	op->chunk = i;
 	if (reg->path == PD_PATH_BOUNCE) {
-		if (op->stage == ST_COPYING)
-			return -EINPROGRESS;
 		/* A chunk staged before an -FI_EAGAIN is kept: copy once only. */
 		if (op->stage == ST_NONE) {
 			if (!take_stage(r, op))

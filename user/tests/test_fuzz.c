@@ -33,7 +33,8 @@
 #define NDEV		2
 #define NBUF		4	/* memfd "dma-bufs" */
 #define SLOTS		8	/* per thread: registrations, requests, handles */
-#define HOSTBUF		(256 << 10)
+#define HOSTBUF		(128 << 10)	/* read by transfers */
+#define RECVBUF		(16 << 10)	/* per slot: written by one request */
 #define XFER_MAX	(48 << 10)
 
 struct world {
@@ -56,6 +57,8 @@ struct worker {
 	struct world *w;
 	uint64_t rng;
 	unsigned char *host;			/* this thread's host memory */
+	unsigned char *recv;			/* SLOTS x RECVBUF, one per request slot */
+	int recv_fd;				/* a memfd of SLOTS x RECVBUF, the same way */
 	struct pd_mr *mr[SLOTS];
 	struct pd_req *req[SLOTS];
 	struct pd_dmabuf *imp[SLOTS];
@@ -133,7 +136,10 @@ static void op_reg(struct worker *k)
 {
 	unsigned int s = (unsigned int)below(k, SLOTS), f;
 	struct pd_fabric *fab = any_fab(k, &f);
-	unsigned int access = (unsigned int)below(k, 20);	/* some unknown bits */
+	/* Shared memory is only read: what a transfer writes goes to a
+	 * region one request owns (op_xfer), or two threads' receives would
+	 * race in the caller's memory.  Unknown bits stay in. */
+	unsigned int access = (unsigned int)below(k, 64) & ~(PD_ACCESS_RECV | PD_ACCESS_REMOTE_WRITE);
 	size_t off, len;
 	int ret;
 
@@ -189,14 +195,27 @@ static void op_reg(struct worker *k)
 		k->mr[s] = NULL;
 }
 
+/* A registration of slot s's own region, host or dma-buf, for access. */
+static struct pd_mr *own_region(struct worker *k, struct pd_fabric *fab, unsigned int s,
+				unsigned int access)
+{
+	struct pd_mr *mr = NULL;
+	int ret = below(k, 2) ?
+		  pd_mr_reg_host(fab, k->recv + (size_t)s * RECVBUF, RECVBUF, access, &mr) :
+		  pd_mr_reg_dmabuf(fab, k->recv_fd, (uint64_t)s * RECVBUF, RECVBUF, access, &mr);
+
+	ok_or_errno(k, ret, "registration of a slot's region");
+	return ret ? NULL : mr;
+}
+
 static void op_xfer(struct worker *k)
 {
 	unsigned int s = (unsigned int)below(k, SLOTS), f;
-	struct pd_mr *mr = k->mr[(unsigned int)below(k, SLOTS)];
+	struct pd_mr *mr = k->mr[(unsigned int)below(k, SLOTS)], *own = NULL;
 	struct pd_fabric *fab;
 	struct pd_rkey rk;
 	uint64_t tag = below(k, 4) ? below(k, 8) : rnd(k);
-	size_t off = below(k, 8) ? 0 : below(k, 8192), len = below(k, 4) ? below(k, XFER_MAX) + 1 :
+	size_t off = below(k, 8) ? 0 : below(k, 8192), len = below(k, 4) ? below(k, RECVBUF) + 1 :
 							      any_len(k);
 	int ret;
 
@@ -206,6 +225,7 @@ static void op_xfer(struct worker *k)
 		;
 	if (f == NFAB)
 		f = 0;
+	/* The slot's previous request goes before its region is written again. */
 	if (k->req[s]) {
 		pd_req_free(k->req[s]);
 		k->req[s] = NULL;
@@ -213,31 +233,32 @@ static void op_xfer(struct worker *k)
 	}
 	switch (below(k, 6)) {
 	case 5: {
-		/* a well-formed pair on this thread's own memory, so that
-		 * transfers complete among the bad ones */
+		/* a well-formed pair, so that transfers complete among the
+		 * bad ones: slot s receives what slot s2 sends */
 		unsigned int s2 = (s + 1) % SLOTS;
 		struct pd_mr *h;
 
-		len = below(k, 40000) + 1;
+		len = below(k, RECVBUF) + 1;
 		tag = 0x100 + below(k, 4);
 		if (k->req[s2]) {
 			pd_req_free(k->req[s2]);
 			k->req[s2] = NULL;
 		}
-		ret = pd_mr_reg_host(fab, k->host, 2 * len, PD_ACCESS_SEND | PD_ACCESS_RECV, &h);
-		ok_or_errno(k, ret, "pd_mr_reg_host (pair)");
-		if (ret)
+		own = own_region(k, fab, s, PD_ACCESS_RECV);
+		if (!own)
 			return;
-		ret = pd_trecv(fab, h, 0, len, k->w->self_peer[f], tag, &k->req[s]);
-		ok_or_errno(k, ret, "pd_trecv (pair)");
+		ret = pd_mr_reg_host(fab, k->host, len, PD_ACCESS_SEND, &h);
+		ok_or_errno(k, ret, "pd_mr_reg_host (pair)");
 		if (!ret) {
-			ret = pd_tsend(fab, h, len, len, k->w->self_peer[f], tag, &k->req[s2]);
-			ok_or_errno(k, ret, "pd_tsend (pair)");
+			ret = pd_trecv(fab, own, 0, len, k->w->self_peer[f], tag, &k->req[s]);
+			ok_or_errno(k, ret, "pd_trecv (pair)");
 			if (ret)
+				k->req[s] = NULL;
+			else if (pd_tsend(fab, h, 0, len, k->w->self_peer[f], tag, &k->req[s2]))
 				k->req[s2] = NULL;
-			ret = 0;
+			pd_mr_dereg(h);		/* the requests hold it */
 		}
-		pd_mr_dereg(h);		/* the requests hold it */
+		ret = 0;
 		break;
 	}
 	case 0:
@@ -247,27 +268,28 @@ static void op_xfer(struct worker *k)
 		break;
 	case 2:
 	case 3:
-		ret = pd_trecv(fab, mr, off, len, any_peer(k, f), tag, &k->req[s]);
+		/* into the slot's region, or a registration without RECV */
+		own = below(k, 4) ? own_region(k, fab, s, PD_ACCESS_RECV) : NULL;
+		ret = pd_trecv(fab, own ? own : mr, off, len, any_peer(k, f), tag, &k->req[s]);
 		ok_or_errno(k, ret, "pd_trecv");
 		break;
 	default:
-		/* Forged rkeys make tcp drop the connection: rare, so that
-		 * the rest still has one. */
-		if (below(k, 16)) {
-			ret = pd_write(fab, NULL, off, len, any_peer(k, f), NULL, 0, &k->req[s]);
-			ok_or_errno(k, ret, "pd_write (NULL)");
-			break;
-		}
-		/* its own rkey, or a forged one */
-		if (!mr || pd_mr_rkey(mr, &rk))
-			rk = (struct pd_rkey) { .addr = rnd(k), .key = below(k, 64), .len = any_len(k) };
-		else if (!below(k, 4))
+		/* Onto the slot's own region, through its rkey; now and then a
+		 * forged one (tcp drops the connection on those). */
+		own = own_region(k, fab, s, PD_ACCESS_REMOTE_WRITE);
+		if (!own || pd_mr_rkey(own, &rk) || !below(k, 32))
+			rk = (struct pd_rkey) { .addr = rnd(k), .key = UINT64_MAX - below(k, 64),
+						.len = any_len(k) };
+		else if (!below(k, 8))
 			rk.len = any_len(k);
-		ret = pd_write(fab, mr, off, len, any_peer(k, f), below(k, 32) ? &rk : NULL,
-			       below(k, 2) ? 0 : below(k, 4096), &k->req[s]);
+		ret = pd_write(fab, mr, off, len, below(k, 4) ? k->w->self_peer[f] : any_peer(k, f),
+			       below(k, 32) ? &rk : NULL, below(k, 2) ? 0 : below(k, 4096), &k->req[s]);
 		ok_or_errno(k, ret, "pd_write");
 		break;
 	}
+	/* The request holds the registration; dropping the handle also puts
+	 * its key out of use once the request is done. */
+	pd_mr_dereg(own);
 	if (ret)
 		k->req[s] = NULL;
 }
@@ -564,6 +586,10 @@ TEST(random_calls_from_threads_keep_every_contract)
 		k[i] = (struct worker) { .w = &w, .rng = seed * 0x9e3779b97f4a7c15ULL + (uint64_t)i + 1 };
 		k[i].host = mmap(NULL, HOSTBUF, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 		ASSERT_NE(MAP_FAILED, k[i].host);
+		k[i].recv = mmap(NULL, SLOTS * RECVBUF, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		ASSERT_NE(MAP_FAILED, k[i].recv);
+		k[i].recv_fd = memfd_of(SLOTS * RECVBUF, 50 + (uint64_t)i);
+		ASSERT_LE(0, k[i].recv_fd);
 		ASSERT_EQ(0, pthread_create(&t[i], NULL, worker_main, &k[i]));
 	}
 	for (i = 0; i < THREADS; i++)
@@ -587,8 +613,11 @@ TEST(random_calls_from_threads_keep_every_contract)
 	}
 	for (i = 0; i < NBUF; i++)
 		close(w.buf[i]);
-	for (i = 0; i < THREADS; i++)
+	for (i = 0; i < THREADS; i++) {
 		munmap(k[i].host, HOSTBUF);
+		munmap(k[i].recv, SLOTS * RECVBUF);
+		close(k[i].recv_fd);
+	}
 	EXPECT_EQ(fds_before, count_fds()) TH_LOG("fds leaked");
 }
 
