@@ -621,9 +621,15 @@ static int log_check_locked(struct pd_mr_cache *c, const struct pd_mr_key *k, ui
 	for (g = since; g < c->gen; g++) {
 		const struct inval_match *m = &c->log[g % INVAL_LOG];
 
-		if (inval_matches(k, m))
-			return pd_error(-ENODEV, "dma-buf inode %llu was revoked (%s) before it was registered: re-export and register again",
-					(unsigned long long)k->ino, pd_reason_name(m->reason));
+		if (!inval_matches(k, m))
+			continue;
+		/* Its device stopped watching (detached, closed): nothing was
+		 * revoked, the key's origin is just out of date.  Resolve it
+		 * again, as for a log that ran over. */
+		if (m->reason == PD_REASON_DETACHED || m->reason == PD_REASON_CLOSED)
+			return -ESTALE;
+		return pd_error(-ENODEV, "dma-buf inode %llu was revoked (%s) before it was registered: re-export and register again",
+				(unsigned long long)k->ino, pd_reason_name(m->reason));
 	}
 	return 0;
 }

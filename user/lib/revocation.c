@@ -383,66 +383,131 @@ static int cmp_u64(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-static void sweep_released(struct pd_monitor *m)
+/*
+ * The device's live exports as the kernel lists them (PEERDIRECT_IOCTL_LIST,
+ * uapi 2.1): their ids sorted, and those still revoked-but-open in
+ * *revoked (sorted too).  0, or a positive errno: ENOTTY/EINVAL from a
+ * module that cannot list (or a stand-in file), E2BIG when one listing
+ * cannot hold them all.
+ */
+struct listing {
+	uint64_t *ids, *revoked;
+	size_t nids, nrevoked;
+};
+
+static int list_exports(struct pd_monitor *m, size_t cap, struct listing *out)
 {
 	struct peerdirect_list l = { .argsz = sizeof(l) };
 	struct peerdirect_export_info *info;
+	size_t i;
+	int err;
+
+	*out = (struct listing) { 0 };
+	if (cap > PEERDIRECT_LIST_MAX)
+		cap = PEERDIRECT_LIST_MAX;
+	info = calloc(cap, sizeof(*info));
+	out->ids = malloc((cap + 1) * sizeof(*out->ids));
+	out->revoked = malloc((cap + 1) * sizeof(*out->revoked));
+	err = info && out->ids && out->revoked ? 0 : ENOMEM;
+	if (!err) {
+		l.export_size = sizeof(*info);
+		l.exports = (uintptr_t)info;
+		l.nr_exports = (uint32_t)cap;
+		err = m->fd < 0 ? EBADF : ioctl(m->fd, PEERDIRECT_IOCTL_LIST, &l) ? errno : 0;
+		if (!err && l.total_exports > l.nr_exports)
+			err = E2BIG;
+	}
+	for (i = 0; !err && i < l.nr_exports; i++) {
+		out->ids[out->nids++] = info[i].export_id;
+		if (info[i].flags & PEERDIRECT_EXPORT_INFO_REVOKED)
+			out->revoked[out->nrevoked++] = info[i].export_id;
+	}
+	free(info);
+	if (err) {
+		free(out->ids);
+		free(out->revoked);
+		*out = (struct listing) { 0 };
+		return err;
+	}
+	qsort(out->ids, out->nids, sizeof(uint64_t), cmp_u64);
+	qsort(out->revoked, out->nrevoked, sizeof(uint64_t), cmp_u64);
+	return 0;
+}
+
+static bool listed(const uint64_t *v, size_t n, uint64_t id)
+{
+	return n && bsearch(&id, v, n, sizeof(*v), cmp_u64);
+}
+
+static void sweep_released(struct pd_monitor *m)
+{
 	struct rec_table *t = &m->recs;
-	uint64_t listed_at, *ids = NULL;
-	size_t cap, i, nlive = 0;
+	struct listing live;
+	uint64_t listed_at;
 	struct rec *r, *next;
-	int err = ENOMEM;
+	size_t cap, i;
 	bool no_list;
+	int err;
 
 	pthread_mutex_lock(&m->recs_lock);
 	cap = t->nexports + 64;
 	listed_at = t->seq;
 	no_list = t->no_list;
 	pthread_mutex_unlock(&m->recs_lock);
-	if (cap > PEERDIRECT_LIST_MAX)
-		cap = PEERDIRECT_LIST_MAX;
-	info = calloc(cap, sizeof(*info));
-	if (info && no_list) {
-		err = ENOTTY;
-	} else if (info) {
-		l.export_size = sizeof(*info);
-		l.exports = (uintptr_t)info;
-		l.nr_exports = (uint32_t)cap;
-		err = m->fd < 0 ? EBADF : ioctl(m->fd, PEERDIRECT_IOCTL_LIST, &l) ? errno : 0;
-		/* More than one listing holds: nothing can be told apart. */
-		if (!err && l.total_exports > l.nr_exports)
-			err = E2BIG;
-	}
-	/* The export ids, sorted: each record is then a binary search. */
-	if (!err) {
-		nlive = l.nr_exports;
-		ids = malloc((nlive + 1) * sizeof(*ids));
-		err = ids ? 0 : ENOMEM;
-	}
-	if (!err) {
-		for (i = 0; i < nlive; i++)
-			ids[i] = info[i].export_id;
-		qsort(ids, nlive, sizeof(*ids), cmp_u64);
-	}
+	/* The listing is a system call: not under recs_lock. */
+	err = no_list ? ENOTTY : list_exports(m, cap, &live);
 	pthread_mutex_lock(&m->recs_lock);
 	/* A module before uapi 2.1, or a stand-in file: only revoked
 	 * records can go, and unlisted ones stay. */
 	if (err == ENOTTY || err == EINVAL)
 		t->no_list = true;
-	for (i = 0; info && i < t->nbuckets; i++) {
+	for (i = 0; err != ENOMEM && i < t->nbuckets; i++) {
 		for (r = t->by_id[i]; r; r = next) {
 			next = r->next_id;
 			if (r->uses || r->entries || r->born > listed_at)
 				continue;
-			if (r->revoked ||
-			    (!err && !bsearch(&r->export_id, ids, nlive, sizeof(*ids), cmp_u64)))
+			if (r->revoked || (!err && !listed(live.ids, live.nids, r->export_id)))
 				table_del(t, r);
 		}
 	}
 	t->sweep_at = t->nexports * 2 > SWEEP_FIRST ? t->nexports * 2 : SWEEP_FIRST;
 	pthread_mutex_unlock(&m->recs_lock);
-	free(ids);
-	free(info);
+	if (!err) {
+		free(live.ids);
+		free(live.revoked);
+	}
+}
+
+/*
+ * After an overflow every export was marked revoked, since any might have
+ * been.  The kernel's listing tells which still live unrevoked: those may
+ * be registered again, instead of being refused for good.  The caches'
+ * entries went anyway (they re-register on next use).  Subscriptions are
+ * of any device's dma-bufs, so this device's listing cannot vouch for
+ * them: their records go with their last registration, and a new one asks
+ * the kernel again.  Under lock (no event is handled meanwhile).
+ */
+static void revalidate_exports_locked(struct pd_monitor *m)
+{
+	struct rec_table *t = &m->recs;
+	struct listing live;
+	struct rec *r;
+	size_t i, cap;
+
+	pthread_mutex_lock(&m->recs_lock);
+	cap = t->no_list ? 0 : t->nexports + 64;
+	pthread_mutex_unlock(&m->recs_lock);
+	if (!cap || list_exports(m, cap, &live))
+		return;
+	pthread_mutex_lock(&m->recs_lock);
+	for (i = 0; i < t->nbuckets; i++)
+		for (r = t->by_id[i]; r; r = r->next_id)
+			if (listed(live.ids, live.nids, r->export_id) &&
+			    !listed(live.revoked, live.nrevoked, r->export_id))
+				r->revoked = false;
+	pthread_mutex_unlock(&m->recs_lock);
+	free(live.ids);
+	free(live.revoked);
 }
 
 int pd_monitor_track_export(struct pd_monitor *m, int fd, uint64_t export_id)
@@ -471,7 +536,6 @@ int pd_monitor_track_export(struct pd_monitor *m, int fd, uint64_t export_id)
 		ret = pd_error(-ENOMEM, "pd_device_export: out of memory");
 	sweep = m->recs.nexports >= m->recs.sweep_at;
 	pthread_mutex_unlock(&m->recs_lock);
-	/* The listing is a system call: not under recs_lock. */
 	if (sweep)
 		sweep_released(m);
 	return ret;
@@ -647,6 +711,8 @@ static void handle_event_locked(struct pd_monitor *m, const struct pd_event *ev,
 	app_queue_locked(m, ev);
 	if (ev->reason == PD_REASON_OVERFLOW || (!ev->export_id && !ev->inode)) {
 		origin_gone_locked(m, ev->reason);
+		if (ev->reason == PD_REASON_OVERFLOW)
+			revalidate_exports_locked(m);
 		return;
 	}
 	pthread_mutex_lock(&m->recs_lock);

@@ -36,6 +36,11 @@ static struct {
 	uint64_t list_lo, list_hi;
 	unsigned int lists;
 	int read_errno;		/* the next read of fake.dev fails with it */
+	uint64_t list_revoked;	/* listed, flagged PEERDIRECT_EXPORT_INFO_REVOKED */
+	/* A detach landing inside the next SUBSCRIBE (between the fabric's
+	 * lookup of the watching device and its cache insert). */
+	struct pd_fabric *detach_fab;
+	struct pd_device *detach_dev;
 	int slow_poll_ms;	/* every poll() waits this long first */
 } fake = { .dev = -1 };
 
@@ -51,7 +56,10 @@ static int fake_list(struct peerdirect_list *l)
 
 		total++;
 		if (n < l->nr_exports)
-			out[n++] = (struct peerdirect_export_info) { .export_id = listed };
+			out[n++] = (struct peerdirect_export_info) {
+				.export_id = listed,
+				.flags = listed == fake.list_revoked ? PEERDIRECT_EXPORT_INFO_REVOKED : 0,
+			};
 	}
 	l->nr_exports = n;
 	l->total_exports = total;
@@ -94,6 +102,12 @@ int ioctl(int fd, unsigned long req, ...)
 	fake.ino[fake.live++] = st.st_ino;
 	s->export_id = 5000 + st.st_ino;
 	s->inode = st.st_ino;
+	if (fake.detach_fab) {
+		struct pd_fabric *fab = fake.detach_fab;
+
+		fake.detach_fab = NULL;
+		pd_fabric_detach_device(fab, fake.detach_dev);
+	}
 	return 0;
 }
 
@@ -982,6 +996,68 @@ TEST_F(rev, an_fd_swapped_during_registration_registers_what_was_checked)
 	EXPECT_EQ(pattern(7, 0), p[7]) TH_LOG("registered the dma-buf swapped in under the number");
 	pd_mr_dereg(m);
 	close(swap_fd.user_fd);
+}
+
+/*
+ * After an overflow every export of the device is suspect, but the kernel
+ * lists which still live unrevoked: those register again, instead of
+ * being refused for good; one listed revoked, or gone, stays refused.
+ */
+TEST_F(rev, an_overflow_is_revalidated_by_the_listing)
+{
+	int a = memfd_of(4096, 31), b = memfd_of(4096, 32);
+	struct pd_mr *m;
+
+	ASSERT_LE(0, a);
+	ASSERT_LE(0, b);
+	fake.dev = self->sock[0][0];
+	fake.list_lo = 2990;
+	fake.list_hi = 3000;
+	fake.list_revoked = 2991;
+	ASSERT_EQ(0, pd_device_track_export(self->dev[0], a, 2000));	/* not listed: gone */
+	ASSERT_EQ(0, pd_device_track_export(self->dev[0], b, 2991));	/* listed revoked */
+	ASSERT_EQ(0, pd_fabric_attach_device(self->f1, self->dev[0]));
+	ASSERT_EQ(0, pd_mr_reg_dmabuf(self->f1, self->memfd[0], 0, 4096, 0, &m)) TH_LOG("%s", pd_last_error());
+	ASSERT_EQ(0, send_event(self->sock[0][1], PEERDIRECT_REASON_OVERFLOW, 0, 0));
+	pd_fabric_poll_events(self->f1);
+	EXPECT_EQ(-ENODEV, usable(self->f1, self->me1, m)) TH_LOG("the overflow spared a registration");
+	pd_mr_dereg(m);
+	EXPECT_EQ(0, pd_mr_reg_dmabuf(self->f1, self->memfd[0], 0, 4096, 0, &m))
+		TH_LOG("a live export refused for good after an overflow: %s", pd_last_error());
+	EXPECT_EQ(0, usable(self->f1, self->me1, m)) TH_LOG("%s", pd_last_error());
+	pd_mr_dereg(m);
+	EXPECT_EQ(-ENODEV, pd_mr_reg_dmabuf(self->f1, a, 0, 4096, 0, &m));
+	EXPECT_EQ(-ENODEV, pd_mr_reg_dmabuf(self->f1, b, 0, 4096, 0, &m));
+	close(a);
+	close(b);
+}
+
+/*
+ * A detach that lands while a registration resolves its dma-buf revoked
+ * nothing: the registration is made (unwatched, no device being left), not
+ * refused as revoked.
+ */
+TEST_F(rev, a_detach_during_registration_is_not_a_revocation)
+{
+	int a = memfd_of(1 << 20, 33);
+	struct pd_mr *m = NULL;
+	int ret;
+
+	ASSERT_LE(0, a);
+	fake.dev = self->sock[0][0];
+	fake.max = 8;
+	ASSERT_EQ(0, pd_fabric_attach_device(self->f1, self->dev[0]));
+	fake.detach_fab = self->f1;
+	fake.detach_dev = self->dev[0];
+	ret = pd_mr_reg_dmabuf(self->f1, a, 0, 4096, 0, &m);
+	EXPECT_EQ(NULL, fake.detach_fab) TH_LOG("the detach was not injected");
+	EXPECT_EQ(0, ret) TH_LOG("%s", pd_last_error());
+	if (!ret) {
+		EXPECT_EQ(0, usable(self->f1, self->me1, m)) TH_LOG("%s", pd_last_error());
+		pd_mr_dereg(m);
+	}
+	EXPECT_EQ(0, fake.live) TH_LOG("the subscription outlived the detach");
+	close(a);
 }
 
 TEST_HARNESS_MAIN
