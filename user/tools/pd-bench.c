@@ -32,6 +32,7 @@
 #include <inttypes.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 
@@ -50,6 +51,7 @@
 #include "listen_port.h"
 #include "tool_args.h"
 #include "tool_env.h"
+#include "device.h"
 #include "errors.h"
 #include "fabric.h"
 
@@ -201,6 +203,8 @@ static void mode_cache(const struct opts *o)
 	struct pd_fabric *fab = open_fabric(o, PD_PATH_AUTO);
 	struct dmabuf_source src;
 	struct pd_dmabuf *buf_handle;
+	struct pd_device *dev = NULL;
+	int sv[2] = { -1, -1 };
 	uint64_t reg[201], both[201], t0, t1;
 	struct fid_mr *mr;
 	char *buf;
@@ -240,6 +244,23 @@ static void mode_cache(const struct opts *o)
 			pd_dmabuf_release(buf_handle);
 		}
 		pd_fabric_close(fab);
+		/*
+		 * The same with a device attached that cannot watch the
+		 * dma-buf (another exporter's: a GPU driver's, udmabuf; here
+		 * a memfd and a socketpair standing in for the device file):
+		 * the hit stays a hash probe once the device said so.
+		 */
+		fab = open_fabric(o, PD_PATH_AUTO);
+		if (!socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) &&
+		    !pd_device_wrap_fd(sv[0], 0, &dev) && !pd_fabric_attach_device(fab, dev) &&
+		    !pd_dmabuf_import(fab, src.fd, &buf_handle)) {
+			bench_hits("shim foreign handle, dev attached", fab, o->entries,
+				   reg_imported_page, buf_handle);
+			pd_dmabuf_release(buf_handle);
+		}
+		pd_fabric_close(fab);
+		pd_device_close(dev);
+		close(sv[1]);
 		source_close(&src);
 	}
 }
