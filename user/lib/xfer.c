@@ -28,6 +28,7 @@
 #include <errno.h>
 #include <sched.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,6 +64,49 @@ static const struct {
 	[REQ_SEND] = { "pd_tsend", "PD_ACCESS_SEND", PD_ACCESS_SEND },
 	[REQ_RECV] = { "pd_trecv", "PD_ACCESS_RECV", PD_ACCESS_RECV },
 	[REQ_WRITE] = { "pd_write", "PD_ACCESS_WRITE", PD_ACCESS_WRITE },
+};
+
+/* A circular list with a sentinel: membership is tested and ended in O(1). */
+struct dlist {
+	struct dlist *prev, *next;
+};
+
+static void dl_init(struct dlist *l)
+{
+	l->prev = l->next = l;
+}
+
+static bool dl_empty(const struct dlist *l)
+{
+	return l->next == l;
+}
+
+static void dl_add_tail(struct dlist *l, struct dlist *n)
+{
+	n->prev = l->prev;
+	n->next = l;
+	l->prev->next = n;
+	l->prev = n;
+}
+
+static void dl_del(struct dlist *n)
+{
+	n->prev->next = n->next;
+	n->next->prev = n->prev;
+	dl_init(n);
+}
+
+#define dl_entry(p, type, member) ((type *)(void *)((char *)(p) - offsetof(type, member)))
+
+/* Ordering state of one (kind, tag, peer); see "ordering" below. */
+struct pd_lane {
+	struct pd_lane *hnext;		/* hash chain */
+	uint64_t tag, peer;
+	enum req_kind kind;
+	unsigned int refs;		/* requests that name it */
+	struct dlist order;		/* requests bound by it, oldest first */
+	/* The tag's record (REQ_RECV, tag, PD_ANY_PEER) only. */
+	struct dlist unposted, any, held;
 };
 
 /* Where an operation's staged bytes are (bounce path). */
@@ -117,6 +161,10 @@ struct pd_peers {
 	struct fid_mr *mr;
 	void *desc;
 	int64_t last_scan;
+	/* Ordering lanes, hashed by key; the requests' creation count. */
+	struct pd_lane **lane;
+	size_t nbuckets, nlanes;
+	uint64_t seq;
 };
 
 /*
@@ -157,6 +205,16 @@ struct pd_req {
 	bool own_busy;
 	int64_t start_ms;
 	size_t bytes;
+	/* Ordering (sends and receives): its lane once its peer is known, the
+	 * tag's record (receives), a lane for the sender a receive from any
+	 * peer learns (allocated up front: completions cannot fail on memory),
+	 * its links, and its rank in creation order. */
+	struct pd_lane *lane, *tagl, *spare;
+	struct dlist ord;		/* in lane->order, or in tagl->held */
+	struct dlist u0, anyl;		/* in tagl->unposted, tagl->any */
+	uint64_t seq;
+	bool ordered;			/* joined, not yet left */
+	bool admitted;			/* in lane->order */
 	struct pd_req *pend_prev, *pend_next, *live_prev, *live_next, *dead_next;
 	char msg[320];
 	struct pd_op ops[];
@@ -169,11 +227,14 @@ static size_t chunk_len(const struct pd_req *r, uint32_t i)
 	return r->len - off < r->fab->chunk ? r->len - off : r->fab->chunk;
 }
 
+static void reorder(struct pd_req *r);
+
 static void fail_req(struct pd_req *r, int err, const char *msg)
 {
 	if (r->status)
 		return;
 	r->status = err;
+	reorder(r);
 	snprintf(r->msg, sizeof(r->msg), "%s of %zu bytes (tag 0x%llx, %s path): %s",
 		 kind_names[r->kind], r->len, (unsigned long long)r->tag,
 		 pd_path_name(r->path), msg);
@@ -266,6 +327,290 @@ static int64_t now_ms(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* ---- ordering ------------------------------------------------------------ */
+
+/*
+ * Whether chunk i of a request may go is decided in O(1) from per-(kind,
+ * tag, peer) state: a lane lists, oldest first, the requests of its key
+ * still bound by the order, and each waits only for the one before it
+ * (that one never gets ahead of its own predecessor).  Before, every check
+ * scanned the earlier waiting requests, O(pending^2) per progress call
+ * under back pressure.  Receives from any peer conflict with every peer of
+ * their tag; the tag's record (its lane keyed PD_ANY_PEER) keeps, in
+ * creation order:
+ *  - unposted: the tag's receives that have not posted chunk 0; one that
+ *    is in no lane yet posts chunk 0 only at the head, after every earlier
+ *    receive of the tag;
+ *  - any: receives from any peer until their sender is known (or, for one
+ *    chunk, until chunk 0 is posted), then they join that sender's lane;
+ *  - held: receives naming a peer made while an earlier one from any peer
+ *    is in `any`.  They join their lanes, in creation order, as those
+ *    before them leave `any`, and meanwhile post chunk 0 only at the head
+ *    of `unposted`.  That orders them behind other peers' receives too, but
+ *    changes no match: while they are held, a message they could take goes
+ *    to the earlier any-peer receive first.
+ * A request leaves its lane once the order no longer binds it (all its
+ * chunks posted, or failed, or freed); one that ended without settling yet
+ * is dropped when found at the head of a check.
+ */
+static size_t lane_hash(enum req_kind kind, uint64_t tag, uint64_t peer)
+{
+	uint64_t h = (tag ^ (uint64_t)kind << 60) * 0x9e3779b97f4a7c15ULL ^ peer * 0xc2b2ae3d27d4eb4fULL;
+
+	return (size_t)(h ^ h >> 29);
+}
+
+static struct pd_lane *lane_find(struct pd_peers *ps, enum req_kind kind, uint64_t tag,
+				 uint64_t peer)
+{
+	struct pd_lane *l;
+
+	if (!ps->nbuckets)
+		return NULL;
+	for (l = ps->lane[lane_hash(kind, tag, peer) & (ps->nbuckets - 1)]; l; l = l->hnext) {
+		if (l->kind == kind && l->tag == tag && l->peer == peer)
+			return l;
+	}
+	return NULL;
+}
+
+static void lane_init(struct pd_lane *l, enum req_kind kind, uint64_t tag, uint64_t peer)
+{
+	*l = (struct pd_lane){ .kind = kind, .tag = tag, .peer = peer };
+	dl_init(&l->order);
+	dl_init(&l->unposted);
+	dl_init(&l->any);
+	dl_init(&l->held);
+}
+
+/* The table doubles with the lanes; a doubling that finds no memory only
+ * leaves the chains longer.  False only if there is no table at all. */
+static bool lane_insert(struct pd_peers *ps, struct pd_lane *l)
+{
+	struct pd_lane **b;
+
+	if (ps->nlanes >= ps->nbuckets) {
+		size_t n = ps->nbuckets ? ps->nbuckets * 2 : 64, i;
+		struct pd_lane **v = calloc(n, sizeof(*v)), *e, *next;
+
+		if (v) {
+			for (i = 0; i < ps->nbuckets; i++) {
+				for (e = ps->lane[i]; e; e = next) {
+					next = e->hnext;
+					b = &v[lane_hash(e->kind, e->tag, e->peer) & (n - 1)];
+					e->hnext = *b;
+					*b = e;
+				}
+			}
+			free(ps->lane);
+			ps->lane = v;
+			ps->nbuckets = n;
+		}
+	}
+	if (!ps->nbuckets)
+		return false;
+	b = &ps->lane[lane_hash(l->kind, l->tag, l->peer) & (ps->nbuckets - 1)];
+	l->hnext = *b;
+	*b = l;
+	ps->nlanes++;
+	return true;
+}
+
+/* The lane of a key, made if need be, with a reference for the caller. */
+static struct pd_lane *lane_get(struct pd_fabric *fab, enum req_kind kind, uint64_t tag,
+				uint64_t peer)
+{
+	struct pd_lane *l = lane_find(fab->peers, kind, tag, peer);
+
+	if (!l) {
+		l = malloc(sizeof(*l));
+		if (!l)
+			return NULL;
+		lane_init(l, kind, tag, peer);
+		if (!lane_insert(fab->peers, l)) {
+			free(l);
+			return NULL;
+		}
+	}
+	l->refs++;
+	return l;
+}
+
+static void lane_put(struct pd_fabric *fab, struct pd_lane *l)
+{
+	struct pd_peers *ps = fab->peers;
+	struct pd_lane **p;
+
+	if (!l || --l->refs)
+		return;
+	p = &ps->lane[lane_hash(l->kind, l->tag, l->peer) & (ps->nbuckets - 1)];
+	while (*p != l)
+		p = &(*p)->hnext;
+	*p = l->hnext;
+	ps->nlanes--;
+	free(l);
+}
+
+/* Still bound by the order: it has chunks to post (or, a send without
+ * FI_ORDER_SAS, the provider still has it). */
+static bool in_order(const struct pd_req *r)
+{
+	struct pd_fabric *fab = r->fab;
+
+	if (r->kind == REQ_WRITE || fab->closed)
+		return false;
+	if (r->kind == REQ_SEND && !fab->sas)
+		return !r->freed && !finished(r);
+	return !r->status && !r->freed && r->next < r->nchunks;
+}
+
+/* The tag's held and resolved any-peer receives whose turn has come join
+ * their lanes, in creation order. */
+static void tag_admit(struct pd_lane *t)
+{
+	struct pd_req *x, *h;
+
+	for (;;) {
+		x = dl_empty(&t->any) ? NULL : dl_entry(t->any.next, struct pd_req, anyl);
+		if (x && !in_order(x)) {
+			dl_del(&x->anyl);	/* failed or freed: blocks no one */
+			continue;
+		}
+		while (!dl_empty(&t->held)) {
+			h = dl_entry(t->held.next, struct pd_req, ord);
+			if (x && h->seq > x->seq)
+				break;
+			dl_del(&h->ord);
+			dl_add_tail(&h->lane->order, &h->ord);
+			h->admitted = true;
+		}
+		if (!x || !x->lane)	/* none left, or its sender still unknown */
+			return;
+		dl_del(&x->anyl);
+		dl_add_tail(&x->lane->order, &x->ord);
+		x->admitted = true;
+	}
+}
+
+/* r takes its place behind every earlier request of its kind and tag to
+ * (or from) a conflicting peer; -ENOMEM before any of it was posted. */
+static int order_join(struct pd_req *r)
+{
+	struct pd_fabric *fab = r->fab;
+	struct pd_lane *tagl = NULL, *lane = NULL, *spare = NULL;
+
+	if (r->kind == REQ_WRITE)
+		return 0;
+	if (r->kind == REQ_RECV && !(tagl = lane_get(fab, REQ_RECV, r->tag, PD_ANY_PEER)))
+		goto nomem;
+	if (r->peer != PD_ANY_PEER) {
+		if (!(lane = lane_get(fab, r->kind, r->tag, r->peer)))
+			goto nomem;
+	} else if (r->await_src && !(spare = malloc(sizeof(*spare)))) {
+		goto nomem;
+	}
+	r->tagl = tagl;
+	r->lane = lane;
+	r->spare = spare;
+	r->seq = fab->peers->seq++;
+	r->ordered = true;
+	if (r->kind == REQ_SEND) {
+		dl_add_tail(&lane->order, &r->ord);
+		r->admitted = true;
+		return 0;
+	}
+	dl_add_tail(&tagl->unposted, &r->u0);
+	if (r->peer == PD_ANY_PEER) {
+		dl_add_tail(&tagl->any, &r->anyl);
+	} else if (!dl_empty(&tagl->any)) {
+		dl_add_tail(&tagl->held, &r->ord);
+	} else {
+		dl_add_tail(&lane->order, &r->ord);
+		r->admitted = true;
+	}
+	return 0;
+nomem:
+	lane_put(fab, tagl);
+	lane_put(fab, lane);
+	return pd_error(-ENOMEM, "%s: out of memory", kind_ops[r->kind].fn);
+}
+
+/* A receive from any peer learned its sender (r->peer): it is ordered with
+ * that peer's receives from now on. */
+static void order_resolve(struct pd_req *r)
+{
+	struct pd_lane *l;
+
+	if (!r->ordered || r->lane)
+		return;
+	l = lane_find(r->fab->peers, REQ_RECV, r->tag, r->peer);
+	if (l) {
+		l->refs++;
+		free(r->spare);
+	} else {
+		/* the tag's record is in the table: this cannot fail */
+		l = r->spare;
+		lane_init(l, REQ_RECV, r->tag, r->peer);
+		l->refs = 1;
+		lane_insert(r->fab->peers, l);
+	}
+	r->spare = NULL;
+	r->lane = l;
+	tag_admit(r->tagl);
+}
+
+static void order_leave(struct pd_req *r)
+{
+	struct pd_fabric *fab = r->fab;
+
+	if (!r->ordered)
+		return;
+	r->ordered = r->admitted = false;
+	dl_del(&r->ord);
+	dl_del(&r->u0);
+	dl_del(&r->anyl);
+	if (r->tagl)
+		tag_admit(r->tagl);
+	lane_put(fab, r->lane);
+	lane_put(fab, r->tagl);
+	free(r->spare);
+	r->lane = r->tagl = r->spare = NULL;
+}
+
+static void reorder(struct pd_req *r)
+{
+	if (r->ordered && !in_order(r))
+		order_leave(r);
+}
+
+/* The request before r in its lane that the order still binds. */
+static struct pd_req *lane_prev(struct pd_req *r)
+{
+	struct pd_req *p;
+
+	while (r->ord.prev != &r->lane->order) {
+		p = dl_entry(r->ord.prev, struct pd_req, ord);
+		if (in_order(p))
+			return p;
+		order_leave(p);
+	}
+	return NULL;
+}
+
+/* The tag's oldest receive that has not posted chunk 0 and still may. */
+static struct pd_req *unposted_head(struct pd_lane *t)
+{
+	struct pd_req *h;
+
+	while (!dl_empty(&t->unposted)) {
+		h = dl_entry(t->unposted.next, struct pd_req, u0);
+		if (in_order(h))
+			return h;
+		order_leave(h);
+	}
+	return NULL;
 }
 
 /* ---- staging buffers ----------------------------------------------------- */
@@ -416,6 +761,7 @@ static void destroy_locked(struct pd_req *r)
 	}
 	release_own(r);
 	unlink_pending(r);
+	order_leave(r);
 	if (r->live_prev)
 		r->live_prev->live_next = r->live_next;
 	else
@@ -436,6 +782,7 @@ static void settle(struct pd_req *r)
 		return;
 	if (idle(r))
 		release_own(r);
+	reorder(r);
 	if (r->freed && !r->freeing && idle(r))
 		destroy_locked(r);
 }
@@ -538,37 +885,24 @@ static int post_chunk(struct pd_req *r, uint32_t i)
 
 /*
  * May chunk i of r go now?  Not before chunk i of an earlier request of the
- * same kind and tag to or from a conflicting peer (an earlier request still
- * on the pending list with next <= i): on the wire, or in the receive
- * queue, it would take that request's place.  A multi-chunk receive from
- * any peer posts only chunk 0 until its completion names the sender.
- * Without FI_ORDER_SAS, same-tag sends to one peer go one at a time.
+ * same kind and tag to or from a conflicting peer: on the wire, or in the
+ * receive queue, it would take that request's place.  A multi-chunk
+ * receive from any peer posts only chunk 0 until its completion names the
+ * sender (it is in no lane until then).  Without FI_ORDER_SAS, same-tag
+ * sends to one peer go one at a time.
  */
 static bool may_post(struct pd_req *r, uint32_t i)
 {
-	struct pd_fabric *fab = r->fab;
-	struct pd_req *e;
+	struct pd_req *p;
 
-	if (r->await_src && i > 0)
-		return false;
-	if (r->kind == REQ_WRITE)
+	if (!r->ordered)
 		return true;
-	for (e = fab->pending; e && e != r; e = e->pend_next) {
-		if (e->kind != r->kind || e->tag != r->tag || e->status || e->freed)
-			continue;
-		if (e->peer != r->peer && e->peer != PD_ANY_PEER && r->peer != PD_ANY_PEER)
-			continue;
-		if (e->next <= i)
-			return false;
-	}
-	if (!fab->sas && r->kind == REQ_SEND) {
-		for (e = fab->live; e && e != r; e = e->live_next) {
-			if (e->kind == REQ_SEND && e->tag == r->tag && e->peer == r->peer &&
-			    !e->freed && !finished(e))
-				return false;
-		}
-	}
-	return true;
+	if (!r->admitted)
+		return i == 0 && unposted_head(r->tagl) == r;
+	p = lane_prev(r);
+	if (r->kind == REQ_SEND && !r->fab->sas)
+		return !p;
+	return !p || p->next > i;
 }
 
 /* Posts what may go; r stays on the pending list while chunks are left. */
@@ -586,7 +920,8 @@ static void post_more(struct pd_req *r)
 			fail_and_cancel(r, ret, pd_last_error());
 			break;
 		}
-		r->next++;
+		if (r->next++ == 0)
+			dl_del(&r->u0);
 	}
 	if (r->status || r->freed || r->fab->closed || r->next == r->nchunks)
 		unlink_pending(r);
@@ -751,6 +1086,16 @@ void pd_xfer_fini(struct pd_fabric *fab)
 	for (i = 0; i < ps->n; i++)
 		free(ps->peer[i]);
 	free(ps->peer);
+	/* Every request has left its lanes by now (each holds the fabric). */
+	for (i = 0; i < ps->nbuckets; i++) {
+		struct pd_lane *l, *next;
+
+		for (l = ps->lane[i]; l; l = next) {
+			next = l->hnext;
+			free(l);
+		}
+	}
+	free(ps->lane);
 	fi_close(&ps->mr->fid);
 	free(ps);
 	fab->peers = NULL;
@@ -902,6 +1247,7 @@ static void complete_op(struct pd_fabric *fab, struct pd_op *op, size_t len, int
 		} else {
 			r->peer = src;
 			r->await_src = false;
+			order_resolve(r);
 		}
 	}
 	if (!err && op->chunk == 0)
@@ -1059,6 +1405,9 @@ static int start(struct pd_fabric *fab, enum req_kind kind, struct pd_mr *mr,
 	for (i = 0; i < nchunks; i++)
 		r->ops[i].slot = -1;
 	r->own_slot = -1;
+	dl_init(&r->ord);
+	dl_init(&r->u0);
+	dl_init(&r->anyl);
 	if (fab->peer_timeout_ms >= 0)
 		r->start_ms = now_ms();
 	/* Its own staging buffer: a pool slot, else one registered for it
@@ -1104,6 +1453,8 @@ static int start(struct pd_fabric *fab, enum req_kind kind, struct pd_mr *mr,
 			 fab->npending);
 		fail_req(r, -EAGAIN, why);
 	}
+	if (!r->status && order_join(r))
+		fail_req(r, -ENOMEM, pd_last_error());
 	r->live_prev = fab->live_tail;
 	if (fab->live_tail)
 		fab->live_tail->live_next = r;

@@ -364,4 +364,59 @@ TEST(a_peer_that_answered_and_then_died_is_found_within_a_timeout)
 	pd_fabric_close(a);
 }
 
+/* Past rxm's eager and SAR sizes: a chunk's send completes only when the
+ * receiver takes it, so a bounce send's later chunks wait for chunk 0. */
+#define BIG_CHUNK (256u << 10)
+
+static int open_big(struct pd_fabric **fab, size_t max_pending, uint64_t *me)
+{
+	struct pd_fabric_attr attr;
+
+	pd_fabric_attr_init(&attr);
+	attr.provider = "tcp";
+	attr.chunk_size = BIG_CHUNK;
+	attr.bounce_slots = 2;
+	attr.max_pending = max_pending;
+	return open_loopback(&attr, fab, me);
+}
+
+/*
+ * Back pressure counts requests that wait to post, whatever their tag and
+ * peer: bounce sends whose chunk 1 waits for chunk 0 (nobody receives it
+ * yet), on eight tags to two peers, fill max_pending; a ninth is refused,
+ * and one freed makes room (its place in the order goes with it).
+ */
+TEST(back_pressure_counts_waiting_requests_of_every_tag_and_peer)
+{
+	const size_t len = 2 * BIG_CHUNK;
+	struct pd_fabric *a, *b;
+	struct pd_mr *dev;
+	struct pd_req *s[9];
+	uint64_t me, b_in_a, unused;
+	int i, fd = memfd_of(len, 53);
+
+	ASSERT_LE(0, fd);
+	pd_set_dmabuf_sync(counting_sync);
+	ASSERT_EQ(0, open_big(&a, 8, &me)) TH_LOG("%s", pd_last_error());
+	ASSERT_EQ(0, open_big(&b, 0, &unused)) TH_LOG("%s", pd_last_error());
+	ASSERT_EQ(0, introduce(b, a, &b_in_a));
+	ASSERT_EQ(0, pd_fabric_set_path(a, PD_PATH_BOUNCE));
+	ASSERT_EQ(0, pd_mr_reg_dmabuf(a, fd, 0, len, 0, &dev));
+	for (i = 0; i < 8; i++)
+		ASSERT_EQ(0, pd_tsend(a, dev, 0, len, i % 2 ? b_in_a : me, 30 + i, &s[i]))
+			TH_LOG("%d: %s", i, pd_last_error());
+	EXPECT_EQ(-EAGAIN, pd_tsend(a, dev, 0, len, me, 40, &s[8]));
+	EXPECT_NE(NULL, strstr(pd_last_error(), "8 requests already wait")) TH_LOG("%s", pd_last_error());
+	pd_req_free(s[3]);
+	ASSERT_EQ(0, pd_tsend(a, dev, 0, len, b_in_a, 33, &s[3])) TH_LOG("%s", pd_last_error());
+	EXPECT_EQ(-EAGAIN, pd_tsend(a, dev, 0, len, me, 40, &s[8]));
+	for (i = 0; i < 8; i++)
+		pd_req_free(s[i]);
+	pd_mr_dereg(dev);
+	pd_fabric_close(a);
+	pd_fabric_close(b);
+	pd_set_dmabuf_sync(NULL);
+	close(fd);
+}
+
 TEST_HARNESS_MAIN

@@ -373,4 +373,203 @@ TEST(any_peer_multi_chunk_receive_takes_one_sender)
 	pd_fabric_close(b);
 }
 
+/* pd_test on each request until every one is done or ms pass; ret[i] is
+ * its last answer (1 done, <0 failed, 0 still pending).  Testing drives
+ * the progress of each request's own fabric. */
+static void test_all(struct pd_req **q, int *ret, size_t n, int ms)
+{
+	int64_t end = mono_ms() + ms;
+	size_t i, left = n;
+
+	for (i = 0; i < n; i++)
+		ret[i] = 0;
+	while (left && mono_ms() < end) {
+		for (i = 0, left = 0; i < n; i++) {
+			if (!ret[i])
+				ret[i] = pd_test(q[i], NULL);
+			left += !ret[i];
+		}
+	}
+}
+
+/* Pattern of message k of tag t from sender a (0 or 1). */
+static uint64_t seed_of(int a, int t, int k)
+{
+	return 1000 + a * 100 + t * 10 + k;
+}
+
+/*
+ * Many requests at once across tags and peers (N13: the order is kept by
+ * per-(kind, tag, peer) state, no longer by scanning every waiting
+ * request): a receiver posts, round by round, a 3-chunk receive per tag
+ * from each of two senders.  The first sender alternates between a bounce
+ * dma-buf (with 2 staging slots its later chunks wait) and host memory, so
+ * its messages could pass each other; the second sends from host memory.
+ * Every receive gets the message of its own round.
+ */
+static void many_in_flight(struct __test_metadata *_metadata, bool no_sas)
+{
+	enum { TAGS = 4, ROUNDS = 6, N = TAGS * ROUNDS };
+	const size_t len = 3 * CHUNK;
+	static char rbuf[2][N][3 * CHUNK], abuf[N][3 * CHUNK], bbuf[N][3 * CHUNK];
+	struct pd_mr *rm[2][N], *am[N], *bm[N], *dev;
+	struct pd_req *q[4 * N];
+	struct pd_fabric *r, *a, *b;
+	uint64_t r_in_a, r_in_b, a_in_r, b_in_r;
+	unsigned char *map;
+	int ret[4 * N], i, t, k, n = 0, fd;
+
+	strip_sas = no_sas;
+	ASSERT_EQ(0, open_chunked(CHUNK, &r));
+	ASSERT_EQ(0, open_chunked(CHUNK, &a));
+	ASSERT_EQ(0, open_chunked(CHUNK, &b));
+	ASSERT_EQ(no_sas, !a->sas);
+	ASSERT_EQ(0, introduce(r, a, &r_in_a));
+	ASSERT_EQ(0, introduce(r, b, &r_in_b));
+	ASSERT_EQ(0, introduce(a, r, &a_in_r));
+	ASSERT_EQ(0, introduce(b, r, &b_in_r));
+	fd = memfd_of(N * len, 0);
+	ASSERT_LE(0, fd);
+	map = mmap(NULL, N * len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	ASSERT_NE(MAP_FAILED, map);
+	pd_set_dmabuf_sync(counting_sync);
+	ASSERT_EQ(0, pd_fabric_set_path(a, PD_PATH_BOUNCE));
+	ASSERT_EQ(0, pd_mr_reg_dmabuf(a, fd, 0, N * len, 0, &dev));
+	for (i = 0; i < N; i++) {
+		t = i % TAGS;
+		k = i / TAGS;
+		ASSERT_EQ(0, pd_mr_reg_host(r, rbuf[0][i], len, 0, &rm[0][i]));
+		ASSERT_EQ(0, pd_mr_reg_host(r, rbuf[1][i], len, 0, &rm[1][i]));
+		ASSERT_EQ(0, pd_mr_reg_host(a, abuf[i], len, 0, &am[i]));
+		ASSERT_EQ(0, pd_mr_reg_host(b, bbuf[i], len, 0, &bm[i]));
+		memset(rbuf[0][i], 0, len);
+		memset(rbuf[1][i], 0, len);
+		fill(map + i * len, len, seed_of(0, t, k));
+		fill(abuf[i], len, seed_of(0, t, k));
+		fill(bbuf[i], len, seed_of(1, t, k));
+	}
+	for (i = 0; i < N; i++) {
+		ASSERT_EQ(0, pd_trecv(r, rm[0][i], 0, len, a_in_r, 20 + i % TAGS, &q[n++]))
+			TH_LOG("%s", pd_last_error());
+		ASSERT_EQ(0, pd_trecv(r, rm[1][i], 0, len, b_in_r, 20 + i % TAGS, &q[n++]))
+			TH_LOG("%s", pd_last_error());
+	}
+	for (i = 0; i < N; i++) {
+		/* even rounds from the dma-buf (bounce), odd ones from host */
+		struct pd_mr *src = (i / TAGS) % 2 ? am[i] : dev;
+		size_t off = (i / TAGS) % 2 ? 0 : i * len;
+
+		ASSERT_EQ(0, pd_tsend(a, src, off, len, r_in_a, 20 + i % TAGS, &q[n++]))
+			TH_LOG("%s", pd_last_error());
+		ASSERT_EQ(0, pd_tsend(b, bm[i], 0, len, r_in_b, 20 + i % TAGS, &q[n++]))
+			TH_LOG("%s", pd_last_error());
+	}
+	test_all(q, ret, n, 2 * WAIT_MS);
+	for (i = 0; i < n; i++) {
+		int v = ret[i];
+
+		EXPECT_EQ(1, v) TH_LOG("request %d: %d", i, v);
+	}
+	for (i = 0; i < N; i++) {
+		t = i % TAGS;
+		k = i / TAGS;
+		EXPECT_EQ(-1, check(rbuf[0][i], len, seed_of(0, t, k)))
+			TH_LOG("tag %d round %d from a got another message", t, k);
+		EXPECT_EQ(-1, check(rbuf[1][i], len, seed_of(1, t, k)))
+			TH_LOG("tag %d round %d from b got another message", t, k);
+	}
+	for (i = 0; i < n; i++)
+		pd_req_free(q[i]);
+	for (i = 0; i < N; i++) {
+		pd_mr_dereg(rm[0][i]);
+		pd_mr_dereg(rm[1][i]);
+		pd_mr_dereg(am[i]);
+		pd_mr_dereg(bm[i]);
+	}
+	pd_mr_dereg(dev);
+	pd_fabric_close(r);
+	pd_fabric_close(a);
+	pd_fabric_close(b);
+	pd_set_dmabuf_sync(NULL);
+	munmap(map, N * len);
+	close(fd);
+}
+
+TEST(many_requests_across_tags_and_peers_keep_their_order)
+{
+	many_in_flight(_metadata, false);
+}
+
+TEST(many_requests_across_tags_and_peers_keep_their_order_without_sas)
+{
+	many_in_flight(_metadata, true);
+}
+
+/*
+ * Receives from any peer and from a named peer, mixed on one tag, of 1, 2
+ * and 3 chunks: with one sender each must get the message of its own
+ * rank, whether the messages come before the receives (unexpected) or
+ * after.
+ */
+static void any_and_named_mixed(struct __test_metadata *_metadata, bool sends_first)
+{
+	enum { N = 6 };
+	static const size_t slen[N] = { 3 * CHUNK, 2 * CHUNK, 100, 3 * CHUNK, 2 * CHUNK, 50 };
+	static const bool from_any[N] = { true, false, true, false, true, false };
+	static char rbuf[N][3 * CHUNK], sbuf[N][3 * CHUNK];
+	struct pd_mr *rm[N], *sm[N];
+	struct pd_req *q[2 * N];
+	struct pd_fabric *fab;
+	uint64_t me;
+	int ret[2 * N], i, n = 0;
+
+	ASSERT_EQ(0, open_chunked(CHUNK, &fab));
+	ASSERT_EQ(0, introduce(fab, fab, &me));
+	for (i = 0; i < N; i++) {
+		ASSERT_EQ(0, pd_mr_reg_host(fab, rbuf[i], slen[i], 0, &rm[i]));
+		ASSERT_EQ(0, pd_mr_reg_host(fab, sbuf[i], slen[i], 0, &sm[i]));
+		memset(rbuf[i], 0, slen[i]);
+		fill(sbuf[i], slen[i], 90 + i);
+	}
+	for (int pass = 0; pass < 2; pass++) {
+		for (i = 0; i < N; i++) {
+			if (pass == sends_first) {
+				ASSERT_EQ(0, pd_trecv(fab, rm[i], 0, slen[i],
+						      from_any[i] ? PD_ANY_PEER : me, 9, &q[n++]))
+					TH_LOG("%s", pd_last_error());
+			} else {
+				ASSERT_EQ(0, pd_tsend(fab, sm[i], 0, slen[i], me, 9, &q[n++]));
+			}
+		}
+		/* the first batch reaches the provider before the second */
+		for (int j = 0; j < 50; j++)
+			pd_progress(fab);
+	}
+	test_all(q, ret, n, WAIT_MS);
+	for (i = 0; i < n; i++) {
+		int v = ret[i];
+
+		EXPECT_EQ(1, v) TH_LOG("request %d: %d", i, v);
+	}
+	for (i = 0; i < N; i++)
+		EXPECT_EQ(-1, check(rbuf[i], slen[i], 90 + i)) TH_LOG("receive %d got another message", i);
+	for (i = 0; i < n; i++)
+		pd_req_free(q[i]);
+	for (i = 0; i < N; i++) {
+		pd_mr_dereg(rm[i]);
+		pd_mr_dereg(sm[i]);
+	}
+	pd_fabric_close(fab);
+}
+
+TEST(any_peer_and_named_receives_on_one_tag_keep_their_order)
+{
+	any_and_named_mixed(_metadata, false);
+}
+
+TEST(any_peer_and_named_receives_on_one_tag_keep_their_order_for_unexpected_messages)
+{
+	any_and_named_mixed(_metadata, true);
+}
+
 TEST_HARNESS_MAIN
