@@ -11,9 +11,13 @@
  *    request of the same kind, tag and peer (a receive from any peer
  *    conflicts with every peer), so two such messages cannot swap chunks;
  *    the provider keeps sends in order on the wire (FI_ORDER_SAS);
- *  - a multi-chunk receive from any peer posts chunk 0 alone, learns the
- *    sender from its completion (FI_SOURCE), and receives the rest from
- *    that sender only (FI_DIRECTED_RECV).
+ *  - a multi-chunk receive posts chunk 0 alone.  Its completion carries the
+ *    sender's message length (a word in its CQ data, xfer_wire.h) and, for
+ *    a receive from any peer, the sender (FI_SOURCE), from whom alone the
+ *    other chunks are then received (FI_DIRECTED_RECV).  A message of
+ *    another length fails the receive with -EMSGSIZE, and the chunks of it
+ *    that the receive cannot hold are drained into a scratch chunk, so
+ *    none is left to meet a later receive of the tag.
  * Staging (bounce path): every request owns one staging buffer from start
  * to finish, a pool slot if one is free, else a buffer registered for it
  * alone; so a request never waits for another's slot, and receives that
@@ -32,6 +36,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -45,6 +50,7 @@
 #include "errors.h"
 #include "fabric.h"
 #include "log.h"
+#include "xfer_wire.h"
 
 /* The last chunk index is the probes' (see peer liveness below). */
 #define MAX_CHUNKS	((1u << PD_CHUNK_BITS) - 1)
@@ -53,6 +59,7 @@
 #define CQ_MAX_BURSTS	64	/* per progress call: bounded time under the lock */
 #define WAIT_SPIN_NS	20000L	/* pd_wait spins this long, then yields */
 #define SCAN_MS		10	/* how often progress looks for silent peers */
+#define DRAIN_WINDOW	8	/* drains in flight past a receive's own chunks */
 
 enum req_kind { REQ_SEND, REQ_RECV, REQ_WRITE };
 static const char *const kind_names[] = { "send", "recv", "write" };
@@ -124,6 +131,7 @@ struct pd_op {
 	int slot;			/* borrowed pool slot, or -1 */
 	bool own;			/* uses the request's own staging buffer */
 	bool inflight, cancelled;
+	bool aux;			/* a drain: touches no memory of the caller */
 	uint8_t stage;			/* enum stage_state */
 	size_t len;			/* bytes received (recv), for the copy-out */
 	int copy_ret;
@@ -165,6 +173,11 @@ struct pd_peers {
 	struct pd_lane **lane;
 	size_t nbuckets, nlanes;
 	uint64_t seq;
+	bool cq_data;			/* chunk 0 carries its message's length */
+	/* Where drains land: a chunk, made on first need (scratch_get). */
+	void *scratch;
+	struct fid_mr *scratch_mr;
+	void *scratch_desc;
 };
 
 /*
@@ -183,6 +196,15 @@ struct pd_req {
 	size_t off, len;
 	uint64_t peer, tag, raddr, rkey;
 	uint32_t nchunks, next, done, inflight;
+	uint32_t aux_inflight;		/* drains among inflight */
+	/* Receives: the chunks the sender put on the wire (its length word,
+	 * once chunk 0 is in); drain: those this receive cannot hold are
+	 * taken into scratch, from next up to wire_n, so none is left to
+	 * meet a later receive of the tag.  xops: the drains' operations
+	 * past the receive's own chunks. */
+	uint32_t wire_n;
+	bool drain;
+	struct pd_op *xops;
 	uint32_t copying;		/* operations with a job queued or running */
 	uint32_t running;		/* jobs running now, outside the lock */
 	/* -FI_EAGAIN answers to posting a chunk: libfabric returns it both for
@@ -252,31 +274,50 @@ static bool idle(const struct pd_req *r)
 	return r->inflight == 0 && r->copying == 0;
 }
 
-/* A request whose peer died is reported at once: what the provider still
- * holds of it may never complete (the request itself lives on until it
- * does, or until the fabric closes). */
+/* A failed request is reported once nothing in flight touches the
+ * caller's memory any more: drains may go on (the request lives on until
+ * they end).  One whose peer died is reported at once: what the provider
+ * still holds of it may never complete (the request itself lives on until
+ * it does, or until the fabric closes). */
 static bool finished(const struct pd_req *r)
 {
-	return (idle(r) && (r->status || r->done == r->nchunks)) ||
-	       (r->status && r->peer_dead);
+	if (r->status)
+		return r->peer_dead || (r->inflight == r->aux_inflight && r->copying == 0);
+	return idle(r) && r->done == r->nchunks;
+}
+
+/* The chunk index up to which r would post now. */
+static uint32_t post_end(const struct pd_req *r)
+{
+	if (r->fab->closed || r->peer_dead)
+		return 0;
+	if (r->drain)
+		return r->wire_n;
+	return r->status || r->freed ? 0 : r->nchunks;
 }
 
 /* A failed request's other operations are cancelled, so it ends now rather
  * than when the caller's timeout runs out. */
+static void cancel_op(struct pd_req *r, struct pd_op *op)
+{
+	/* A drain takes a chunk that must leave the wire: only a dead peer's
+	 * may stay. */
+	if (!op->inflight || op->cancelled || (op->aux && !r->peer_dead))
+		return;
+	op->cancelled = true;
+	fi_cancel(&r->fab->ep->fid, &op->ctx);
+}
+
 static void cancel_inflight(struct pd_req *r)
 {
 	uint32_t i;
 
 	if (r->fab->closed)
 		return;
-	for (i = 0; i < r->next; i++) {
-		struct pd_op *op = &r->ops[i];
-
-		if (op->inflight && !op->cancelled) {
-			op->cancelled = true;
-			fi_cancel(&r->fab->ep->fid, &op->ctx);
-		}
-	}
+	for (i = 0; i < r->nchunks; i++)
+		cancel_op(r, &r->ops[i]);
+	for (i = 0; r->xops && i < DRAIN_WINDOW; i++)
+		cancel_op(r, &r->xops[i]);
 }
 
 static void fail_and_cancel(struct pd_req *r, int err, const char *msg)
@@ -343,8 +384,8 @@ static int64_t now_ms(void)
  *  - unposted: the tag's receives that have not posted chunk 0; one that
  *    is in no lane yet posts chunk 0 only at the head, after every earlier
  *    receive of the tag;
- *  - any: receives from any peer until their sender is known (or, for one
- *    chunk, until chunk 0 is posted), then they join that sender's lane;
+ *  - any: receives from any peer until chunk 0 is in (naming the sender),
+ *    then they join that sender's lane;
  *  - held: receives naming a peer made while an earlier one from any peer
  *    is in `any`.  They join their lanes, in creation order, as those
  *    before them leave `any`, and meanwhile post chunk 0 only at the head
@@ -453,8 +494,9 @@ static void lane_put(struct pd_fabric *fab, struct pd_lane *l)
 	free(l);
 }
 
-/* Still bound by the order: it has chunks to post (or, a send without
- * FI_ORDER_SAS, the provider still has it). */
+/* Still bound by the order: it has chunks to post, or may have (a receive
+ * whose chunk 0 is out), or, a send without FI_ORDER_SAS, the provider
+ * still has it. */
 static bool in_order(const struct pd_req *r)
 {
 	struct pd_fabric *fab = r->fab;
@@ -463,7 +505,10 @@ static bool in_order(const struct pd_req *r)
 		return false;
 	if (r->kind == REQ_SEND && !fab->sas)
 		return !r->freed && !finished(r);
-	return !r->status && !r->freed && r->next < r->nchunks;
+	if (r->next < post_end(r))
+		return true;
+	/* Chunk 0's completion may show chunks to drain. */
+	return r->kind == REQ_RECV && !r->peer_dead && r->next > 0 && r->ops[0].inflight;
 }
 
 /* The tag's held and resolved any-peer receives whose turn has come join
@@ -508,7 +553,7 @@ static int order_join(struct pd_req *r)
 	if (r->peer != PD_ANY_PEER) {
 		if (!(lane = lane_get(fab, r->kind, r->tag, r->peer)))
 			goto nomem;
-	} else if (r->await_src && !(spare = malloc(sizeof(*spare)))) {
+	} else if (!(spare = malloc(sizeof(*spare)))) {
 		goto nomem;
 	}
 	r->tagl = tagl;
@@ -783,7 +828,7 @@ static void settle(struct pd_req *r)
 	if (idle(r))
 		release_own(r);
 	reorder(r);
-	if (r->freed && !r->freeing && idle(r))
+	if (r->freed && !r->freeing && idle(r) && r->next >= post_end(r))
 		destroy_locked(r);
 }
 
@@ -802,6 +847,7 @@ void pd_xfer_unlock_and_reap(struct pd_fabric *fab)
 	for (; dead; dead = next) {
 		next = dead->dead_next;
 		pd_mr_cache_put(fab->cache, dead->entry);
+		free(dead->xops);
 		free(dead);
 		pd_fabric_put(fab);	/* may be the last reference: fab goes */
 	}
@@ -818,6 +864,82 @@ static void queue_job(struct pd_req *r, struct pd_op *op)
 }
 
 /*
+ * Where drains land: one chunk, shared by every drain of the fabric (nobody
+ * reads it), made on the fabric's first length mismatch.  Under the lock:
+ * registration is FI_THREAD_SAFE, and this is an error path, once.  Drains
+ * take whole chunks rather than truncating into a short buffer: on
+ * libfabric 1.17 a truncated receive left rxm's connection stalled above
+ * its eager size and hung shm (measured).
+ */
+static int scratch_get(struct pd_fabric *fab)
+{
+	struct pd_peers *ps = fab->peers;
+	void *p;
+	int ret;
+
+	if (ps->scratch)
+		return 0;
+	p = mmap(NULL, fab->chunk, PROT_READ | PROT_WRITE,
+		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (p == MAP_FAILED)
+		return pd_error(-errno, "mmap of a %zu-byte drain buffer: %s", fab->chunk,
+				strerror(errno));
+	ret = fi_mr_reg(fab->domain, p, fab->chunk, FI_RECV, 0, pd_next_mr_key(), 0,
+			&ps->scratch_mr, NULL);
+	if (ret) {
+		munmap(p, fab->chunk);
+		return pd_error(ret, "fi_mr_reg of the drain buffer on %s: %s", fab->provider,
+				fi_strerror(-ret));
+	}
+	ps->scratch = p;
+	ps->scratch_desc = fi_mr_desc(ps->scratch_mr);
+	return 0;
+}
+
+/* Takes chunk i of the sender's message off the wire, into scratch: 0,
+ * -EAGAIN (its operation is still busy, or the provider's queue is full),
+ * or an error. */
+static int post_drain(struct pd_req *r, uint32_t i)
+{
+	struct pd_fabric *fab = r->fab;
+	struct pd_peers *ps = fab->peers;
+	struct pd_op *op;
+	ssize_t ret;
+
+	if (i < r->nchunks) {
+		op = &r->ops[i];
+	} else {
+		if (!r->xops && !(r->xops = calloc(DRAIN_WINDOW, sizeof(*r->xops))))
+			return pd_error(-ENOMEM, "draining chunk %u: out of memory", i);
+		op = &r->xops[(i - r->nchunks) % DRAIN_WINDOW];
+	}
+	if (op->inflight)
+		return -EAGAIN;
+	if (op->stage != ST_NONE)
+		put_stage(r, op);
+	ret = scratch_get(fab);
+	if (ret)
+		return (int)ret;
+	op->req = r;
+	op->chunk = i;
+	op->slot = -1;
+	op->cancelled = false;
+	ret = fi_trecv(fab->ep, ps->scratch, fab->chunk, ps->scratch_desc, r->peer,
+		       r->tag | (uint64_t)i << fab->tag_bits, 0, &op->ctx);
+	if (ret == -FI_EAGAIN) {
+		r->eagain++;
+		return -EAGAIN;
+	}
+	if (ret)
+		return pd_error((int)ret, "fi_trecv draining chunk %u on %s: %s", i, fab->provider,
+				fi_strerror((int)-ret));
+	op->inflight = op->aux = true;
+	r->inflight++;
+	r->aux_inflight++;
+	return 0;
+}
+
+/*
  * 0 posted; -EAGAIN try again after progress; -EINPROGRESS its staging
  * copy is queued (the caller runs the jobs); other: the request failed.
  */
@@ -831,6 +953,8 @@ static int post_chunk(struct pd_req *r, uint32_t i)
 	void *buf, *desc;
 	ssize_t ret;
 
+	if (r->drain)
+		return post_drain(r, i);
 	op->req = r;
 	op->chunk = i;
 	if (reg->path == PD_PATH_BOUNCE) {
@@ -854,7 +978,11 @@ static int post_chunk(struct pd_req *r, uint32_t i)
 	}
 	switch (r->kind) {
 	case REQ_SEND:
-		ret = fi_tsend(fab->ep, buf, clen, desc, r->peer, wtag, &op->ctx);
+		if (i == 0 && fab->peers->cq_data)
+			ret = fi_tsenddata(fab->ep, buf, clen, desc, pd_wire_len_word(r->len, fab->chunk),
+					   r->peer, wtag, &op->ctx);
+		else
+			ret = fi_tsend(fab->ep, buf, clen, desc, r->peer, wtag, &op->ctx);
 		break;
 	case REQ_RECV:
 		ret = fi_trecv(fab->ep, buf, clen, desc,
@@ -887,9 +1015,11 @@ static int post_chunk(struct pd_req *r, uint32_t i)
  * May chunk i of r go now?  Not before chunk i of an earlier request of the
  * same kind and tag to or from a conflicting peer: on the wire, or in the
  * receive queue, it would take that request's place.  A multi-chunk
- * receive from any peer posts only chunk 0 until its completion names the
- * sender (it is in no lane until then).  Without FI_ORDER_SAS, same-tag
- * sends to one peer go one at a time.
+ * receive posts only chunk 0 until it is in: chunk 0 says how long the
+ * sender's message is, and a receive that posted chunk 1 of a message
+ * shorter than its own would take the next message's (a receive from any
+ * peer also learns its sender, and is in no lane until then).  Without
+ * FI_ORDER_SAS, same-tag sends to one peer go one at a time.
  */
 static bool may_post(struct pd_req *r, uint32_t i)
 {
@@ -899,10 +1029,22 @@ static bool may_post(struct pd_req *r, uint32_t i)
 		return true;
 	if (!r->admitted)
 		return i == 0 && unposted_head(r->tagl) == r;
+	if (r->kind == REQ_RECV && i > 0 && !r->first_done)
+		return false;
 	p = lane_prev(r);
 	if (r->kind == REQ_SEND && !r->fab->sas)
 		return !p;
 	return !p || p->next > i;
+}
+
+/* The chunks a failed drain was to take stay on the wire: said once,
+ * loudly, since a later receive of the tag may meet them. */
+static void drain_lost(struct pd_req *r, const char *why)
+{
+	r->drain = false;
+	pd_log(PD_LOG_ERROR, "%s: chunks %u to %u of the sender's message stay unreceived, a later receive of tag 0x%llx from peer %llu may meet them: %s",
+	       r->msg, r->next, r->wire_n - 1, (unsigned long long)r->tag,
+	       (unsigned long long)r->peer, why);
 }
 
 /* Posts what may go; r stays on the pending list while chunks are left. */
@@ -910,20 +1052,21 @@ static void post_more(struct pd_req *r)
 {
 	int ret;
 
-	while (!r->status && !r->freed && !r->fab->closed && r->next < r->nchunks) {
-		if (!may_post(r, r->next))
-			break;
+	while (r->next < post_end(r) && may_post(r, r->next)) {
 		ret = post_chunk(r, r->next);
 		if (ret == -EAGAIN || ret == -EINPROGRESS)
 			break;
 		if (ret) {
-			fail_and_cancel(r, ret, pd_last_error());
-			break;
+			if (r->drain)
+				drain_lost(r, pd_last_error());
+			else
+				fail_and_cancel(r, ret, pd_last_error());
+			continue;
 		}
 		if (r->next++ == 0)
 			dl_del(&r->u0);
 	}
-	if (r->status || r->freed || r->fab->closed || r->next == r->nchunks)
+	if (r->next >= post_end(r))
 		unlink_pending(r);
 	settle(r);
 }
@@ -1064,6 +1207,7 @@ int pd_xfer_init(struct pd_fabric *fab)
 				fi_strerror(-ret));
 	}
 	ps->desc = fi_mr_desc(ps->mr);
+	ps->cq_data = fab->info->domain_attr->cq_data_size >= PD_WIRE_DATA_BYTES;
 	fab->peers = ps;
 	return 0;
 }
@@ -1096,6 +1240,10 @@ void pd_xfer_fini(struct pd_fabric *fab)
 		}
 	}
 	free(ps->lane);
+	if (ps->scratch) {
+		fi_close(&ps->scratch_mr->fid);
+		munmap(ps->scratch, fab->chunk);
+	}
 	fi_close(&ps->mr->fid);
 	free(ps);
 	fab->peers = NULL;
@@ -1106,6 +1254,13 @@ static bool connection_error(int err)
 	return err == -ECONNRESET || err == -ECONNREFUSED || err == -ENOTCONN ||
 	       err == -EHOSTUNREACH || err == -ENETUNREACH || err == -ECONNABORTED ||
 	       err == -EPIPE || err == -EHOSTDOWN;
+}
+
+/* It still waits on its peer: for a completion, to post (drains of a failed
+ * or freed request too), or to finish. */
+static bool waiting(const struct pd_req *r)
+{
+	return r->inflight || r->copying || r->next < post_end(r) || (!r->status && !finished(r));
 }
 
 /* Every live request on the peer fails now, and so will every new one. */
@@ -1122,10 +1277,11 @@ static void peer_died(struct pd_fabric *fab, uint64_t addr, const char *why)
 	p->err = -ECONNRESET;
 	snprintf(p->why, sizeof(p->why), "peer %llu is gone: %s", (unsigned long long)addr, why);
 	for (r = fab->live; r; r = r->live_next) {
-		if (r->peer != addr || r->freed || finished(r))
+		if (r->peer != addr || r->peer_dead || !waiting(r))
 			continue;
 		r->peer_dead = true;
 		fail_and_cancel(r, p->err, p->why);
+		reorder(r);
 	}
 }
 
@@ -1200,8 +1356,7 @@ static void scan_peers(struct pd_fabric *fab)
 		return;
 	ps->last_scan = now;
 	for (r = fab->live; r; r = r->live_next) {
-		if (r->peer == PD_ANY_PEER || r->freed || r->status || finished(r) ||
-		    now - r->start_ms < half)
+		if (r->peer == PD_ANY_PEER || r->peer_dead || !waiting(r) || now - r->start_ms < half)
 			continue;
 		p = peer_of(fab, r->peer, true);
 		if (p && !p->dead && !p->probing && now - p->answered >= half) {
@@ -1228,26 +1383,163 @@ static void scan_peers(struct pd_fabric *fab)
 
 /* ---- completions ------------------------------------------------------- */
 
+/* "peer N", or "an unknown peer" for a receive from any peer whose
+ * provider does not say who sent (no FI_SOURCE). */
+static const char *peer_name(const struct pd_req *r, char *buf, size_t len)
+{
+	if (r->peer == PD_ANY_PEER)
+		return "an unknown peer";
+	snprintf(buf, len, "peer %llu", (unsigned long long)r->peer);
+	return buf;
+}
+
+/*
+ * How many chunks the sender of chunk 0 (len bytes, CQ data `data`) put on
+ * the wire.  0, or -EMSGSIZE (the text in why) for a message this receive
+ * cannot take: its other chunks are then drained.
+ */
+static int recv_length(struct pd_req *r, size_t len, uint64_t data, char *why, size_t wlen)
+{
+	struct pd_fabric *fab = r->fab;
+	uint64_t slen = 0;
+	uint32_t sn;
+	bool exact, bad;
+	char peer[32];
+
+	if (len < fab->chunk) {
+		/* a chunk short of full is its message's last */
+		exact = true;
+		slen = len;
+		sn = 1;
+	} else if (pd_wire_parse_len(data, fab->chunk, &slen, &sn) &&
+		   (!slen || sn > 1 || slen == len)) {
+		/* (a word that contradicts the full chunk 0 is no word) */
+		exact = slen != 0;
+	} else {
+		/* No length word (a provider without CQ data): the chunks'
+		 * own lengths tell a shorter message, nothing a longer one. */
+		return 0;
+	}
+	/* A one-chunk receive may be longer than its message (the API's
+	 * promise); a longer one must be exact. */
+	if (r->nchunks == 1)
+		bad = sn > 1;
+	else
+		bad = exact ? slen != r->len : sn != r->nchunks;
+	if (!bad)
+		return 0;
+	r->wire_n = sn;
+	if (sn > 1) {
+		if (r->peer != PD_ANY_PEER)
+			r->drain = true;
+		else
+			pd_log(PD_LOG_ERROR, "recv of %zu bytes (tag 0x%llx): the sender of a longer message is unknown (no FI_SOURCE): its chunks 1 to %u stay unreceived, a later receive of the tag may meet them",
+			       r->len, (unsigned long long)r->tag, sn - 1);
+	}
+	if (!exact)
+		snprintf(why, wlen, "message length mismatch: %s sent %u chunks of %zu bytes (at least 1 GiB), this receive was posted for %zu bytes in %u: a message must be received with the length it was sent with",
+			 peer_name(r, peer, sizeof(peer)), sn, fab->chunk, r->len, r->nchunks);
+	else if (r->nchunks == 1)
+		snprintf(why, wlen, "message length mismatch: %s sent %llu bytes, more than the %zu this receive was posted for",
+			 peer_name(r, peer, sizeof(peer)), (unsigned long long)slen, r->len);
+	else
+		snprintf(why, wlen, "message length mismatch: %s sent %llu bytes, this receive was posted for %zu: a message of more than one chunk must be received with the length it was sent with",
+			 peer_name(r, peer, sizeof(peer)), (unsigned long long)slen, r->len);
+	return -EMSGSIZE;
+}
+
+/*
+ * Chunk 0 of a receive is in: who sent it (a receive from any peer takes
+ * the rest from that sender only) and how long its message is.  0, or why
+ * the request fails (-EMSGSIZE, -EPROTO; the text in why).
+ */
+static int recv_chunk0(struct pd_req *r, size_t len, fi_addr_t src, uint64_t data, char *why,
+		       size_t wlen)
+{
+	bool named = false;
+	int ret;
+
+	if (r->peer == PD_ANY_PEER && src != FI_ADDR_NOTAVAIL && src != FI_ADDR_UNSPEC) {
+		r->peer = src;
+		r->await_src = false;
+		named = true;
+	}
+	if (r->await_src) {
+		snprintf(why, wlen, "the sender of chunk 0 is not in the address vector (insert every peer before receiving from PD_ANY_PEER)");
+		return -EPROTO;
+	}
+	r->first_done = true;
+	ret = recv_length(r, len, data, why, wlen);
+	/* Only now: its place among the tag's receives depends on whether
+	 * it still drains. */
+	if (named)
+		order_resolve(r);
+	return ret;
+}
+
+/*
+ * Chunk i > 0 of a receive is in.  One short of its share means a shorter
+ * message than the receive's: its sender sent no length word, or this
+ * chunk is past it.  Posted receives of later chunks, past the sender's
+ * message, would take the next message's: they are cancelled.
+ */
+static int recv_chunk(struct pd_req *r, struct pd_op *op, size_t len, char *why, size_t wlen)
+{
+	struct pd_fabric *fab = r->fab;
+	uint32_t i = op->chunk;
+
+	if (len >= chunk_len(r, i))
+		return 0;
+	snprintf(why, wlen, "message length mismatch: peer %llu sent %llu bytes (chunk %u of %u is %zu bytes, not %zu), this receive was posted for %zu: a message of more than one chunk must be received with the length it was sent with",
+		 (unsigned long long)r->peer, (unsigned long long)i * fab->chunk + len, i, r->nchunks,
+		 len, chunk_len(r, i), r->len);
+	r->wire_n = i + 1;
+	return -EMSGSIZE;
+}
+
+/* A drain is back: its chunk left the wire (or its peer is gone). */
+static void drain_done(struct pd_fabric *fab, struct pd_req *r, struct pd_op *op, int err,
+		       const char *msg)
+{
+	r->aux_inflight--;
+	if (!err || err == -ECANCELED)
+		return;
+	if (connection_error(err) && r->peer != PD_ANY_PEER)
+		peer_died(fab, r->peer, msg);
+	else
+		pd_log(PD_LOG_DEBUG, "%s: draining chunk %u failed: %s", r->msg, op->chunk, msg);
+}
+
 static void complete_op(struct pd_fabric *fab, struct pd_op *op, size_t len, int err,
-			const char *msg, fi_addr_t src)
+			const char *msg, fi_addr_t src, uint64_t data)
 {
 	struct pd_req *r = op->req;
+	bool aux = op->aux;
+	char why[320];
+	int bad;
 
 	if (!r) {
 		probe_done(fab, op, err, msg);
 		return;
 	}
-	op->inflight = false;
+	op->inflight = op->aux = false;
 	r->inflight--;
-	if (!err && r->await_src && op->chunk == 0) {
-		/* The rest of the message comes from this sender only. */
-		if (src == FI_ADDR_NOTAVAIL || src == FI_ADDR_UNSPEC) {
-			err = -EPROTO;
-			msg = "the sender of chunk 0 is not in the address vector (insert every peer before receiving from PD_ANY_PEER)";
-		} else {
-			r->peer = src;
-			r->await_src = false;
-			order_resolve(r);
+	if (aux) {
+		drain_done(fab, r, op, err, msg);
+		settle(r);
+		return;
+	}
+	if (!err && r->kind == REQ_RECV) {
+		bad = op->chunk ? recv_chunk(r, op, len, why, sizeof(why)) :
+				  recv_chunk0(r, len, src, data, why, sizeof(why));
+		if (bad) {
+			fail_and_cancel(r, bad, why);
+			if (op->stage != ST_NONE)
+				put_stage(r, op);
+			if (r->next < post_end(r))
+				enqueue_pending(r);
+			settle(r);
+			return;
 		}
 	}
 	if (!err && op->chunk == 0)
@@ -1292,7 +1584,8 @@ static int progress_locked(struct pd_fabric *fab)
 		if (n > 0) {
 			for (i = 0; i < n; i++)
 				complete_op(fab, ent[i].op_context, ent[i].len, 0, NULL,
-					    fab->source ? src[i] : FI_ADDR_NOTAVAIL);
+					    fab->source ? src[i] : FI_ADDR_NOTAVAIL,
+					    ent[i].flags & FI_REMOTE_CQ_DATA ? ent[i].data : 0);
 			events += (int)n;
 			if (n == CQ_BURST)
 				continue;
@@ -1313,7 +1606,7 @@ static int progress_locked(struct pd_fabric *fab)
 							    prov, sizeof(prov)) : NULL;
 			snprintf(text, sizeof(text), "%s (%s%s%s)", fi_strerror(err.err),
 				 fab->provider, s ? ": " : "", s ? s : "");
-			complete_op(fab, err.op_context, err.len, -(int)err.err, text, FI_ADDR_NOTAVAIL);
+			complete_op(fab, err.op_context, err.len, -(int)err.err, text, FI_ADDR_NOTAVAIL, 0);
 			events++;
 			continue;
 		} else if (n != -FI_EAGAIN) {
@@ -1398,7 +1691,7 @@ static int start(struct pd_fabric *fab, enum req_kind kind, struct pd_mr *mr,
 		.cpu = pd_mr_cpu(mr) ? pd_mr_cpu(mr) + off : NULL,
 		.io = pd_mr_io(mr) ? pd_mr_io(mr) + off : NULL,
 		.path = mr->reg->path, .off = off, .len = len, .peer = peer,
-		.tag = tag, .nchunks = (uint32_t)nchunks,
+		.tag = tag, .nchunks = (uint32_t)nchunks, .wire_n = (uint32_t)nchunks,
 		.raddr = rk ? rk->addr + roff : 0, .rkey = rk ? rk->key : 0,
 		.await_src = kind == REQ_RECV && peer == PD_ANY_PEER && nchunks > 1,
 	};
@@ -1470,7 +1763,7 @@ static int start(struct pd_fabric *fab, enum req_kind kind, struct pd_mr *mr,
 			post_more(r);
 	}
 	run_jobs(fab);
-	if (r->status && idle(r)) {
+	if (r->status && idle(r) && r->next >= post_end(r)) {
 		ret = pd_error(r->status, "%s", r->msg);
 		destroy_locked(r);
 		pd_xfer_unlock_and_reap(fab);
@@ -1549,7 +1842,7 @@ static int timed_out(struct pd_req *r, int timeout_ms)
 	char why[256] = "";
 
 	pthread_mutex_lock(&r->fab->lock);
-	posted = r->next;
+	posted = r->next < nchunks ? r->next : nchunks;
 	done = r->done;
 	eagain = r->eagain;
 	pthread_mutex_unlock(&r->fab->lock);
@@ -1596,7 +1889,6 @@ int pd_wait(struct pd_req *r, int timeout_ms, size_t *bytes)
 void pd_req_free(struct pd_req *r)
 {
 	struct pd_fabric *fab;
-	uint32_t i;
 
 	if (!r)
 		return;
@@ -1609,13 +1901,9 @@ void pd_req_free(struct pd_req *r)
 	while (r->running)
 		pthread_cond_wait(&fab->jobs_done, &fab->lock);
 	r->freeing = false;
-	unlink_pending(r);
-	for (i = 0; i < r->next && !fab->closed; i++) {
-		if (r->ops[i].inflight && !r->ops[i].cancelled) {
-			r->ops[i].cancelled = true;
-			fi_cancel(&fab->ep->fid, &r->ops[i].ctx);
-		}
-	}
+	if (r->next >= post_end(r))
+		unlink_pending(r);
+	cancel_inflight(r);
 	settle(r);
 	leave(fab);
 }
@@ -1637,6 +1925,13 @@ void pd_xfer_close_locked(struct pd_fabric *fab)
 			if (r->ops[i].stage != ST_NONE && r->ops[i].stage != ST_COPYING)
 				put_stage(r, &r->ops[i]);
 		}
+		for (i = 0; r->xops && i < DRAIN_WINDOW; i++) {
+			if (r->xops[i].inflight) {
+				r->xops[i].inflight = false;
+				r->inflight--;
+			}
+		}
+		r->aux_inflight = 0;
 		unlink_pending(r);
 		fail_req(r, -ECANCELED, "the fabric was closed before it completed");
 		settle(r);
