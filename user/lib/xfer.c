@@ -18,6 +18,13 @@
  *    another length fails the receive with -EMSGSIZE, and the chunks of it
  *    that the receive cannot hold are drained into a scratch chunk, so
  *    none is left to meet a later receive of the tag.
+ * Failure mid-message: sends are never cancelled (a chunk that did not go
+ * would leave its receive to take the next message's).  A send that fails
+ * or is freed after its chunk 0 went sends an empty stand-in for each
+ * chunk not yet out, whose CQ data carries its errno: the receive fails
+ * at once with -ECONNABORTED instead of at its own timeout.  A receive
+ * that fails or is freed after its chunk 0 came takes the sender's other
+ * chunks into the scratch chunk, not into the caller's buffer.
  * Staging (bounce path): every request owns one staging buffer from start
  * to finish, a pool slot if one is free, else a buffer registered for it
  * alone; so a request never waits for another's slot, and receives that
@@ -131,7 +138,8 @@ struct pd_op {
 	int slot;			/* borrowed pool slot, or -1 */
 	bool own;			/* uses the request's own staging buffer */
 	bool inflight, cancelled;
-	bool aux;			/* a drain: touches no memory of the caller */
+	bool aux;			/* a drain or stand-in: touches no memory of the caller */
+	bool taken;			/* (receive) back, having taken its chunk off the wire */
 	uint8_t stage;			/* enum stage_state */
 	size_t len;			/* bytes received (recv), for the copy-out */
 	int copy_ret;
@@ -196,7 +204,7 @@ struct pd_req {
 	size_t off, len;
 	uint64_t peer, tag, raddr, rkey;
 	uint32_t nchunks, next, done, inflight;
-	uint32_t aux_inflight;		/* drains among inflight */
+	uint32_t aux_inflight;		/* drains and stand-ins among inflight */
 	/* Receives: the chunks the sender put on the wire (its length word,
 	 * once chunk 0 is in); drain: those this receive cannot hold are
 	 * taken into scratch, from next up to wire_n, so none is left to
@@ -205,6 +213,10 @@ struct pd_req {
 	uint32_t wire_n;
 	bool drain;
 	struct pd_op *xops;
+	/* Receives: one past the highest chunk a later request of its lane
+	 * posted (those chunks of its own must stay posted). */
+	uint32_t passed;
+	bool wire_lost;			/* could not keep the wire whole: gave up */
 	uint32_t copying;		/* operations with a job queued or running */
 	uint32_t running;		/* jobs running now, outside the lock */
 	/* -FI_EAGAIN answers to posting a chunk: libfabric returns it both for
@@ -250,12 +262,15 @@ static size_t chunk_len(const struct pd_req *r, uint32_t i)
 }
 
 static void reorder(struct pd_req *r);
+static void abandon(struct pd_req *r);
+static void enqueue_pending(struct pd_req *r);
 
 static void fail_req(struct pd_req *r, int err, const char *msg)
 {
 	if (r->status)
 		return;
 	r->status = err;
+	abandon(r);
 	reorder(r);
 	snprintf(r->msg, sizeof(r->msg), "%s of %zu bytes (tag 0x%llx, %s path): %s",
 		 kind_names[r->kind], r->len, (unsigned long long)r->tag,
@@ -286,23 +301,42 @@ static bool finished(const struct pd_req *r)
 	return idle(r) && r->done == r->nchunks;
 }
 
-/* The chunk index up to which r would post now. */
+/*
+ * The chunk index up to which r would post now.  A failed or freed request
+ * keeps the wire whole for the requests behind it: a send that put chunk 0
+ * out sends a stand-in for each chunk it did not (an empty message, which
+ * no chunk of a message ever is), and a receive whose chunk 0 is in drains
+ * the sender's chunks it will not take.
+ */
 static uint32_t post_end(const struct pd_req *r)
 {
-	if (r->fab->closed || r->peer_dead)
+	if (r->fab->closed || r->peer_dead || r->wire_lost)
 		return 0;
+	/* (first: chunk 0's length check sets it before failing the request) */
 	if (r->drain)
 		return r->wire_n;
-	return r->status || r->freed ? 0 : r->nchunks;
+	if (!r->status && !r->freed)
+		return r->nchunks;
+	return r->kind == REQ_SEND && r->next ? r->nchunks : 0;
 }
 
-/* A failed request's other operations are cancelled, so it ends now rather
- * than when the caller's timeout runs out. */
+/*
+ * A failed request's other operations are cancelled where that is safe, so
+ * it ends now rather than when the caller's timeout runs out.  What may be
+ * cancelled, unless the peer is gone (then everything):
+ *  - no drain or stand-in: each takes or stands for a chunk on the wire;
+ *  - no send: a chunk of it that did not go would leave its receive to
+ *    take the same chunk of the next message, which may be posted by then
+ *    (rxm and shm do not cancel sends anyway, measured on 1.17);
+ *  - of a receive whose chunk 0 is in, only what abandon() picks;
+ *  - the rest (chunk 0 of a receive, writes): a cancelled one took nothing.
+ */
 static void cancel_op(struct pd_req *r, struct pd_op *op)
 {
-	/* A drain takes a chunk that must leave the wire: only a dead peer's
-	 * may stay. */
-	if (!op->inflight || op->cancelled || (op->aux && !r->peer_dead))
+	if (!op->inflight || op->cancelled)
+		return;
+	if (!r->peer_dead && (op->aux || r->kind == REQ_SEND ||
+			      (r->kind == REQ_RECV && r->first_done)))
 		return;
 	op->cancelled = true;
 	fi_cancel(&r->fab->ep->fid, &op->ctx);
@@ -318,6 +352,38 @@ static void cancel_inflight(struct pd_req *r)
 		cancel_op(r, &r->ops[i]);
 	for (i = 0; r->xops && i < DRAIN_WINDOW; i++)
 		cancel_op(r, &r->xops[i]);
+}
+
+/*
+ * A receive whose chunk 0 is in failed or was freed: the sender's other
+ * chunks go to drains, not to its buffer.  Its posted receives no later
+ * request of the lane has passed are cancelled and drained instead (those
+ * a later one passed stay: the chunk would go to that one); so are those
+ * past the sender's message, which would take the next message's chunks.
+ * Once per request (drain set); before any drain is posted.
+ */
+static void abandon(struct pd_req *r)
+{
+	uint32_t from, top, i;
+
+	if (r->kind != REQ_RECV || !r->first_done || r->drain || r->peer == PD_ANY_PEER ||
+	    r->peer_dead || r->fab->closed)
+		return;
+	r->drain = true;
+	from = r->passed > 1 ? r->passed : 1;
+	top = r->next < r->nchunks ? r->next : r->nchunks;
+	for (i = 1; i < top; i++) {
+		struct pd_op *op = &r->ops[i];
+
+		if (op->inflight && !op->cancelled && (i >= from || i >= r->wire_n)) {
+			op->cancelled = true;
+			fi_cancel(&r->fab->ep->fid, &op->ctx);
+		}
+	}
+	if (from < r->next && from < r->wire_n) {
+		r->next = from;
+		enqueue_pending(r);
+	}
 }
 
 static void fail_and_cancel(struct pd_req *r, int err, const char *msg)
@@ -501,14 +567,14 @@ static bool in_order(const struct pd_req *r)
 {
 	struct pd_fabric *fab = r->fab;
 
-	if (r->kind == REQ_WRITE || fab->closed)
+	if (r->kind == REQ_WRITE || fab->closed || r->peer_dead)
 		return false;
-	if (r->kind == REQ_SEND && !fab->sas)
-		return !r->freed && !finished(r);
 	if (r->next < post_end(r))
 		return true;
+	if (r->kind == REQ_SEND)
+		return !fab->sas && !idle(r);
 	/* Chunk 0's completion may show chunks to drain. */
-	return r->kind == REQ_RECV && !r->peer_dead && r->next > 0 && r->ops[0].inflight;
+	return r->next > 0 && r->ops[0].inflight;
 }
 
 /* The tag's held and resolved any-peer receives whose turn has come join
@@ -897,8 +963,9 @@ static int scratch_get(struct pd_fabric *fab)
 }
 
 /* Takes chunk i of the sender's message off the wire, into scratch: 0,
- * -EAGAIN (its operation is still busy, or the provider's queue is full),
- * or an error. */
+ * 1 (already taken: its receive came back with it), -EAGAIN (its
+ * operation is still busy, or the provider's queue is full), or an
+ * error. */
 static int post_drain(struct pd_req *r, uint32_t i)
 {
 	struct pd_fabric *fab = r->fab;
@@ -915,6 +982,8 @@ static int post_drain(struct pd_req *r, uint32_t i)
 	}
 	if (op->inflight)
 		return -EAGAIN;
+	if (op->taken && i < r->nchunks)
+		return 1;
 	if (op->stage != ST_NONE)
 		put_stage(r, op);
 	ret = scratch_get(fab);
@@ -923,7 +992,7 @@ static int post_drain(struct pd_req *r, uint32_t i)
 	op->req = r;
 	op->chunk = i;
 	op->slot = -1;
-	op->cancelled = false;
+	op->cancelled = op->taken = false;
 	ret = fi_trecv(fab->ep, ps->scratch, fab->chunk, ps->scratch_desc, r->peer,
 		       r->tag | (uint64_t)i << fab->tag_bits, 0, &op->ctx);
 	if (ret == -FI_EAGAIN) {
@@ -940,8 +1009,50 @@ static int post_drain(struct pd_req *r, uint32_t i)
 }
 
 /*
- * 0 posted; -EAGAIN try again after progress; -EINPROGRESS its staging
- * copy is queued (the caller runs the jobs); other: the request failed.
+ * Chunk i of a send that failed or was freed after its chunk 0 went: an
+ * empty message in its place, whose CQ data says why, so that the receive
+ * fails now with -ECONNABORTED rather than at its own timeout, and takes
+ * every chunk of the message off the wire.  0, -EAGAIN, -EINPROGRESS (a
+ * staging copy of the chunk is still running), or an error.
+ */
+static int post_standin(struct pd_req *r, uint32_t i)
+{
+	struct pd_fabric *fab = r->fab;
+	struct pd_peers *ps = fab->peers;
+	struct pd_op *op = &r->ops[i];
+	uint64_t wtag = r->tag | (uint64_t)i << fab->tag_bits;
+	ssize_t ret;
+
+	if (op->stage == ST_COPYING)
+		return -EINPROGRESS;
+	if (op->stage != ST_NONE)
+		put_stage(r, op);
+	op->req = r;
+	op->chunk = i;
+	op->cancelled = false;
+	if (ps->cq_data)
+		ret = fi_tsenddata(fab->ep, ps->buf + 8, 0, ps->desc,
+				   pd_wire_abort_word(r->status ? r->status : -ECANCELED), r->peer, wtag,
+				   &op->ctx);
+	else
+		ret = fi_tsend(fab->ep, ps->buf + 8, 0, ps->desc, r->peer, wtag, &op->ctx);
+	if (ret == -FI_EAGAIN) {
+		r->eagain++;
+		return -EAGAIN;
+	}
+	if (ret)
+		return pd_error((int)ret, "fi_tsend of an abort stand-in for chunk %u on %s: %s", i,
+				fab->provider, fi_strerror((int)-ret));
+	op->inflight = op->aux = true;
+	r->inflight++;
+	r->aux_inflight++;
+	return 0;
+}
+
+/*
+ * 0 posted; 1 nothing to post for this chunk; -EAGAIN try again after
+ * progress; -EINPROGRESS its staging copy is queued (the caller runs the
+ * jobs); other: the request failed.
  */
 static int post_chunk(struct pd_req *r, uint32_t i)
 {
@@ -955,6 +1066,12 @@ static int post_chunk(struct pd_req *r, uint32_t i)
 
 	if (r->drain)
 		return post_drain(r, i);
+	if (r->status || r->freed)
+		return post_standin(r, i);
+	/* Revoked mid-message: the chunks not out yet must not move the
+	 * revoked buffer's bytes (pd_test would distrust them anyway). */
+	if (r->path != PD_PATH_HOST && (ret = pd_mr_entry_check(r->entry)))
+		return (int)ret;
 	op->req = r;
 	op->chunk = i;
 	if (reg->path == PD_PATH_BOUNCE) {
@@ -1037,14 +1154,15 @@ static bool may_post(struct pd_req *r, uint32_t i)
 	return !p || p->next > i;
 }
 
-/* The chunks a failed drain was to take stay on the wire: said once,
- * loudly, since a later receive of the tag may meet them. */
-static void drain_lost(struct pd_req *r, const char *why)
+/* A drain or stand-in could not be posted: the chunks it was to stand
+ * for stay as they are.  Said once, loudly, since a later request of the
+ * tag may meet them. */
+static void wire_lost(struct pd_req *r, const char *why)
 {
-	r->drain = false;
-	pd_log(PD_LOG_ERROR, "%s: chunks %u to %u of the sender's message stay unreceived, a later receive of tag 0x%llx from peer %llu may meet them: %s",
-	       r->msg, r->next, r->wire_n - 1, (unsigned long long)r->tag,
-	       (unsigned long long)r->peer, why);
+	r->wire_lost = true;
+	pd_log(PD_LOG_ERROR, "%s: chunks %u and later of the message are left on the wire unmatched, a later %s of tag 0x%llx %s peer %llu may meet them: %s",
+	       r->msg, r->next, kind_names[r->kind], (unsigned long long)r->tag,
+	       r->kind == REQ_SEND ? "to" : "from", (unsigned long long)r->peer, why);
 }
 
 /* Posts what may go; r stays on the pending list while chunks are left. */
@@ -1056,15 +1174,23 @@ static void post_more(struct pd_req *r)
 		ret = post_chunk(r, r->next);
 		if (ret == -EAGAIN || ret == -EINPROGRESS)
 			break;
-		if (ret) {
-			if (r->drain)
-				drain_lost(r, pd_last_error());
+		if (ret < 0) {
+			if (r->status || r->freed)
+				wire_lost(r, pd_last_error());
 			else
 				fail_and_cancel(r, ret, pd_last_error());
 			continue;
 		}
 		if (r->next++ == 0)
 			dl_del(&r->u0);
+		/* abandon() must not take back a chunk a later receive of the
+		 * lane posted after this one's: the sender's would go there */
+		if (r->kind == REQ_RECV && r->admitted && r->ord.prev != &r->lane->order) {
+			struct pd_req *p = dl_entry(r->ord.prev, struct pd_req, ord);
+
+			if (p->passed < r->next)
+				p->passed = r->next;
+		}
 	}
 	if (r->next >= post_end(r))
 		unlink_pending(r);
@@ -1470,24 +1596,39 @@ static int recv_chunk0(struct pd_req *r, size_t len, fi_addr_t src, uint64_t dat
 	}
 	r->first_done = true;
 	ret = recv_length(r, len, data, why, wlen);
-	/* Only now: its place among the tag's receives depends on whether
-	 * it still drains. */
+	if (!ret && (r->status || r->freed))
+		abandon(r);	/* its cancel came too late: chunk 0 is in */
+	/* Only now: whether it joins its sender's lane depends on whether it
+	 * still drains. */
 	if (named)
 		order_resolve(r);
 	return ret;
 }
 
 /*
- * Chunk i > 0 of a receive is in.  One short of its share means a shorter
- * message than the receive's: its sender sent no length word, or this
- * chunk is past it.  Posted receives of later chunks, past the sender's
- * message, would take the next message's: they are cancelled.
+ * Chunk i > 0 of a receive is in.  An empty one is the sender's abort
+ * stand-in: the receive fails now, -ECONNABORTED (not -EPIPE: the peer is
+ * alive, and -ECONNRESET already means it is gone), and drains the rest.
+ * One short of its share means a shorter message than the receive's: its
+ * sender sent no length word.  Posted receives past the sender's message
+ * would take the next message's chunks: abandon() cancels them.
  */
-static int recv_chunk(struct pd_req *r, struct pd_op *op, size_t len, char *why, size_t wlen)
+static int recv_chunk(struct pd_req *r, struct pd_op *op, size_t len, uint64_t data, char *why,
+		      size_t wlen)
 {
 	struct pd_fabric *fab = r->fab;
 	uint32_t i = op->chunk;
+	int e;
 
+	if (!len) {
+		e = pd_wire_abort_errno(data);
+		snprintf(why, wlen, "peer %llu aborted the message at chunk %u of %u: the sender's request %s%s%s; the rest of the message is drained",
+			 (unsigned long long)r->peer, i, r->nchunks,
+			 e == -ECANCELED ? "was freed before it completed" :
+			 e ? "failed (" : "failed or was freed",
+			 e && e != -ECANCELED ? strerror(-e) : "", e && e != -ECANCELED ? ")" : "");
+		return -ECONNABORTED;
+	}
 	if (len >= chunk_len(r, i))
 		return 0;
 	snprintf(why, wlen, "message length mismatch: peer %llu sent %llu bytes (chunk %u of %u is %zu bytes, not %zu), this receive was posted for %zu: a message of more than one chunk must be received with the length it was sent with",
@@ -1497,17 +1638,20 @@ static int recv_chunk(struct pd_req *r, struct pd_op *op, size_t len, char *why,
 	return -EMSGSIZE;
 }
 
-/* A drain is back: its chunk left the wire (or its peer is gone). */
-static void drain_done(struct pd_fabric *fab, struct pd_req *r, struct pd_op *op, int err,
-		       const char *msg)
+/* A drain or stand-in is back: its chunk left the wire (or its peer is
+ * gone). */
+static void aux_done(struct pd_fabric *fab, struct pd_req *r, struct pd_op *op, int err,
+		     const char *msg)
 {
 	r->aux_inflight--;
+	op->taken = err != -ECANCELED;
 	if (!err || err == -ECANCELED)
 		return;
 	if (connection_error(err) && r->peer != PD_ANY_PEER)
 		peer_died(fab, r->peer, msg);
 	else
-		pd_log(PD_LOG_DEBUG, "%s: draining chunk %u failed: %s", r->msg, op->chunk, msg);
+		pd_log(PD_LOG_DEBUG, "%s: %s chunk %u failed: %s", r->msg,
+		       r->kind == REQ_SEND ? "the stand-in for" : "draining", op->chunk, msg);
 }
 
 static void complete_op(struct pd_fabric *fab, struct pd_op *op, size_t len, int err,
@@ -1525,19 +1669,22 @@ static void complete_op(struct pd_fabric *fab, struct pd_op *op, size_t len, int
 	op->inflight = op->aux = false;
 	r->inflight--;
 	if (aux) {
-		drain_done(fab, r, op, err, msg);
+		aux_done(fab, r, op, err, msg);
 		settle(r);
 		return;
 	}
+	if (r->kind == REQ_RECV)
+		op->taken = err != -ECANCELED;
 	if (!err && r->kind == REQ_RECV) {
-		bad = op->chunk ? recv_chunk(r, op, len, why, sizeof(why)) :
+		bad = op->chunk ? recv_chunk(r, op, len, data, why, sizeof(why)) :
 				  recv_chunk0(r, len, src, data, why, sizeof(why));
-		if (bad) {
+		if (bad)
 			fail_and_cancel(r, bad, why);
+		if (r->next < post_end(r))
+			enqueue_pending(r);
+		if (bad) {
 			if (op->stage != ST_NONE)
 				put_stage(r, op);
-			if (r->next < post_end(r))
-				enqueue_pending(r);
 			settle(r);
 			return;
 		}
@@ -1834,18 +1981,27 @@ int pd_test(struct pd_req *r, size_t *bytes)
 
 
 /* Says how far the request got: unposted chunks are what a peer that is
- * gone looks like, posted ones a peer that does not answer. */
+ * gone looks like, posted ones a peer that does not answer.  A request
+ * that failed but is not finished (the provider still holds an operation
+ * of it that it would not cancel, or has not yet) reports its failure. */
 static int timed_out(struct pd_req *r, int timeout_ms)
 {
-	uint32_t posted, done, nchunks = r->nchunks;
+	uint32_t posted, done, held, nchunks = r->nchunks;
+	char why[256] = "", msg[sizeof(r->msg)];
 	uint64_t eagain;
-	char why[256] = "";
+	int status;
 
 	pthread_mutex_lock(&r->fab->lock);
 	posted = r->next < nchunks ? r->next : nchunks;
 	done = r->done;
 	eagain = r->eagain;
+	status = r->status;
+	held = r->inflight - r->aux_inflight + r->copying;
+	memcpy(msg, r->msg, sizeof(msg));
 	pthread_mutex_unlock(&r->fab->lock);
+	if (status)
+		return pd_error(status, "%s (after %d ms the provider still holds %u of its operations: its buffer is not free yet)",
+				msg, timeout_ms, held);
 	if (posted < nchunks && eagain)
 		snprintf(why, sizeof(why), "; %s answered -FI_EAGAIN %llu times (a full queue, or a peer that cannot be reached)",
 			 r->fab->provider, (unsigned long long)eagain);
@@ -1901,10 +2057,16 @@ void pd_req_free(struct pd_req *r)
 	while (r->running)
 		pthread_cond_wait(&fab->jobs_done, &fab->lock);
 	r->freeing = false;
-	if (r->next >= post_end(r))
-		unlink_pending(r);
+	abandon(r);
 	cancel_inflight(r);
-	settle(r);
+	if (r->next < post_end(r)) {
+		/* stand-ins or drains: the wire stays whole behind it */
+		enqueue_pending(r);
+		post_more(r);
+	} else {
+		unlink_pending(r);
+		settle(r);
+	}
 	leave(fab);
 }
 
