@@ -364,7 +364,7 @@ static void cancel_inflight(struct pd_req *r)
  */
 static void abandon(struct pd_req *r)
 {
-	uint32_t from, top, i;
+	uint32_t from, top, low, i;
 
 	if (r->kind != REQ_RECV || !r->first_done || r->drain || r->peer == PD_ANY_PEER ||
 	    r->peer_dead || r->fab->closed)
@@ -372,16 +372,21 @@ static void abandon(struct pd_req *r)
 	r->drain = true;
 	from = r->passed > 1 ? r->passed : 1;
 	top = r->next < r->nchunks ? r->next : r->nchunks;
+	low = r->next;
 	for (i = 1; i < top; i++) {
 		struct pd_op *op = &r->ops[i];
 
-		if (op->inflight && !op->cancelled && (i >= from || i >= r->wire_n)) {
-			op->cancelled = true;
-			fi_cancel(&r->fab->ep->fid, &op->ctx);
-		}
+		if (!op->inflight || op->cancelled || (i < from && i < r->wire_n))
+			continue;
+		op->cancelled = true;
+		fi_cancel(&r->fab->ep->fid, &op->ctx);
+		if (i < low && i < r->wire_n)
+			low = i;
 	}
-	if (from < r->next && from < r->wire_n) {
-		r->next = from;
+	/* Back to the first one cancelled: its completion says whether it
+	 * took its chunk after all, or a drain must. */
+	if (low < r->next) {
+		r->next = low;
 		enqueue_pending(r);
 	}
 }
@@ -458,9 +463,9 @@ static int64_t now_ms(void)
  *    of `unposted`.  That orders them behind other peers' receives too, but
  *    changes no match: while they are held, a message they could take goes
  *    to the earlier any-peer receive first.
- * A request leaves its lane once the order no longer binds it (all its
- * chunks posted, or failed, or freed); one that ended without settling yet
- * is dropped when found at the head of a check.
+ * A request leaves its lane once the order no longer binds it (in_order());
+ * one that ended without settling yet is dropped when found before the
+ * request being checked.
  */
 static size_t lane_hash(enum req_kind kind, uint64_t tag, uint64_t peer)
 {
@@ -561,8 +566,8 @@ static void lane_put(struct pd_fabric *fab, struct pd_lane *l)
 }
 
 /* Still bound by the order: it has chunks to post, or may have (a receive
- * whose chunk 0 is out), or, a send without FI_ORDER_SAS, the provider
- * still has it. */
+ * with receives out), or, a send without FI_ORDER_SAS, the provider still
+ * has it. */
 static bool in_order(const struct pd_req *r)
 {
 	struct pd_fabric *fab = r->fab;
@@ -573,8 +578,11 @@ static bool in_order(const struct pd_req *r)
 		return true;
 	if (r->kind == REQ_SEND)
 		return !fab->sas && !idle(r);
-	/* Chunk 0's completion may show chunks to drain. */
-	return r->next > 0 && r->ops[0].inflight;
+	/* While its receives are out: chunk 0's completion may call for
+	 * drains, and abandon() must learn which chunks later receives of
+	 * the lane have posted (their `passed`).  Its next is past them all:
+	 * it holds no one back. */
+	return r->inflight > r->aux_inflight;
 }
 
 /* The tag's held and resolved any-peer receives whose turn has come join

@@ -547,6 +547,62 @@ TEST(a_receive_freed_mid_message_takes_the_rest_off_the_wire_not_into_its_buffer
 }
 
 /*
+ * Two 3-chunk receives of one tag from one sender; each has its chunk 0
+ * and has posted chunks 1 and 2 when the first is freed.  The first's
+ * chunks 1 and 2 are next on the wire: taking its receives back now would
+ * send them to the second receive's, posted behind.  The second must get
+ * its own message whole.
+ */
+TEST(a_receive_freed_with_a_later_one_posted_behind_it_keeps_its_chunks)
+{
+	const size_t len = 3 * CHUNK;
+	static char rbuf1[3 * CHUNK], rbuf2[3 * CHUNK], sbuf1[3 * CHUNK], sbuf2[3 * CHUNK];
+	struct pd_mr *rm1, *rm2, *sm1, *sm2, part;
+	struct pd_fabric *r, *s;
+	struct pd_req *q1, *q2;
+	uint64_t s_in_r, r_in_s;
+	size_t bytes = 0;
+	uint32_t i;
+
+	ASSERT_EQ(0, open_pair(0, 0, &r, &s, &s_in_r, &r_in_s)) TH_LOG("%s", pd_last_error());
+	ASSERT_EQ(0, pd_mr_reg_host(r, rbuf1, len, 0, &rm1));
+	ASSERT_EQ(0, pd_mr_reg_host(r, rbuf2, len, 0, &rm2));
+	ASSERT_EQ(0, pd_mr_reg_host(s, sbuf1, len, 0, &sm1));
+	ASSERT_EQ(0, pd_mr_reg_host(s, sbuf2, len, 0, &sm2));
+	fill(sbuf1, len, 58);
+	fill(sbuf2, len, 59);
+	ASSERT_EQ(0, pd_trecv(r, rm1, 0, len, s_in_r, 13, &q1));
+	ASSERT_EQ(0, pd_trecv(r, rm2, 0, len, s_in_r, 13, &q2));
+	ASSERT_EQ(0, raw_chunk(s, sm1, CHUNK, r_in_s, 13, 0, r));
+	ASSERT_TRUE(PROGRESS_UNTIL(r, WAIT_MS, pd_test(q1, &bytes) == 0 && bytes == CHUNK));
+	ASSERT_EQ(0, raw_chunk(s, sm2, CHUNK, r_in_s, 13, 0, r));
+	ASSERT_TRUE(PROGRESS_UNTIL(r, WAIT_MS, pd_test(q2, &bytes) == 0 && bytes == CHUNK));
+	for (i = 0; i < 10; i++)
+		pd_progress(r);
+	pd_req_free(q1);
+	for (i = 1; i < 3; i++) {
+		part = *sm1;
+		part.delta += i * CHUNK;
+		ASSERT_EQ(0, raw_chunk(s, &part, CHUNK, r_in_s, 13, i, r));
+	}
+	for (i = 1; i < 3; i++) {
+		part = *sm2;
+		part.delta += i * CHUNK;
+		ASSERT_EQ(0, raw_chunk(s, &part, CHUNK, r_in_s, 13, i, r));
+	}
+	EXPECT_TRUE(PROGRESS_UNTIL(r, WAIT_MS, pd_test(q2, NULL) != 0));
+	EXPECT_EQ(1, pd_test(q2, &bytes)) TH_LOG("%s", pd_last_error());
+	EXPECT_EQ(-1, check(rbuf2, len, 59)) TH_LOG("the second receive met a chunk of the first's message");
+	pd_req_free(q2);
+	pd_mr_dereg(rm1);
+	pd_mr_dereg(rm2);
+	pd_mr_dereg(sm1);
+	pd_mr_dereg(sm2);
+	pd_fabric_close(r);
+	pd_fabric_close(s);
+}
+
+/*
  * A receive freed right after it is posted, its chunk 0 already matched by
  * a message waiting in the provider, so that its cancel comes too late:
  * the message's other chunks must still leave the wire (from any peer as
