@@ -1686,15 +1686,11 @@ static void complete_op(struct pd_fabric *fab, struct pd_op *op, size_t len, int
 	if (!err && r->kind == REQ_RECV) {
 		bad = op->chunk ? recv_chunk(r, op, len, data, why, sizeof(why)) :
 				  recv_chunk0(r, len, src, data, why, sizeof(why));
-		if (bad)
-			fail_and_cancel(r, bad, why);
-		if (r->next < post_end(r))
-			enqueue_pending(r);
 		if (bad) {
+			fail_and_cancel(r, bad, why);
 			if (op->stage != ST_NONE)
 				put_stage(r, op);
-			settle(r);
-			return;
+			goto out;
 		}
 	}
 	if (!err && op->chunk == 0)
@@ -1715,6 +1711,11 @@ static void complete_op(struct pd_fabric *fab, struct pd_op *op, size_t len, int
 		r->done++;
 		r->bytes += r->kind == REQ_RECV ? len : chunk_len(r, op->chunk);
 	}
+out:
+	/* chunk 0 may have called for drains, a failure for stand-ins or
+	 * drains, a rewound receive's cancel for a drain in its place */
+	if (r->next < post_end(r))
+		enqueue_pending(r);
 	settle(r);
 }
 
