@@ -1785,6 +1785,8 @@ int pd_progress(struct pd_fabric *fab)
 
 	if (!fab)
 		return pd_error(-EINVAL, "pd_progress: fabric is NULL");
+	if (pd_forked_since(fab->fork_gen))
+		return pd_fork_refuse("pd_progress");
 	pthread_mutex_lock(&fab->lock);
 	ret = progress_locked(fab);
 	leave(fab);
@@ -1804,6 +1806,8 @@ static int start(struct pd_fabric *fab, enum req_kind kind, struct pd_mr *mr,
 
 	if (!fab || !mr || !out)
 		return pd_error(-EINVAL, "%s: %s is NULL", fn, !fab ? "fabric" : !mr ? "mr" : "req");
+	if (pd_forked_since(fab->fork_gen))
+		return pd_fork_refuse(fn);
 	if (mr->fab != fab)
 		return pd_error(-EINVAL, "%s: mr was registered on another fabric", fn);
 	if (!len || off > mr->len || len > mr->len - off)
@@ -1963,6 +1967,8 @@ int pd_test(struct pd_req *r, size_t *bytes)
 	if (!r)
 		return pd_error(-EINVAL, "pd_test: req is NULL");
 	fab = r->fab;
+	if (pd_forked_since(fab->fork_gen))
+		return pd_fork_refuse("pd_test");
 	pthread_mutex_lock(&fab->lock);
 	/* A request completed by an earlier progress call needs none: each
 	 * fi_cq_read can be a poll() syscall (tcp), and waiting on a window of
@@ -2061,7 +2067,9 @@ void pd_req_free(struct pd_req *r)
 {
 	struct pd_fabric *fab;
 
-	if (!r)
+	/* A forked child's copy: cancelling would reach the parent's
+	 * endpoint; the child's memory is all it holds. */
+	if (!r || pd_forked_since(r->fab->fork_gen))
 		return;
 	fab = r->fab;
 	pthread_mutex_lock(&fab->lock);

@@ -72,6 +72,7 @@ TEST_F(frk, a_child_gets_no_library_fd_and_refuses_old_objects)
 	struct pd_event ev[2];
 	struct pd_dmabuf *b;
 	struct pd_mr *m, *h;
+	struct pd_req *rq, *rq2;
 	unsigned char *map;
 	pid_t pid;
 
@@ -83,6 +84,8 @@ TEST_F(frk, a_child_gets_no_library_fd_and_refuses_old_objects)
 	map = pd_mr_cpu_ptr(m);
 	ASSERT_TRUE(fd_open(dup_fd));
 	ASSERT_NE(NULL, map);
+	/* a receive pending across the fork */
+	ASSERT_EQ(0, pd_trecv(self->fab, m, 0, 4096, self->me, 7, &rq)) TH_LOG("%s", pd_last_error());
 	pid = fork();
 	ASSERT_LE(0, pid);
 	if (!pid) {
@@ -106,9 +109,12 @@ TEST_F(frk, a_child_gets_no_library_fd_and_refuses_old_objects)
 		    pd_mr_reg_dmabuf(self->fab, self->memfd, 0, 4096, 0, &m) != -ECHILD ||
 		    pd_mr_reg_imported(b, 0, 4096, 0, &h) != -ECHILD ||
 		    pd_fabric_poll_events(self->fab) != -ECHILD ||
+		    pd_tsend(self->fab, m, 0, 4096, self->me, 7, &rq2) != -ECHILD ||
+		    pd_test(rq, NULL) != -ECHILD || pd_progress(self->fab) != -ECHILD ||
 		    !strstr(pd_last_error(), "fork"))
 			bad |= CHILD_CALLS;
 		/* dropping them is harmless; a fabric of its own works */
+		pd_req_free(rq);
 		pd_mr_dereg(m);
 		pd_mr_dereg(h);
 		pd_dmabuf_release(b);
@@ -130,6 +136,9 @@ TEST_F(frk, a_child_gets_no_library_fd_and_refuses_old_objects)
 	EXPECT_EQ(100, ev[0].export_id);
 	EXPECT_TRUE(fd_open(dup_fd)) TH_LOG("the child's close reached the parent");
 	EXPECT_EQ(0, map[0] - pattern(0, 9));
+	/* the child's free cancelled nothing of the parent's */
+	EXPECT_EQ(0, pd_test(rq, NULL)) TH_LOG("%s", pd_last_error());
+	pd_req_free(rq);
 	pd_mr_dereg(h);
 	pd_mr_dereg(m);
 	pd_dmabuf_release(b);
