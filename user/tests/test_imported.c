@@ -215,6 +215,42 @@ out:
 	close(sv[1]);
 	close(sv2[1]);
 }
+
+/* The device's own export, watched by it: the other kind P3 speaks of. */
+TEST_F(imp, a_watched_export_hit_makes_no_system_call)
+{
+	struct hits by_handle = { .fab = self->fab, .fd = -1 };
+	struct pd_device *dev;
+	struct pd_dmabuf *buf;
+	struct pd_mr *mr;
+	pthread_t t;
+	int sv[2], i;
+
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+	SKIP(return, "under a sanitizer");
+#endif
+	ASSERT_EQ(0, socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv));
+	ASSERT_EQ(0, pd_device_wrap_fd(sv[0], 4, &dev));
+	ASSERT_EQ(0, pd_device_track_export(dev, self->fd, 40));
+	ASSERT_EQ(0, pd_fabric_attach_device(self->fab, dev));
+	ASSERT_EQ(0, pd_dmabuf_import(self->fab, self->fd, &buf)) TH_LOG("%s", pd_last_error());
+	for (i = 0; i < 16; i++) {
+		ASSERT_EQ(0, pd_mr_reg_imported(buf, (uint64_t)i * 4096, 4096, 0, &mr))
+			TH_LOG("%s", pd_last_error());
+		pd_mr_dereg(mr);
+	}
+	by_handle.buf = buf;
+	ASSERT_EQ(0, pthread_create(&t, NULL, hit_thread, &by_handle));
+	pthread_join(t, NULL);
+	if (by_handle.ret)
+		SKIP(goto out, "seccomp unavailable: %s", strerror(-by_handle.ret));
+	EXPECT_EQ(0, by_handle.errors);
+	EXPECT_EQ(0, by_handle.syscalls) TH_LOG("system call %d on a watched hit", by_handle.nr);
+out:
+	pd_dmabuf_release(buf);
+	pd_device_close(dev);
+	close(sv[1]);
+}
 #endif
 
 /* One page sent to the fabric itself: 0, or the post's error. */

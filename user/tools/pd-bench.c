@@ -258,24 +258,31 @@ static void mode_cache(const struct opts *o)
 	}
 	pd_fabric_close(fab);
 	/*
-	 * Another exporter's dma-buf (a GPU driver's, udmabuf; here a memfd)
-	 * with a device attached that cannot watch it (a socketpair standing
-	 * in for the device file): the hit stays a hash probe once the
-	 * device said so.
+	 * With a device attached (a socketpair standing in for the device
+	 * file): the device's own export, whose revocation it reports, and
+	 * another exporter's dma-buf (a GPU driver's, udmabuf) that it
+	 * cannot watch, whose hit stays a hash probe once the device said so.
+	 * Both kinds of dma-buf P3 speaks of, on this host.
 	 */
-	if (!src.dev) {
+	for (int watched = 0; !src.dev && watched < 2; watched++) {
+		/* watched: the memfd stands for the device's own export */
 		fab = open_fabric(o, PD_PATH_AUTO);
+		dev = NULL;
 		if (!socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) &&
-		    !pd_device_wrap_fd(sv[0], 0, &dev) && !pd_fabric_attach_device(fab, dev) &&
+		    !pd_device_wrap_fd(sv[0], 0, &dev) &&
+		    (!watched || !pd_device_track_export(dev, src.fd, 1)) &&
+		    !pd_fabric_attach_device(fab, dev) &&
 		    !pd_dmabuf_import(fab, src.fd, &buf_handle)) {
-			bench_hits("shim foreign handle, dev attached", fab, o->entries,
-				   reg_imported_page, buf_handle);
+			bench_hits(watched ? "shim export handle, watched" :
+					     "shim foreign handle, dev attached",
+				   fab, o->entries, reg_imported_page, buf_handle);
 			pd_dmabuf_release(buf_handle);
 		}
 		pd_fabric_close(fab);
 		pd_device_close(dev);
 		if (sv[1] >= 0)
 			close(sv[1]);
+		sv[1] = -1;
 	}
 	source_close(&src);
 }
