@@ -698,7 +698,12 @@ static int get_locked(struct pd_mr_cache *c, const struct pd_mr_key *k, int fd,
 		if (!ret && (e->invalid || e->stale)) {
 			/* Invalidated while registering: what we registered may
 			 * be the revoked buffer, or the old pages. */
-			if (e->invalid)
+			/* A device that stopped watching revoked nothing:
+			 * the caller resolves the key again (-ESTALE). */
+			if (e->invalid && (e->inval_reason == PD_REASON_DETACHED ||
+					   e->inval_reason == PD_REASON_CLOSED))
+				ret = -ESTALE;
+			else if (e->invalid)
 				ret = pd_error(-ENODEV, "dma-buf inode %llu was revoked while it was being registered (%s): re-export and register again",
 					       (unsigned long long)k->ino, pd_reason_name(e->inval_reason));
 			else

@@ -7,6 +7,7 @@
  * exported (tracked as its exports, as pd_device_export does).
  */
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <linux/peerdirect.h>
 #include <stdarg.h>
 #include <poll.h>
@@ -37,10 +38,11 @@ static struct {
 	unsigned int lists;
 	int read_errno;		/* the next read of fake.dev fails with it */
 	uint64_t list_revoked;	/* listed, flagged PEERDIRECT_EXPORT_INFO_REVOKED */
-	/* A detach landing inside the next SUBSCRIBE (between the fabric's
-	 * lookup of the watching device and its cache insert). */
+	/* A detach landing at the second F_DUPFD_CLOEXEC from now: the one
+	 * the registration makes, while its entry is pending in the cache. */
 	struct pd_fabric *detach_fab;
 	struct pd_device *detach_dev;
+	int dups_to_detach;
 	int slow_poll_ms;	/* every poll() waits this long first */
 } fake = { .dev = -1 };
 
@@ -102,12 +104,6 @@ int ioctl(int fd, unsigned long req, ...)
 	fake.ino[fake.live++] = st.st_ino;
 	s->export_id = 5000 + st.st_ino;
 	s->inode = st.st_ino;
-	if (fake.detach_fab) {
-		struct pd_fabric *fab = fake.detach_fab;
-
-		fake.detach_fab = NULL;
-		pd_fabric_detach_device(fab, fake.detach_dev);
-	}
 	return 0;
 }
 
@@ -213,6 +209,23 @@ int fstat(int fd, struct stat *st)
 			mid_fstat.fired = -1;
 	}
 	return ret;
+}
+
+int fcntl(int fd, int cmd, ...)
+{
+	va_list ap;
+	long arg;
+
+	va_start(ap, cmd);
+	arg = va_arg(ap, long);
+	va_end(ap);
+	if (cmd == F_DUPFD_CLOEXEC && fake.detach_fab && !--fake.dups_to_detach) {
+		struct pd_fabric *fab = fake.detach_fab;
+
+		fake.detach_fab = NULL;
+		pd_fabric_detach_device(fab, fake.detach_dev);
+	}
+	return (int)syscall(SYS_fcntl, fd, cmd, arg);
 }
 
 ssize_t read(int fd, void *buf, size_t len)
@@ -1033,8 +1046,8 @@ TEST_F(rev, an_overflow_is_revalidated_by_the_listing)
 }
 
 /*
- * A detach that lands while a registration resolves its dma-buf revoked
- * nothing: the registration is made (unwatched, no device being left), not
+ * A detach that lands while a registration is being made revoked nothing:
+ * the registration is made again (unwatched, no device being left), not
  * refused as revoked.
  */
 TEST_F(rev, a_detach_during_registration_is_not_a_revocation)
@@ -1049,6 +1062,7 @@ TEST_F(rev, a_detach_during_registration_is_not_a_revocation)
 	ASSERT_EQ(0, pd_fabric_attach_device(self->f1, self->dev[0]));
 	fake.detach_fab = self->f1;
 	fake.detach_dev = self->dev[0];
+	fake.dups_to_detach = 2;	/* the caller's fd's, then the entry's */
 	ret = pd_mr_reg_dmabuf(self->f1, a, 0, 4096, 0, &m);
 	EXPECT_EQ(NULL, fake.detach_fab) TH_LOG("the detach was not injected");
 	EXPECT_EQ(0, ret) TH_LOG("%s", pd_last_error());
