@@ -19,7 +19,7 @@ endif
 KSFT := $(BUILD)/kselftest/kselftest_harness.h
 KSRC = $(filter-out %.mod.c,$(wildcard kmod/*.[ch] selftests/importer/*.[ch] uapi/linux/*.h))
 
-.PHONY: all deps modules selftests user check demo bench kbench checkpatch sparse install clean \
+.PHONY: all deps modules selftests user check demo fuzz-long bench kbench checkpatch sparse install clean \
 	support-matrix install-modules install-udev install-user install-man uninstall dkms-source man-lint \
 	package package-test dkms-test
 
@@ -76,6 +76,10 @@ check: deps
 
 demo: deps
 	scripts/demo.sh
+
+# libpeerdirect's API fuzzer for FUZZ_SECONDS (default 600) under ASan.
+fuzz-long: deps
+	$(MAKE) -C user fuzz-long
 
 bench: deps
 	scripts/bench.sh

@@ -55,7 +55,7 @@ pair() {
 	return $((r0 > r1 ? r0 : r1))
 }
 
-tap_plan 16
+tap_plan 17
 netns_tcp > /dev/null
 
 pair ns1 ns2 10.0.0.1 /tmp/tcp-mapped --provider tcp --path mapped --size $big --iters 4
@@ -197,5 +197,15 @@ for bytes in "${life[@]}"; do
 done
 check "pd-bench lifecycle on device:0: every step measured at ${life[*]} B" 0 $rc /tmp/lifecycle.log "${rows[@]}"
 sed 's/^/# /' /tmp/lifecycle.log
+
+# Cache hits on module dma-bufs with their device attached (P3, review N4):
+# by fd and through a handle, beside host ranges in the same run.
+timeout 300 /pd/bin/pd-bench cache --memory device:0 --provider tcp --entries 2000 \
+	> /tmp/cache.log 2>&1
+rc=$?
+check "pd-bench cache on device:0: a watched handle hit measured" 0 $rc /tmp/cache.log \
+	'^shim host 4 KiB ranges +entries +2000 +hit' \
+	'^shim dma-buf handle \(device:0, watched\) +entries +2000 +hit \(get\+release\) median +[0-9]+ ns.* hits 200100/202100'
+sed 's/^/# /' /tmp/cache.log
 
 tap_done

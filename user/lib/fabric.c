@@ -141,13 +141,22 @@ bool pd_provider_pins_cpu_maps(const char *provider, bool hmem)
 	       !fi_env_true("FI_SHM_DISABLE_CMA");
 }
 
-/* The caller's size, not ours: an older caller's struct is shorter. */
+/* The caller's size, not ours: an older caller's struct is shorter, a
+ * newer one's longer, but never by pages. */
+#define PD_FABRIC_ATTR_SIZE_MAX 4096u
+
 void pd_fabric_attr_init_sz(struct pd_fabric_attr *attr, size_t size)
 {
 	struct pd_fabric_attr zero = { .size = (uint32_t)size };
 
-	if (!attr || size < PD_FABRIC_ATTR_SIZE_1_0 || size > UINT32_MAX)
+	/* void in the 1.0 ABI: a bad call leaves attr alone and says why
+	 * through pd_last_error; pd_fabric_open then refuses the struct. */
+	if (!attr || size < PD_FABRIC_ATTR_SIZE_1_0 || size > PD_FABRIC_ATTR_SIZE_MAX) {
+		pd_error(-EINVAL, "pd_fabric_attr_init: %s (size %zu; from %u to %u)",
+			 !attr ? "attr is NULL" : "not a size of struct pd_fabric_attr", size,
+			 (unsigned int)PD_FABRIC_ATTR_SIZE_1_0, PD_FABRIC_ATTR_SIZE_MAX);
 		return;
+	}
 	pd_copy_out("pd_fabric_attr_init", attr, size, &zero, sizeof(zero),
 		    PD_FABRIC_ATTR_SIZE_1_0, NULL);
 }
@@ -200,6 +209,11 @@ static int read_settings(const struct pd_fabric_attr *a, struct settings *s)
 	    a->flags)
 		return pd_error(-EINVAL, "pd_fabric_open: attr not initialised with pd_fabric_attr_init (size %u, flags 0x%x)",
 				a->size, a->flags);
+	/* A garbage size (an attr never initialised) would have the tail
+	 * scan read gigabytes past the caller's struct. */
+	if (a->size > PD_FABRIC_ATTR_SIZE_MAX)
+		return pd_error(-EINVAL, "pd_fabric_open: attr size %u is past any struct pd_fabric_attr (%u at most): initialise it with pd_fabric_attr_init",
+				a->size, PD_FABRIC_ATTR_SIZE_MAX);
 	if (!unknown_tail_is_zero(a))
 		return pd_error(-E2BIG, "pd_fabric_open: attr of %u bytes sets fields past the %zu this libpeerdirect knows: install a newer one",
 				a->size, sizeof(*a));
@@ -338,6 +352,7 @@ int pd_tag_bits_for(uint64_t fmt, unsigned int *user_bits)
 }
 
 static void fabric_destroy(struct pd_fabric *fab);
+static unsigned int fabric_drop_idle(void *ctx, uint64_t origin);
 
 static int open_objects(struct pd_fabric *fab)
 {
@@ -398,9 +413,9 @@ int pd_fabric_open(const struct pd_fabric_attr *attr, struct pd_fabric **out)
 	if (!fab)
 		return pd_error(-ENOMEM, "pd_fabric_open: out of memory");
 	pthread_mutex_init(&fab->lock, NULL);
-	pthread_mutex_init(&fab->devs_lock, NULL);
 	pthread_cond_init(&fab->jobs_done, NULL);
 	fab->refs = 1;
+	fab->fork_gen = pd_fork_gen();
 	ops.ctx = fab;
 	ret = get_info(fab, &s);
 	if (ret)
@@ -423,7 +438,12 @@ int pd_fabric_open(const struct pd_fabric_attr *attr, struct pd_fabric **out)
 	ret = open_objects(fab) ?: pd_xfer_init(fab);
 	if (ret)
 		goto fail;
-	ret = pd_mr_cache_create(&ops, s.max_entries, s.max_bytes, &fab->cache);
+	ret = pd_mr_cache_create(&ops, s.max_entries, s.max_bytes, &fab->cache) ?:
+	      pd_watch_create(&(struct pd_watch_ops) {
+				.revoked = pd_fabric_revoked,
+				.origin_gone = pd_fabric_origin_gone,
+				.drop_idle = fabric_drop_idle, .ctx = fab,
+			      }, &fab->watch);
 	if (ret)
 		goto fail;
 	pd_mr_cache_set_retain_idle_host(fab->cache, !pd_provider_pins_host_pages(fab->provider));
@@ -451,22 +471,11 @@ fail:
  */
 void pd_fabric_close(struct pd_fabric *fab)
 {
-	struct pd_device *dev;
-
-	if (!fab)
+	/* In a forked child the endpoint and its sockets are the parent's. */
+	if (!fab || pd_forked_since(fab->fork_gen))
 		return;
 	/* No device calls into a closed fabric. */
-	for (;;) {
-		pthread_mutex_lock(&fab->devs_lock);
-		dev = fab->ndevs ? fab->devs[0] : NULL;
-		if (dev)
-			pd_device_get(dev);
-		pthread_mutex_unlock(&fab->devs_lock);
-		if (!dev)
-			break;
-		pd_device_unsubscribe(dev, fab);
-		pd_device_put(dev);
-	}
+	pd_watch_detach_all(fab->watch);
 	pthread_mutex_lock(&fab->lock);
 	if (!fab->closed) {
 		fab->closed = true;
@@ -498,6 +507,7 @@ static void fabric_destroy(struct pd_fabric *fab)
 		fi_close(&fab->cq->fid);
 	if (fab->av)
 		fi_close(&fab->av->fid);
+	pd_watch_destroy(fab->watch);
 	pd_mr_cache_destroy(fab->cache);
 	pd_bounce_pool_destroy(fab->bounce);
 	pd_xfer_fini(fab);
@@ -507,7 +517,6 @@ static void fabric_destroy(struct pd_fabric *fab)
 		fi_close(&fab->fabric->fid);
 	fi_freeinfo(fab->info);
 	pthread_mutex_destroy(&fab->lock);
-	pthread_mutex_destroy(&fab->devs_lock);
 	pthread_cond_destroy(&fab->jobs_done);
 	free(fab);
 }
@@ -605,6 +614,10 @@ int pd_fabric_insert(struct pd_fabric *fab, const void *addr, size_t len,
 				h.tag_bits, h.chunk_bits, fab->tag_bits, PD_CHUNK_BITS);
 	pthread_mutex_lock(&fab->lock);
 	ret = fab->closed ? -ESHUTDOWN : fi_av_insert(fab->av, (const char *)addr + sizeof(h), 1, &fa, 0, NULL);
+	/* A table: peers are indices, and one never inserted would index
+	 * past the provider's table. */
+	if (ret == 1 && fa + 1 > fab->npeers)
+		__atomic_store_n(&fab->npeers, fa + 1, __ATOMIC_RELEASE);
 	pthread_mutex_unlock(&fab->lock);
 	if (ret != 1)
 		return pd_error(ret < 0 ? ret : -EINVAL, "fi_av_insert of a %zu-byte address on %s: %s",
@@ -643,147 +656,58 @@ int pd_fabric_attach_device(struct pd_fabric *fab, struct pd_device *dev)
 {
 	if (!fab || !dev)
 		return pd_error(-EINVAL, "pd_fabric_attach_device: NULL argument");
-	return pd_device_subscribe(dev, fab);
+	if (pd_forked_since(fab->fork_gen) || pd_device_forked(dev))
+		return pd_fork_refuse("pd_fabric_attach_device");
+	return pd_watch_attach(fab->watch, pd_device_monitor(dev));
 }
 
 int pd_fabric_detach_device(struct pd_fabric *fab, struct pd_device *dev)
 {
 	if (!fab || !dev)
 		return pd_error(-EINVAL, "pd_fabric_detach_device: NULL argument");
-	return pd_device_unsubscribe(dev, fab);
+	if (pd_forked_since(fab->fork_gen))
+		return pd_fork_refuse("pd_fabric_detach_device");
+	return pd_watch_detach(fab->watch, pd_device_monitor(dev));
 }
 
-int pd_fabric_remember_device(struct pd_fabric *fab, struct pd_device *dev)
+unsigned int pd_fabric_revoked(void *ctx, uint64_t origin, uint64_t st_dev,
+			       uint64_t st_ino, uint32_t reason)
 {
-	int ret = 0;
-
-	pthread_mutex_lock(&fab->devs_lock);
-	if (fab->ndevs == PD_MAX_DEVICES)
-		ret = pd_error(-ENOSPC, "pd_fabric_attach_device: at most %d devices", PD_MAX_DEVICES);
-	else
-		fab->devs[fab->ndevs] = dev, __atomic_store_n(&fab->ndevs, fab->ndevs + 1, __ATOMIC_RELAXED);
-	pthread_mutex_unlock(&fab->devs_lock);
-	return ret;
-}
-
-void pd_fabric_forget_device(struct pd_fabric *fab, struct pd_device *dev)
-{
-	unsigned int i;
-
-	pthread_mutex_lock(&fab->devs_lock);
-	for (i = 0; i < fab->ndevs; i++) {
-		if (fab->devs[i] == dev) {
-			fab->devs[i] = fab->devs[fab->ndevs - 1];
-			__atomic_store_n(&fab->ndevs, fab->ndevs - 1, __ATOMIC_RELAXED);
-			break;
-		}
-	}
-	pthread_mutex_unlock(&fab->devs_lock);
-}
-
-void pd_fabric_revoked(struct pd_fabric *fab, uint64_t origin, uint64_t st_dev,
-		       uint64_t st_ino, uint32_t reason)
-{
+	struct pd_fabric *fab = ctx;
 	unsigned int n = pd_mr_cache_invalidate_dmabuf(fab->cache, st_dev, st_ino, reason);
 
-	__atomic_add_fetch(&fab->dev_invalidations, n, __ATOMIC_RELAXED);
 	pd_log_rl(PD_LOG_WARN, "revocation seen on %s: dma-buf %llu:%llu of device origin 0x%llx (reason %s): %u registrations invalidated",
 		  fab->provider, (unsigned long long)st_dev, (unsigned long long)st_ino,
 		  (unsigned long long)origin, pd_reason_name(reason), n);
-}
-
-void pd_fabric_origin_gone(struct pd_fabric *fab, uint64_t origin, uint32_t reason)
-{
-	unsigned int n = pd_mr_cache_invalidate_origin(fab->cache, origin, reason);
-
-	__atomic_add_fetch(&fab->dev_invalidations, n, __ATOMIC_RELAXED);
-	pd_log_rl(PD_LOG_WARN, "revocation seen on %s: every dma-buf of device origin 0x%llx (reason %s): %u registrations invalidated",
-		  fab->provider, (unsigned long long)origin, pd_reason_name(reason), n);
-}
-
-/* The attached devices, each with a reference the caller puts. */
-static unsigned int snapshot_devices(struct pd_fabric *fab, struct pd_device **devs)
-{
-	unsigned int n, i;
-
-	pthread_mutex_lock(&fab->devs_lock);
-	n = fab->ndevs;
-	for (i = 0; i < n; i++) {
-		devs[i] = fab->devs[i];
-		pd_device_get(devs[i]);
-	}
-	pthread_mutex_unlock(&fab->devs_lock);
 	return n;
 }
 
-/*
- * The attached device that reports the dma-buf's revocation: the one that
- * exported it, else the first attached one, subscribed to it (the runtime
- * handed us an fd of an export made elsewhere).  0 in *origin if none can.
- */
-int pd_fabric_origin_of(struct pd_fabric *fab, int fd, uint64_t st_dev, uint64_t st_ino,
-			uint64_t *origin, struct pd_device **watcher)
+unsigned int pd_fabric_origin_gone(void *ctx, uint64_t origin, uint32_t reason)
 {
-	struct pd_device *devs[PD_MAX_DEVICES];
-	unsigned int n = snapshot_devices(fab, devs), i;
-	uint64_t export_id;
-	int ret = 0;
+	struct pd_fabric *fab = ctx;
+	unsigned int n = pd_mr_cache_invalidate_origin(fab->cache, origin, reason);
 
-	*origin = 0;
-	*watcher = NULL;
-	for (i = 0; i < n && !ret && !*origin; i++) {
-		ret = pd_device_lookup_export(devs[i], st_dev, st_ino, &export_id);
-		if (ret == 1) {
-			*origin = pd_device_origin(devs[i]);
-			*watcher = devs[i];
-			pd_device_get(devs[i]);
-			ret = 0;
-		}
-	}
-	if (!ret && !*origin && n) {
-		ret = pd_device_subscribe_dmabuf(devs[0], fd, st_dev, st_ino);
-		/* At the module's max_subscriptions: idle cached registrations
-		 * keep theirs, and go first. */
-		if (ret == -ENOSPC &&
-		    pd_mr_cache_drop_idle_origin(fab->cache, pd_device_origin(devs[0])))
-			ret = pd_device_subscribe_dmabuf(devs[0], fd, st_dev, st_ino);
-		if (ret == 1) {
-			*origin = pd_device_origin(devs[0]);
-			*watcher = devs[0];
-			pd_device_get(devs[0]);
-			ret = 0;
-		}
-	}
-	for (i = 0; i < n; i++)
-		pd_device_put(devs[i]);
-	return ret;
+	pd_log_rl(PD_LOG_WARN, "revocation seen on %s: every dma-buf of device origin 0x%llx (reason %s): %u registrations invalidated",
+		  fab->provider, (unsigned long long)origin, pd_reason_name(reason), n);
+	return n;
 }
 
-/* What pd_fabric_origin_of pinned, once the registration is made or failed. */
-void pd_fabric_origin_unpin(struct pd_device *watcher, uint64_t st_dev, uint64_t st_ino, int fd)
+static unsigned int fabric_drop_idle(void *ctx, uint64_t origin)
 {
-	if (watcher) {
-		pd_device_rec_unpin(watcher, st_dev, st_ino, fd);
-		pd_device_put(watcher);
-	}
+	struct pd_fabric *fab = ctx;
+
+	return pd_mr_cache_drop_idle_origin(fab->cache, origin);
 }
 
 /* Every attached device's queued events reach every fabric attached to it,
  * this one included.  Returns the entries this fabric lost meanwhile. */
 int pd_fabric_poll_events(struct pd_fabric *fab)
 {
-	struct pd_device *devs[PD_MAX_DEVICES];
-	unsigned int n, i, before;
-
 	if (!fab)
 		return pd_error(-EINVAL, "pd_fabric_poll_events: fabric is NULL");
-	before = __atomic_load_n(&fab->dev_invalidations, __ATOMIC_RELAXED);
-	n = snapshot_devices(fab, devs);
-	for (i = 0; i < n; i++) {
-		pd_device_dispatch(devs[i]);
-		pd_device_put(devs[i]);
-	}
-	return (int)(__atomic_load_n(&fab->dev_invalidations, __ATOMIC_RELAXED) - before);
+	if (pd_forked_since(fab->fork_gen))
+		return pd_fork_refuse("pd_fabric_poll_events");
+	return pd_watch_drain(fab->watch);
 }
 
 int pd_fabric_cache_stats_sz(struct pd_fabric *fab, struct pd_cache_stats *out,

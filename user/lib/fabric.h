@@ -11,7 +11,9 @@
 
 #include "peerdirect.h"
 #include "fi_compat.h"
+#include "fork.h"
 #include "mr_cache.h"
+#include "revocation.h"
 
 /*
  * Whether FI_MR_DMABUF can be used is the run-time libfabric's answer
@@ -21,8 +23,6 @@ static inline bool pd_have_fi_mr_dmabuf(void)
 {
 	return pd_fi_has_dmabuf(pd_fi_api_version(fi_version()));
 }
-
-#define PD_MAX_DEVICES 64
 
 struct pd_bounce_pool;
 struct pd_op;
@@ -51,6 +51,7 @@ struct pd_fabric {
 	size_t chunk;		/* wire chunk: message pieces, bounce slots */
 	size_t bounce_slots;
 	size_t universe;	/* expected peers: the AV's count */
+	uint64_t npeers;	/* atomic: fi_addrs 0..npeers-1 were inserted (FI_AV_TABLE) */
 	size_t max_pending;	/* requests waiting to post before -EAGAIN */
 	size_t max_staging;	/* own staging bytes held by requests */
 	int peer_timeout_ms;	/* <0: peers are never declared dead */
@@ -82,12 +83,9 @@ struct pd_fabric {
 	struct pd_req *dead;		/* destroyed, to release outside the lock */
 	bool closed;			/* pd_fabric_close ran: no endpoint */
 
-	/* Attached devices, each holding a reference (pd_device_subscribe).
-	 * Lock order: a device's lock, then devs_lock. */
-	pthread_mutex_t devs_lock;
-	struct pd_device *devs[PD_MAX_DEVICES];
-	unsigned int ndevs;		/* also read without the lock, as a hint */
-	unsigned int dev_invalidations;	/* atomic: entries invalidated by events */
+	/* The attached devices' monitors, told to call into cache. */
+	struct pd_watch *watch;
+	unsigned int fork_gen;		/* pd_fork_gen() when opened */
 
 	/* One for the caller until pd_fabric_close, one per live pd_mr and
 	 * per live request: the last one tears the fabric down. */
@@ -105,7 +103,8 @@ struct pd_mr_reg {
 	void *desc;
 	uint64_t rkey;
 	int fd;			/* dup of the dma-buf, keeps the inode alive */
-	struct pd_device *watcher;	/* whose record this entry holds, or NULL */
+	struct pd_owned_fd own_fd;	/* closed in a forked child */
+	struct pd_monitor *watcher;	/* whose record this entry holds, or NULL */
 	uint64_t st_dev, st_ino;
 	int map_err;		/* why there is no mapping (negative errno) */
 	void *map;		/* mmap of the page-aligned range, or NULL */
@@ -176,28 +175,10 @@ bool pd_provider_copies_with_cpu(const char *provider);
 bool pd_provider_pins_cpu_maps(const char *provider, bool hmem);
 bool pd_provider_pins_host_pages(const char *provider);
 
-/*
- * Called by a device's event reader, under that device's lock: a dma-buf
- * it exported was revoked, or all of them (overflow, removal, close,
- * detach).  remember/forget keep fab->devs in step with the device's
- * subscriber list.
- */
-void pd_fabric_revoked(struct pd_fabric *fab, uint64_t origin, uint64_t st_dev,
-		       uint64_t st_ino, uint32_t reason);
-void pd_fabric_origin_gone(struct pd_fabric *fab, uint64_t origin, uint32_t reason);
-int pd_fabric_remember_device(struct pd_fabric *fab, struct pd_device *dev);
-void pd_fabric_forget_device(struct pd_fabric *fab, struct pd_device *dev);
-/*
- * Which attached device reports {st_dev, st_ino}'s revocation (it exported
- * it, or the first attached one subscribes): *origin (0: none) and
- * *watcher, that device with a reference and its record pinned, which the
- * caller hands to pd_fabric_origin_unpin once the registration is made or
- * failed (each cache entry made holds the record itself, through
- * key.watcher).  -ENODEV if that export was revoked.
- */
-int pd_fabric_origin_of(struct pd_fabric *fab, int fd, uint64_t st_dev, uint64_t st_ino,
-			uint64_t *origin, struct pd_device **watcher);
-void pd_fabric_origin_unpin(struct pd_device *watcher, uint64_t st_dev, uint64_t st_ino, int fd);
+/* The watch's callbacks into the cache (exposed for test_log). */
+unsigned int pd_fabric_revoked(void *fab, uint64_t origin, uint64_t st_dev,
+			       uint64_t st_ino, uint32_t reason);
+unsigned int pd_fabric_origin_gone(void *fab, uint64_t origin, uint32_t reason);
 
 /* A reference for a pd_mr or a request; the last put destroys the fabric. */
 void pd_fabric_get(struct pd_fabric *fab);

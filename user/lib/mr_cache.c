@@ -111,6 +111,8 @@ struct pd_mr_cache {
 	struct list lru, all;
 	size_t max_entries, max_bytes;
 	size_t entries, bytes;
+	/* Of those, held now: eviction cannot make room they take. */
+	size_t busy_entries, busy_bytes;
 	size_t host_level_entries[HOST_LEVELS];
 	bool retain_idle_host;
 	unsigned int waiters;
@@ -198,8 +200,17 @@ static bool dmabuf_match(const struct pd_mr_key *a, const struct pd_mr_key *b)
 	       (b->origin == PD_ORIGIN_ANY || a->origin == b->origin);
 }
 
+/*
+ * An entry a peer may write serves only the same registration again: a
+ * containing one would hand a smaller handle its bigger window, and a
+ * handle without remote access would keep it writable after its own
+ * registration went.
+ */
 static bool host_contains(const struct pd_mr_key *e, const struct pd_mr_key *k)
 {
+	if ((e->access | k->access) & PD_ACCESS_REMOTE_WRITE)
+		return e->kind == PD_MEM_HOST && e->domain == k->domain &&
+		       e->start == k->start && e->len == k->len && e->access == k->access;
 	return e->kind == PD_MEM_HOST && e->domain == k->domain &&
 	       e->start <= k->start && k->start + k->len <= e->start + e->len &&
 	       (e->access & k->access) == k->access;
@@ -286,6 +297,13 @@ static void hash_locked(struct pd_mr_cache *c, struct pd_mr_cache_entry *e)
 	e->hashed = true;
 }
 
+/* A cached entry became held (1) or idle (-1). */
+static void busy_account(struct pd_mr_cache *c, const struct pd_mr_cache_entry *e, int dir)
+{
+	c->busy_entries += (size_t)dir;
+	c->busy_bytes += (size_t)dir * e->key.len;
+}
+
 /* Out of the table, and out of the caps if it counted there. */
 static void unhash_locked(struct pd_mr_cache *c, struct pd_mr_cache_entry *e)
 {
@@ -309,6 +327,8 @@ static void unhash_locked(struct pd_mr_cache *c, struct pd_mr_cache_entry *e)
 		list_del(&e->lru);
 		c->entries--;
 		c->bytes -= e->key.len;
+		if (e->refs)
+			busy_account(c, e, -1);
 		e->cached = false;
 	}
 }
@@ -393,11 +413,15 @@ static void put_locked(struct pd_mr_cache *c, struct pd_mr_cache_entry *e,
 {
 	if (--e->refs)
 		return;
+	if (e->cached)
+		busy_account(c, e, -1);
 	if (e->state == FAILED) {
 		free(e);	/* its owner dropped the handle already */
 		return;
 	}
-	if (e->cached && !e->invalid &&
+	/* Never idle while a peer may write it: after the last
+	 * deregistration no remote write may land, whatever key it names. */
+	if (e->cached && !e->invalid && !(e->key.access & PD_ACCESS_REMOTE_WRITE) &&
 	    (e->key.kind != PD_MEM_HOST || c->retain_idle_host)) {
 		evict_locked(c, 0, 0, false, victims);
 		return;
@@ -517,9 +541,15 @@ static uint64_t now_ns(void)
 }
 
 /* Takes a reference on a found entry; it stays where CLOCK has it. */
-static void hold_locked(struct pd_mr_cache_entry *e)
+static void ref_locked(struct pd_mr_cache *c, struct pd_mr_cache_entry *e)
 {
-	e->refs++;
+	if (!e->refs++ && e->cached)
+		busy_account(c, e, 1);
+}
+
+static void hold_locked(struct pd_mr_cache *c, struct pd_mr_cache_entry *e)
+{
+	ref_locked(c, e);
 	e->referenced = true;
 }
 
@@ -591,9 +621,15 @@ static int log_check_locked(struct pd_mr_cache *c, const struct pd_mr_key *k, ui
 	for (g = since; g < c->gen; g++) {
 		const struct inval_match *m = &c->log[g % INVAL_LOG];
 
-		if (inval_matches(k, m))
-			return pd_error(-ENODEV, "dma-buf inode %llu was revoked (%s) before it was registered: re-export and register again",
-					(unsigned long long)k->ino, pd_reason_name(m->reason));
+		if (!inval_matches(k, m))
+			continue;
+		/* Its device stopped watching (detached, closed): nothing was
+		 * revoked, the key's origin is just out of date.  Resolve it
+		 * again, as for a log that ran over. */
+		if (m->reason == PD_REASON_DETACHED || m->reason == PD_REASON_CLOSED)
+			return -ESTALE;
+		return pd_error(-ENODEV, "dma-buf inode %llu was revoked (%s) before it was registered: re-export and register again",
+				(unsigned long long)k->ino, pd_reason_name(m->reason));
 	}
 	return 0;
 }
@@ -614,14 +650,14 @@ static int get_locked(struct pd_mr_cache *c, const struct pd_mr_key *k, int fd,
 			return ret;
 		e = lookup_locked(c, k);
 		if (e && e->state == READY) {
-			hold_locked(e);
+			hold_locked(c, e);
 			c->st.hits++;
 			*out = e;
 			return 0;
 		}
 		if (e) {
 			/* Someone registers this key: wait and share. */
-			e->refs++;
+			ref_locked(c, e);
 			c->waiters++;
 			while (e->state == PENDING)
 				pthread_cond_wait(&c->done, &c->lock);
@@ -662,7 +698,12 @@ static int get_locked(struct pd_mr_cache *c, const struct pd_mr_key *k, int fd,
 		if (!ret && (e->invalid || e->stale)) {
 			/* Invalidated while registering: what we registered may
 			 * be the revoked buffer, or the old pages. */
-			if (e->invalid)
+			/* A device that stopped watching revoked nothing:
+			 * the caller resolves the key again (-ESTALE). */
+			if (e->invalid && (e->inval_reason == PD_REASON_DETACHED ||
+					   e->inval_reason == PD_REASON_CLOSED))
+				ret = -ESTALE;
+			else if (e->invalid)
 				ret = pd_error(-ENODEV, "dma-buf inode %llu was revoked while it was being registered (%s): re-export and register again",
 					       (unsigned long long)k->ino, pd_reason_name(e->inval_reason));
 			else
@@ -688,15 +729,18 @@ static int get_locked(struct pd_mr_cache *c, const struct pd_mr_key *k, int fd,
 		break;
 	}
 	e->handle = handle;
-	/* Larger than the byte cap: it can never be cached, so it evicts
-	 * nothing on its way to being handed out uncached. */
-	if (k->len <= c->max_bytes && c->max_entries)
+	/* No room even with every idle entry gone (larger than the byte
+	 * cap, or held entries fill it): it can never be cached now, so it
+	 * evicts nothing on its way to being handed out uncached. */
+	if (c->busy_entries < c->max_entries && c->busy_bytes <= c->max_bytes &&
+	    k->len <= c->max_bytes - c->busy_bytes)
 		evict_locked(c, 1, k->len, false, &victims);
 	if (!over_caps(c, 1, k->len)) {
 		e->cached = true;
 		list_add_tail(&c->lru, &e->lru);
 		c->entries++;
 		c->bytes += k->len;
+		busy_account(c, e, 1);
 	} else {
 		unhash_locked(c, e);
 		c->st.uncached++;
@@ -736,15 +780,16 @@ int pd_mr_cache_get(struct pd_mr_cache *c, const struct pd_mr_key *k, int fd,
 }
 
 int pd_mr_cache_find(struct pd_mr_cache *c, const struct pd_mr_key *k,
-		     struct pd_mr_cache_entry **out)
+		     bool (*accept)(const struct pd_mr_key *entry, const void *arg),
+		     const void *arg, struct pd_mr_cache_entry **out)
 {
 	struct pd_mr_cache_entry *e;
 	int ret = -ENOENT;
 
 	pthread_mutex_lock(&c->lock);
 	e = lookup_locked(c, k);
-	if (e && e->state == READY) {
-		hold_locked(e);
+	if (e && e->state == READY && (!accept || accept(&e->key, arg))) {
+		hold_locked(c, e);
 		c->st.lookups++;
 		c->st.hits++;
 		*out = e;
@@ -785,7 +830,7 @@ void pd_mr_cache_put(struct pd_mr_cache *c, struct pd_mr_cache_entry *e)
 void pd_mr_cache_hold(struct pd_mr_cache *c, struct pd_mr_cache_entry *e)
 {
 	pthread_mutex_lock(&c->lock);
-	e->refs++;
+	ref_locked(c, e);
 	pthread_mutex_unlock(&c->lock);
 }
 

@@ -27,10 +27,10 @@ struct pd_mr_key {
 	uint64_t start;		/* host address, or offset into the dma-buf */
 	uint64_t len;
 	/* Not part of the identity: the device whose events watch this dma-buf
-	 * (pd_device_origin), 0 if none does. */
+	 * (pd_monitor_origin), 0 if none does. */
 	uint64_t origin;
-	/* Nor this: the pd_device whose record of the dma-buf
-	 * pd_fabric_origin_of pinned; each entry made holds it. */
+	/* Nor this: the pd_monitor whose record of the dma-buf
+	 * pd_watch_resolve pinned; each entry made holds it. */
 	void *watcher;
 };
 
@@ -67,18 +67,21 @@ int pd_mr_cache_get(struct pd_mr_cache *c, const struct pd_mr_key *key, int fd,
 /*
  * The same, for a key resolved (fstat, origin lookup) after reading
  * pd_mr_cache_generation(): invalidations since then count too.  -ESTALE
- * when too many came to tell: resolve the key again.
+ * when too many came to tell, or when the key's device stopped watching
+ * meanwhile (detach, close): resolve the key again.
  */
 uint64_t pd_mr_cache_generation(struct pd_mr_cache *c);
 int pd_mr_cache_get_since(struct pd_mr_cache *c, const struct pd_mr_key *key, int fd,
 			  uint64_t since, struct pd_mr_cache_entry **out);
 /*
- * Hit only: a ready, valid entry for key, held, or -ENOENT (nothing is
- * registered and no miss is counted: the caller goes on to
- * pd_mr_cache_get_since).  No system call on the way.
+ * Hit only: a ready, valid entry for key that accept (if not NULL) takes,
+ * held, or -ENOENT (nothing is registered and nothing counted: the caller
+ * goes on to pd_mr_cache_get_since, which counts).  No system call on the
+ * way; accept runs under the cache's lock.
  */
 int pd_mr_cache_find(struct pd_mr_cache *c, const struct pd_mr_key *key,
-		     struct pd_mr_cache_entry **out);
+		     bool (*accept)(const struct pd_mr_key *entry, const void *arg),
+		     const void *arg, struct pd_mr_cache_entry **out);
 /* Threads waiting for another's registration of the same key (tests). */
 unsigned int pd_mr_cache_waiters(struct pd_mr_cache *c);
 /* false: host entries are deregistered at their last release instead of

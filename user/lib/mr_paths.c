@@ -14,12 +14,15 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/random.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <rdma/fabric.h>
@@ -29,7 +32,6 @@
 #include "abi.h"
 #include "bounce_pool.h"
 #include "errors.h"
-#include "device.h"
 #include "fabric.h"
 #include "log.h"
 
@@ -63,14 +65,56 @@ static void note(struct pd_mr_reg *r, const char *fmt, ...)
 	va_end(ap);
 }
 
-/* Keys must be unique per domain unless the provider picks them: every
+/*
+ * Keys must be unique per domain unless the provider picks them: every
  * registration of the library (the staging pool and probe buffer too)
- * takes one from here. */
+ * takes one from here.  Not sequential: a peer that knows one key must not
+ * be able to name the next registration.  A counter goes through a keyed
+ * 4-round Feistel permutation of 32 bits (32: the smallest mr_key_size a
+ * provider announces), so keys stay unique for 2^32 registrations and are
+ * unpredictable without the process's random round keys.  Hardening, not
+ * cryptography; providers that choose keys themselves (FI_MR_PROV_KEY:
+ * verbs, efa, and libfabric's util providers) use their own.
+ */
+static uint32_t round_keys[4];
+static pthread_once_t round_keys_once = PTHREAD_ONCE_INIT;
+
+static void make_round_keys(void)
+{
+	uint64_t t = (uint64_t)time(NULL) ^ (uint64_t)getpid() << 32 ^ (uintptr_t)&t;
+
+	if (getrandom(round_keys, sizeof(round_keys), GRND_NONBLOCK) != sizeof(round_keys)) {
+		/* No entropy yet (early boot): better than a plain counter. */
+		for (unsigned int i = 0; i < 4; i++) {
+			t = t * 6364136223846793005ULL + 1442695040888963407ULL;
+			round_keys[i] = (uint32_t)(t >> 32);
+		}
+	}
+}
+
+static uint32_t feistel_round(uint32_t half, uint32_t key)
+{
+	uint32_t x = (half ^ key) * 0x85ebca6bu;
+
+	x ^= x >> 13;
+	x *= 0xc2b2ae35u;
+	return (x ^ (x >> 16)) & 0xffffu;
+}
+
 uint64_t pd_next_mr_key(void)
 {
-	static uint64_t key;
+	static uint32_t counter;
+	uint32_t v = __atomic_add_fetch(&counter, 1, __ATOMIC_RELAXED);
+	uint32_t l = v >> 16, r = v & 0xffffu, t;
+	unsigned int i;
 
-	return __atomic_add_fetch(&key, 1, __ATOMIC_RELAXED);
+	pthread_once(&round_keys_once, make_round_keys);
+	for (i = 0; i < 4; i++) {
+		t = r;
+		r = l ^ feistel_round(r, round_keys[i]);
+		l = t;
+	}
+	return (uint64_t)(l << 16 | r);
 }
 
 static int reg_virtual(struct pd_fabric *fab, struct pd_mr_reg *r, void *addr,
@@ -116,15 +160,21 @@ static void map_dmabuf(const struct pd_mr_key *k, struct pd_mr_reg *r)
 	size_t delta = (size_t)(k->start - aligned);
 
 	r->map_len = (delta + k->len + pg - 1) & ~(pg - 1);
-	/* A read-only export cannot be mapped for writing: it is mapped for
-	 * what it allows (and registered only for sending, see check_access). */
-	r->map = mmap(NULL, r->map_len, PROT_READ | (k->readonly ? 0 : PROT_WRITE), MAP_SHARED,
+	/* Mapped for what the registration does, no more: a read-only export
+	 * cannot be mapped for writing, and one registered only to be read
+	 * (sent, an RMA source) is not, so no path writes it by mistake. */
+	bool writes = !k->readonly && (k->access & (PD_ACCESS_RECV | PD_ACCESS_REMOTE_WRITE));
+
+	r->map = mmap(NULL, r->map_len, PROT_READ | (writes ? PROT_WRITE : 0), MAP_SHARED,
 		      r->fd, (off_t)aligned);
 	if (r->map == MAP_FAILED) {
 		r->map = NULL;
 		r->map_err = -errno;
 		return;
 	}
+	/* A forked child does not get the mapping: it would keep the
+	 * dma-buf's memory alive as long as the child lives. */
+	madvise(r->map, r->map_len, MADV_DONTFORK);
 	r->cpu = r->iobase = (char *)r->map + delta;
 }
 
@@ -150,11 +200,12 @@ static int dmabuf_refusal(const struct pd_fabric *fab, char *why, size_t len)
  */
 enum pd_path pd_paths_plan(const struct pd_fabric *fab, char *why, size_t len)
 {
+	enum pd_path forced = __atomic_load_n(&fab->path, __ATOMIC_RELAXED);
 	char refusal[256];
 
-	if (fab->path != PD_PATH_AUTO) {
+	if (forced != PD_PATH_AUTO) {
 		snprintf(why, len, "forced (PEERDIRECT_PATH or the fabric's attr)");
-		return fab->path;
+		return forced;
 	}
 	if (!dmabuf_refusal(fab, refusal, sizeof(refusal))) {
 		snprintf(why, len, "FI_MR_DMABUF on %s, base_addr from an mmap of the dma-buf",
@@ -233,6 +284,7 @@ static int reg_dmabuf(struct pd_fabric *fab, const struct pd_mr_key *k, int fd,
 	r->fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
 	if (r->fd < 0)
 		return pd_error(-errno, "dma-buf fd %d: %s", fd, strerror(errno));
+	pd_fork_track(&r->own_fd, &r->fd);
 	if (want != PD_PATH_AUTO)
 		note(r, "forced (PEERDIRECT_PATH or pd_fabric_set_path); ");
 	map_dmabuf(k, r);
@@ -297,12 +349,12 @@ void pd_paths_deregister(void *ctx, void *handle)
 		fi_close(&r->mr->fid);
 	if (r->map)
 		munmap(r->map, r->map_len);
-	if (r->watcher) {
-		pd_device_rec_release(r->watcher, r->st_dev, r->st_ino, r->fd);
-		pd_device_put(r->watcher);
-	}
-	if (r->fd >= 0)
+	if (r->watcher)
+		pd_watch_release(r->watcher, r->st_dev, r->st_ino, r->fd);
+	if (r->fd >= 0) {
+		pd_fork_untrack(&r->own_fd);
 		close(r->fd);
+	}
 	free(r);
 }
 
@@ -329,8 +381,7 @@ int pd_paths_register(void *ctx, const struct pd_mr_key *k, int fd,
 	/* The entry keeps its dma-buf's record, and so its subscription. */
 	if (k->kind == PD_MEM_DMABUF && k->watcher) {
 		r->watcher = k->watcher;
-		pd_device_get(r->watcher);
-		pd_device_rec_hold(r->watcher, k->dev, k->ino);
+		pd_watch_hold(r->watcher, k->dev, k->ino);
 		r->st_dev = k->dev;
 		r->st_ino = k->ino;
 	}
@@ -404,14 +455,23 @@ int pd_mr_reg_host(struct pd_fabric *fab, void *ptr, size_t len,
 	if (!fab || !ptr || !len || !out)
 		return pd_error(-EINVAL, "pd_mr_reg_host: %s", !fab ? "fabric is NULL" :
 				!ptr ? "ptr is NULL" : !len ? "length is 0" : "out is NULL");
+	if (pd_forked_since(fab->fork_gen))
+		return pd_fork_refuse("pd_mr_reg_host");
 	ret = pd_mr_check_access("pd_mr_reg_host", &access, false, -1);
 	if (ret)
 		return ret;
 	if (start + len < start)
 		return pd_error(-EINVAL, "pd_mr_reg_host: range wraps around");
-	/* Whole pages: neighbours in the same pages then hit the same entry. */
-	k.start = start & ~(uintptr_t)(pg - 1);
-	k.len = ((start + len + pg - 1) & ~(uintptr_t)(pg - 1)) - k.start;
+	/* Whole pages: neighbours in the same pages then hit the same entry.
+	 * Not an RMA target: a peer may write exactly the bytes asked for,
+	 * not their neighbours in the same pages. */
+	if (access & PD_ACCESS_REMOTE_WRITE) {
+		k.start = start;
+		k.len = len;
+	} else {
+		k.start = start & ~(uintptr_t)(pg - 1);
+		k.len = ((start + len + pg - 1) & ~(uintptr_t)(pg - 1)) - k.start;
+	}
 	k.access = access;
 	k.domain = fab->domain;
 	ret = pd_mr_cache_get(fab->cache, &k, -1, &e);
@@ -420,10 +480,11 @@ int pd_mr_reg_host(struct pd_fabric *fab, void *ptr, size_t len,
 	return pd_mr_wrap(fab, e, start - pd_mr_entry_key(e)->start, len, access, out);
 }
 
-int pd_mr_reg_dmabuf(struct pd_fabric *fab, int fd, uint64_t offset,
-		     size_t len, unsigned int access, struct pd_mr **out)
+/* fd is our own dup of the caller's fd (named by its number in messages). */
+static int reg_dmabuf_fd(struct pd_fabric *fab, int fd, int user_fd, uint64_t offset,
+			 size_t len, unsigned int access, struct pd_mr **out)
 {
-	struct pd_device *watcher;
+	struct pd_monitor *watcher;
 	struct pd_mr_cache_entry *e;
 	struct pd_mr_key k = { .kind = PD_MEM_DMABUF };
 	unsigned int attempt;
@@ -431,13 +492,9 @@ int pd_mr_reg_dmabuf(struct pd_fabric *fab, int fd, uint64_t offset,
 	uint64_t gen, size;
 	int ret, fl;
 
-	if (!fab || !len || !out)
-		return pd_error(-EINVAL, "pd_mr_reg_dmabuf: %s", !fab ? "fabric is NULL" :
-				!len ? "length is 0" : "out is NULL");
-	fl = fd < 0 ? -1 : fcntl(fd, F_GETFL);
+	fl = fcntl(fd, F_GETFL);
 	if (fl < 0)
-		return pd_error(fd < 0 ? -EBADF : -errno, "pd_mr_reg_dmabuf: fd %d: %s", fd,
-				strerror(fd < 0 ? EBADF : errno));
+		return pd_error(-errno, "pd_mr_reg_dmabuf: fd %d: %s", user_fd, strerror(errno));
 	k.readonly = (fl & O_ACCMODE) == O_RDONLY;
 	ret = pd_mr_check_access("pd_mr_reg_dmabuf", &access, k.readonly, fd);
 	if (ret)
@@ -448,12 +505,12 @@ int pd_mr_reg_dmabuf(struct pd_fabric *fab, int fd, uint64_t offset,
 		/* Pending revocations first; then the generation, before the
 		 * key is resolved: a revocation after this point is caught by
 		 * the cache even if it lands before the miss registers. */
-		if (__atomic_load_n(&fab->ndevs, __ATOMIC_RELAXED))
+		if (pd_watch_count(fab->watch))
 			pd_fabric_poll_events(fab);
 		gen = pd_mr_cache_generation(fab->cache);
-		if (fd < 0 || fstat(fd, &st))
-			return pd_error(fd < 0 ? -EBADF : -errno, "pd_mr_reg_dmabuf: fd %d: %s", fd,
-					strerror(fd < 0 ? EBADF : errno));
+		if (fstat(fd, &st))
+			return pd_error(-errno, "pd_mr_reg_dmabuf: fd %d: %s", user_fd,
+					strerror(errno));
 		size = pd_dmabuf_size(fd, &st);
 		if (size && offset + len > size)
 			return pd_error(-EINVAL, "pd_mr_reg_dmabuf: [%llu, +%zu) is past the end of the %llu-byte dma-buf",
@@ -463,14 +520,14 @@ int pd_mr_reg_dmabuf(struct pd_fabric *fab, int fd, uint64_t offset,
 		k.start = offset;
 		k.len = len;
 		k.access = access;
-		k.path = fab->path;
+		k.path = __atomic_load_n(&fab->path, __ATOMIC_RELAXED);
 		k.domain = fab->domain;
-		ret = pd_fabric_origin_of(fab, fd, k.dev, k.ino, &k.origin, &watcher);
+		ret = pd_watch_resolve(fab->watch, fd, k.dev, k.ino, &k.origin, &watcher);
 		if (ret)
 			return ret;
 		k.watcher = watcher;
 		ret = pd_mr_cache_get_since(fab->cache, &k, fd, gen, &e);
-		pd_fabric_origin_unpin(watcher, k.dev, k.ino, fd);
+		pd_watch_unpin(watcher, k.dev, k.ino, fd);
 		if (ret != -ESTALE || attempt == 3)
 			break;
 	}
@@ -479,13 +536,39 @@ int pd_mr_reg_dmabuf(struct pd_fabric *fab, int fd, uint64_t offset,
 	return pd_mr_wrap(fab, e, 0, len, access, out);
 }
 
+/*
+ * Another thread of the caller may close the fd number and open something
+ * else under it while this runs: the identity is read from, and the
+ * registration made through, one dup, so they cannot name two files.
+ */
+int pd_mr_reg_dmabuf(struct pd_fabric *fab, int fd, uint64_t offset,
+		     size_t len, unsigned int access, struct pd_mr **out)
+{
+	int own, ret;
+
+	if (!fab || !len || !out)
+		return pd_error(-EINVAL, "pd_mr_reg_dmabuf: %s", !fab ? "fabric is NULL" :
+				!len ? "length is 0" : "out is NULL");
+	if (pd_forked_since(fab->fork_gen))
+		return pd_fork_refuse("pd_mr_reg_dmabuf");
+	own = fd < 0 ? -1 : fcntl(fd, F_DUPFD_CLOEXEC, 0);
+	if (own < 0)
+		return pd_error(fd < 0 ? -EBADF : -errno, "pd_mr_reg_dmabuf: fd %d: %s", fd,
+				strerror(fd < 0 ? EBADF : errno));
+	ret = reg_dmabuf_fd(fab, own, fd, offset, len, access, out);
+	close(own);
+	return ret;
+}
+
 /* Requests on mr hold the entry themselves: releasing the handle first is
  * safe, the registration goes when the last of them is done. */
 void pd_mr_dereg(struct pd_mr *mr)
 {
 	struct pd_fabric *fab;
 
-	if (!mr)
+	/* A forked child's copy: deregistering would close the parent's
+	 * provider objects; the child's memory is all it holds. */
+	if (!mr || pd_forked_since(mr->fab->fork_gen))
 		return;
 	fab = mr->fab;
 	pd_mr_cache_put(fab->cache, mr->entry);

@@ -11,9 +11,20 @@
  *    request of the same kind, tag and peer (a receive from any peer
  *    conflicts with every peer), so two such messages cannot swap chunks;
  *    the provider keeps sends in order on the wire (FI_ORDER_SAS);
- *  - a multi-chunk receive from any peer posts chunk 0 alone, learns the
- *    sender from its completion (FI_SOURCE), and receives the rest from
- *    that sender only (FI_DIRECTED_RECV).
+ *  - a multi-chunk receive posts chunk 0 alone.  Its completion carries the
+ *    sender's message length (a word in its CQ data, xfer_wire.h) and, for
+ *    a receive from any peer, the sender (FI_SOURCE), from whom alone the
+ *    other chunks are then received (FI_DIRECTED_RECV).  A message of
+ *    another length fails the receive with -EMSGSIZE, and the chunks of it
+ *    that the receive cannot hold are drained into a scratch chunk, so
+ *    none is left to meet a later receive of the tag.
+ * Failure mid-message: sends are never cancelled (a chunk that did not go
+ * would leave its receive to take the next message's).  A send that fails
+ * or is freed after its chunk 0 went sends an empty stand-in for each
+ * chunk not yet out, whose CQ data carries its errno: the receive fails
+ * at once with -ECONNABORTED instead of at its own timeout.  A receive
+ * that fails or is freed after its chunk 0 came takes the sender's other
+ * chunks into the scratch chunk, not into the caller's buffer.
  * Staging (bounce path): every request owns one staging buffer from start
  * to finish, a pool slot if one is free, else a buffer registered for it
  * alone; so a request never waits for another's slot, and receives that
@@ -28,9 +39,11 @@
 #include <errno.h>
 #include <sched.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -44,6 +57,7 @@
 #include "errors.h"
 #include "fabric.h"
 #include "log.h"
+#include "xfer_wire.h"
 
 /* The last chunk index is the probes' (see peer liveness below). */
 #define MAX_CHUNKS	((1u << PD_CHUNK_BITS) - 1)
@@ -52,6 +66,7 @@
 #define CQ_MAX_BURSTS	64	/* per progress call: bounded time under the lock */
 #define WAIT_SPIN_NS	20000L	/* pd_wait spins this long, then yields */
 #define SCAN_MS		10	/* how often progress looks for silent peers */
+#define DRAIN_WINDOW	8	/* drains in flight past a receive's own chunks */
 
 enum req_kind { REQ_SEND, REQ_RECV, REQ_WRITE };
 static const char *const kind_names[] = { "send", "recv", "write" };
@@ -63,6 +78,49 @@ static const struct {
 	[REQ_SEND] = { "pd_tsend", "PD_ACCESS_SEND", PD_ACCESS_SEND },
 	[REQ_RECV] = { "pd_trecv", "PD_ACCESS_RECV", PD_ACCESS_RECV },
 	[REQ_WRITE] = { "pd_write", "PD_ACCESS_WRITE", PD_ACCESS_WRITE },
+};
+
+/* A circular list with a sentinel: membership is tested and ended in O(1). */
+struct dlist {
+	struct dlist *prev, *next;
+};
+
+static void dl_init(struct dlist *l)
+{
+	l->prev = l->next = l;
+}
+
+static bool dl_empty(const struct dlist *l)
+{
+	return l->next == l;
+}
+
+static void dl_add_tail(struct dlist *l, struct dlist *n)
+{
+	n->prev = l->prev;
+	n->next = l;
+	l->prev->next = n;
+	l->prev = n;
+}
+
+static void dl_del(struct dlist *n)
+{
+	n->prev->next = n->next;
+	n->next->prev = n->prev;
+	dl_init(n);
+}
+
+#define dl_entry(p, type, member) ((type *)(void *)((char *)(p) - offsetof(type, member)))
+
+/* Ordering state of one (kind, tag, peer); see "ordering" below. */
+struct pd_lane {
+	struct pd_lane *hnext;		/* hash chain */
+	uint64_t tag, peer;
+	enum req_kind kind;
+	unsigned int refs;		/* requests that name it */
+	struct dlist order;		/* requests bound by it, oldest first */
+	/* The tag's record (REQ_RECV, tag, PD_ANY_PEER) only. */
+	struct dlist unposted, any, held;
 };
 
 /* Where an operation's staged bytes are (bounce path). */
@@ -80,6 +138,8 @@ struct pd_op {
 	int slot;			/* borrowed pool slot, or -1 */
 	bool own;			/* uses the request's own staging buffer */
 	bool inflight, cancelled;
+	bool aux;			/* a drain or stand-in: touches no memory of the caller */
+	bool taken;			/* (receive) back, having taken its chunk off the wire */
 	uint8_t stage;			/* enum stage_state */
 	size_t len;			/* bytes received (recv), for the copy-out */
 	int copy_ret;
@@ -117,6 +177,15 @@ struct pd_peers {
 	struct fid_mr *mr;
 	void *desc;
 	int64_t last_scan;
+	/* Ordering lanes, hashed by key; the requests' creation count. */
+	struct pd_lane **lane;
+	size_t nbuckets, nlanes;
+	uint64_t seq;
+	bool cq_data;			/* chunk 0 carries its message's length */
+	/* Where drains land: a chunk, made on first need (scratch_get). */
+	void *scratch;
+	struct fid_mr *scratch_mr;
+	void *scratch_desc;
 };
 
 /*
@@ -135,6 +204,19 @@ struct pd_req {
 	size_t off, len;
 	uint64_t peer, tag, raddr, rkey;
 	uint32_t nchunks, next, done, inflight;
+	uint32_t aux_inflight;		/* drains and stand-ins among inflight */
+	/* Receives: the chunks the sender put on the wire (its length word,
+	 * once chunk 0 is in); drain: those this receive cannot hold are
+	 * taken into scratch, from next up to wire_n, so none is left to
+	 * meet a later receive of the tag.  xops: the drains' operations
+	 * past the receive's own chunks. */
+	uint32_t wire_n;
+	bool drain;
+	struct pd_op *xops;
+	/* Receives: one past the highest chunk a later request of its lane
+	 * posted (those chunks of its own must stay posted). */
+	uint32_t passed;
+	bool wire_lost;			/* could not keep the wire whole: gave up */
 	uint32_t copying;		/* operations with a job queued or running */
 	uint32_t running;		/* jobs running now, outside the lock */
 	/* -FI_EAGAIN answers to posting a chunk: libfabric returns it both for
@@ -157,6 +239,16 @@ struct pd_req {
 	bool own_busy;
 	int64_t start_ms;
 	size_t bytes;
+	/* Ordering (sends and receives): its lane once its peer is known, the
+	 * tag's record (receives), a lane for the sender a receive from any
+	 * peer learns (allocated up front: completions cannot fail on memory),
+	 * its links, and its rank in creation order. */
+	struct pd_lane *lane, *tagl, *spare;
+	struct dlist ord;		/* in lane->order, or in tagl->held */
+	struct dlist u0, anyl;		/* in tagl->unposted, tagl->any */
+	uint64_t seq;
+	bool ordered;			/* joined, not yet left */
+	bool admitted;			/* in lane->order */
 	struct pd_req *pend_prev, *pend_next, *live_prev, *live_next, *dead_next;
 	char msg[320];
 	struct pd_op ops[];
@@ -169,11 +261,17 @@ static size_t chunk_len(const struct pd_req *r, uint32_t i)
 	return r->len - off < r->fab->chunk ? r->len - off : r->fab->chunk;
 }
 
+static void reorder(struct pd_req *r);
+static void abandon(struct pd_req *r);
+static void enqueue_pending(struct pd_req *r);
+
 static void fail_req(struct pd_req *r, int err, const char *msg)
 {
 	if (r->status)
 		return;
 	r->status = err;
+	abandon(r);
+	reorder(r);
 	snprintf(r->msg, sizeof(r->msg), "%s of %zu bytes (tag 0x%llx, %s path): %s",
 		 kind_names[r->kind], r->len, (unsigned long long)r->tag,
 		 pd_path_name(r->path), msg);
@@ -191,30 +289,105 @@ static bool idle(const struct pd_req *r)
 	return r->inflight == 0 && r->copying == 0;
 }
 
-/* A request whose peer died is reported at once: what the provider still
- * holds of it may never complete (the request itself lives on until it
- * does, or until the fabric closes). */
+/* A failed request is reported once nothing in flight touches the
+ * caller's memory any more: drains may go on (the request lives on until
+ * they end).  One whose peer died is reported at once: what the provider
+ * still holds of it may never complete (the request itself lives on until
+ * it does, or until the fabric closes). */
 static bool finished(const struct pd_req *r)
 {
-	return (idle(r) && (r->status || r->done == r->nchunks)) ||
-	       (r->status && r->peer_dead);
+	if (r->status)
+		return r->peer_dead || (r->inflight == r->aux_inflight && r->copying == 0);
+	return idle(r) && r->done == r->nchunks;
 }
 
-/* A failed request's other operations are cancelled, so it ends now rather
- * than when the caller's timeout runs out. */
+/*
+ * The chunk index up to which r would post now.  A failed or freed request
+ * keeps the wire whole for the requests behind it: a send that put chunk 0
+ * out sends a stand-in for each chunk it did not (an empty message, which
+ * no chunk of a message ever is), and a receive whose chunk 0 is in drains
+ * the sender's chunks it will not take.
+ */
+static uint32_t post_end(const struct pd_req *r)
+{
+	if (r->fab->closed || r->peer_dead || r->wire_lost)
+		return 0;
+	/* (first: chunk 0's length check sets it before failing the request) */
+	if (r->drain)
+		return r->wire_n;
+	if (!r->status && !r->freed)
+		return r->nchunks;
+	return r->kind == REQ_SEND && r->next ? r->nchunks : 0;
+}
+
+/*
+ * A failed request's other operations are cancelled where that is safe, so
+ * it ends now rather than when the caller's timeout runs out.  What may be
+ * cancelled, unless the peer is gone (then everything):
+ *  - no drain or stand-in: each takes or stands for a chunk on the wire;
+ *  - no send: a chunk of it that did not go would leave its receive to
+ *    take the same chunk of the next message, which may be posted by then
+ *    (rxm and shm do not cancel sends anyway, measured on 1.17);
+ *  - of a receive whose chunk 0 is in, only what abandon() picks;
+ *  - the rest (chunk 0 of a receive, writes): a cancelled one took nothing.
+ */
+static void cancel_op(struct pd_req *r, struct pd_op *op)
+{
+	if (!op->inflight || op->cancelled)
+		return;
+	if (!r->peer_dead && (op->aux || r->kind == REQ_SEND ||
+			      (r->kind == REQ_RECV && r->first_done)))
+		return;
+	op->cancelled = true;
+	fi_cancel(&r->fab->ep->fid, &op->ctx);
+}
+
 static void cancel_inflight(struct pd_req *r)
 {
 	uint32_t i;
 
 	if (r->fab->closed)
 		return;
-	for (i = 0; i < r->next; i++) {
+	for (i = 0; i < r->nchunks; i++)
+		cancel_op(r, &r->ops[i]);
+	for (i = 0; r->xops && i < DRAIN_WINDOW; i++)
+		cancel_op(r, &r->xops[i]);
+}
+
+/*
+ * A receive whose chunk 0 is in failed or was freed: the sender's other
+ * chunks go to drains, not to its buffer.  Its posted receives no later
+ * request of the lane has passed are cancelled and drained instead (those
+ * a later one passed stay: the chunk would go to that one); so are those
+ * past the sender's message, which would take the next message's chunks.
+ * Once per request (drain set); before any drain is posted.
+ */
+static void abandon(struct pd_req *r)
+{
+	uint32_t from, top, low, i;
+
+	if (r->kind != REQ_RECV || !r->first_done || r->drain || r->peer == PD_ANY_PEER ||
+	    r->peer_dead || r->fab->closed)
+		return;
+	r->drain = true;
+	from = r->passed > 1 ? r->passed : 1;
+	top = r->next < r->nchunks ? r->next : r->nchunks;
+	low = r->next;
+	for (i = 1; i < top; i++) {
 		struct pd_op *op = &r->ops[i];
 
-		if (op->inflight && !op->cancelled) {
-			op->cancelled = true;
-			fi_cancel(&r->fab->ep->fid, &op->ctx);
-		}
+		if (!op->inflight || op->cancelled || (i < from && i < r->wire_n))
+			continue;
+		op->cancelled = true;
+		fi_cancel(&r->fab->ep->fid, &op->ctx);
+		if (i < low && i < r->wire_n)
+			low = i;
+	}
+	/* Back to the first one cancelled: its completion says whether it
+	 * took its chunk after all, or a drain must. */
+	if (low < r->next) {
+		r->next = low;
+		enqueue_pending(r);
 	}
 }
 
@@ -266,6 +439,297 @@ static int64_t now_ms(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* ---- ordering ------------------------------------------------------------ */
+
+/*
+ * Whether chunk i of a request may go is decided in O(1) from per-(kind,
+ * tag, peer) state: a lane lists, oldest first, the requests of its key
+ * still bound by the order, and each waits only for the one before it
+ * (that one never gets ahead of its own predecessor).  Before, every check
+ * scanned the earlier waiting requests, O(pending^2) per progress call
+ * under back pressure.  Receives from any peer conflict with every peer of
+ * their tag; the tag's record (its lane keyed PD_ANY_PEER) keeps, in
+ * creation order:
+ *  - unposted: the tag's receives that have not posted chunk 0; one that
+ *    is in no lane yet posts chunk 0 only at the head, after every earlier
+ *    receive of the tag;
+ *  - any: receives from any peer until chunk 0 is in (naming the sender),
+ *    then they join that sender's lane;
+ *  - held: receives naming a peer made while an earlier one from any peer
+ *    is in `any`.  They join their lanes, in creation order, as those
+ *    before them leave `any`, and meanwhile post chunk 0 only at the head
+ *    of `unposted`.  That orders them behind other peers' receives too, but
+ *    changes no match: while they are held, a message they could take goes
+ *    to the earlier any-peer receive first.
+ * A request leaves its lane once the order no longer binds it (in_order());
+ * one that ended without settling yet is dropped when found before the
+ * request being checked.
+ */
+static size_t lane_hash(enum req_kind kind, uint64_t tag, uint64_t peer)
+{
+	uint64_t h = (tag ^ (uint64_t)kind << 60) * 0x9e3779b97f4a7c15ULL ^ peer * 0xc2b2ae3d27d4eb4fULL;
+
+	return (size_t)(h ^ h >> 29);
+}
+
+static struct pd_lane *lane_find(struct pd_peers *ps, enum req_kind kind, uint64_t tag,
+				 uint64_t peer)
+{
+	struct pd_lane *l;
+
+	if (!ps->nbuckets)
+		return NULL;
+	for (l = ps->lane[lane_hash(kind, tag, peer) & (ps->nbuckets - 1)]; l; l = l->hnext) {
+		if (l->kind == kind && l->tag == tag && l->peer == peer)
+			return l;
+	}
+	return NULL;
+}
+
+static void lane_init(struct pd_lane *l, enum req_kind kind, uint64_t tag, uint64_t peer)
+{
+	*l = (struct pd_lane){ .kind = kind, .tag = tag, .peer = peer };
+	dl_init(&l->order);
+	dl_init(&l->unposted);
+	dl_init(&l->any);
+	dl_init(&l->held);
+}
+
+/* The table doubles with the lanes; a doubling that finds no memory only
+ * leaves the chains longer.  False only if there is no table at all. */
+static bool lane_insert(struct pd_peers *ps, struct pd_lane *l)
+{
+	struct pd_lane **b;
+
+	if (ps->nlanes >= ps->nbuckets) {
+		size_t n = ps->nbuckets ? ps->nbuckets * 2 : 64, i;
+		struct pd_lane **v = calloc(n, sizeof(*v)), *e, *next;
+
+		if (v) {
+			for (i = 0; i < ps->nbuckets; i++) {
+				for (e = ps->lane[i]; e; e = next) {
+					next = e->hnext;
+					b = &v[lane_hash(e->kind, e->tag, e->peer) & (n - 1)];
+					e->hnext = *b;
+					*b = e;
+				}
+			}
+			free(ps->lane);
+			ps->lane = v;
+			ps->nbuckets = n;
+		}
+	}
+	if (!ps->nbuckets)
+		return false;
+	b = &ps->lane[lane_hash(l->kind, l->tag, l->peer) & (ps->nbuckets - 1)];
+	l->hnext = *b;
+	*b = l;
+	ps->nlanes++;
+	return true;
+}
+
+/* The lane of a key, made if need be, with a reference for the caller. */
+static struct pd_lane *lane_get(struct pd_fabric *fab, enum req_kind kind, uint64_t tag,
+				uint64_t peer)
+{
+	struct pd_lane *l = lane_find(fab->peers, kind, tag, peer);
+
+	if (!l) {
+		l = malloc(sizeof(*l));
+		if (!l)
+			return NULL;
+		lane_init(l, kind, tag, peer);
+		if (!lane_insert(fab->peers, l)) {
+			free(l);
+			return NULL;
+		}
+	}
+	l->refs++;
+	return l;
+}
+
+static void lane_put(struct pd_fabric *fab, struct pd_lane *l)
+{
+	struct pd_peers *ps = fab->peers;
+	struct pd_lane **p;
+
+	if (!l || --l->refs)
+		return;
+	p = &ps->lane[lane_hash(l->kind, l->tag, l->peer) & (ps->nbuckets - 1)];
+	while (*p != l)
+		p = &(*p)->hnext;
+	*p = l->hnext;
+	ps->nlanes--;
+	free(l);
+}
+
+/* Still bound by the order: it has chunks to post, or may have (a receive
+ * with receives out), or, a send without FI_ORDER_SAS, the provider still
+ * has it. */
+static bool in_order(const struct pd_req *r)
+{
+	struct pd_fabric *fab = r->fab;
+
+	if (r->kind == REQ_WRITE || fab->closed || r->peer_dead)
+		return false;
+	if (r->next < post_end(r))
+		return true;
+	if (r->kind == REQ_SEND)
+		return !fab->sas && !idle(r);
+	/* While its receives are out: chunk 0's completion may call for
+	 * drains, and abandon() must learn which chunks later receives of
+	 * the lane have posted (their `passed`).  Its next is past them all:
+	 * it holds no one back. */
+	return r->inflight > r->aux_inflight;
+}
+
+/* The tag's held and resolved any-peer receives whose turn has come join
+ * their lanes, in creation order. */
+static void tag_admit(struct pd_lane *t)
+{
+	struct pd_req *x, *h;
+
+	for (;;) {
+		x = dl_empty(&t->any) ? NULL : dl_entry(t->any.next, struct pd_req, anyl);
+		if (x && !in_order(x)) {
+			dl_del(&x->anyl);	/* failed or freed: blocks no one */
+			continue;
+		}
+		while (!dl_empty(&t->held)) {
+			h = dl_entry(t->held.next, struct pd_req, ord);
+			if (x && h->seq > x->seq)
+				break;
+			dl_del(&h->ord);
+			dl_add_tail(&h->lane->order, &h->ord);
+			h->admitted = true;
+		}
+		if (!x || !x->lane)	/* none left, or its sender still unknown */
+			return;
+		dl_del(&x->anyl);
+		dl_add_tail(&x->lane->order, &x->ord);
+		x->admitted = true;
+	}
+}
+
+/* r takes its place behind every earlier request of its kind and tag to
+ * (or from) a conflicting peer; -ENOMEM before any of it was posted. */
+static int order_join(struct pd_req *r)
+{
+	struct pd_fabric *fab = r->fab;
+	struct pd_lane *tagl = NULL, *lane = NULL, *spare = NULL;
+
+	if (r->kind == REQ_WRITE)
+		return 0;
+	if (r->kind == REQ_RECV && !(tagl = lane_get(fab, REQ_RECV, r->tag, PD_ANY_PEER)))
+		goto nomem;
+	if (r->peer != PD_ANY_PEER) {
+		if (!(lane = lane_get(fab, r->kind, r->tag, r->peer)))
+			goto nomem;
+	} else if (!(spare = malloc(sizeof(*spare)))) {
+		goto nomem;
+	}
+	r->tagl = tagl;
+	r->lane = lane;
+	r->spare = spare;
+	r->seq = fab->peers->seq++;
+	r->ordered = true;
+	if (r->kind == REQ_SEND) {
+		dl_add_tail(&lane->order, &r->ord);
+		r->admitted = true;
+		return 0;
+	}
+	dl_add_tail(&tagl->unposted, &r->u0);
+	if (r->peer == PD_ANY_PEER) {
+		dl_add_tail(&tagl->any, &r->anyl);
+	} else if (!dl_empty(&tagl->any)) {
+		dl_add_tail(&tagl->held, &r->ord);
+	} else {
+		dl_add_tail(&lane->order, &r->ord);
+		r->admitted = true;
+	}
+	return 0;
+nomem:
+	lane_put(fab, tagl);
+	lane_put(fab, lane);
+	return pd_error(-ENOMEM, "%s: out of memory", kind_ops[r->kind].fn);
+}
+
+/* A receive from any peer learned its sender (r->peer): it is ordered with
+ * that peer's receives from now on. */
+static void order_resolve(struct pd_req *r)
+{
+	struct pd_lane *l;
+
+	if (!r->ordered || r->lane)
+		return;
+	l = lane_find(r->fab->peers, REQ_RECV, r->tag, r->peer);
+	if (l) {
+		l->refs++;
+		free(r->spare);
+	} else {
+		/* the tag's record is in the table: this cannot fail */
+		l = r->spare;
+		lane_init(l, REQ_RECV, r->tag, r->peer);
+		l->refs = 1;
+		lane_insert(r->fab->peers, l);
+	}
+	r->spare = NULL;
+	r->lane = l;
+	tag_admit(r->tagl);
+}
+
+static void order_leave(struct pd_req *r)
+{
+	struct pd_fabric *fab = r->fab;
+
+	if (!r->ordered)
+		return;
+	r->ordered = r->admitted = false;
+	dl_del(&r->ord);
+	dl_del(&r->u0);
+	dl_del(&r->anyl);
+	if (r->tagl)
+		tag_admit(r->tagl);
+	lane_put(fab, r->lane);
+	lane_put(fab, r->tagl);
+	free(r->spare);
+	r->lane = r->tagl = r->spare = NULL;
+}
+
+static void reorder(struct pd_req *r)
+{
+	if (r->ordered && !in_order(r))
+		order_leave(r);
+}
+
+/* The request before r in its lane that the order still binds. */
+static struct pd_req *lane_prev(struct pd_req *r)
+{
+	struct pd_req *p;
+
+	while (r->ord.prev != &r->lane->order) {
+		p = dl_entry(r->ord.prev, struct pd_req, ord);
+		if (in_order(p))
+			return p;
+		order_leave(p);
+	}
+	return NULL;
+}
+
+/* The tag's oldest receive that has not posted chunk 0 and still may. */
+static struct pd_req *unposted_head(struct pd_lane *t)
+{
+	struct pd_req *h;
+
+	while (!dl_empty(&t->unposted)) {
+		h = dl_entry(t->unposted.next, struct pd_req, u0);
+		if (in_order(h))
+			return h;
+		order_leave(h);
+	}
+	return NULL;
 }
 
 /* ---- staging buffers ----------------------------------------------------- */
@@ -416,6 +880,7 @@ static void destroy_locked(struct pd_req *r)
 	}
 	release_own(r);
 	unlink_pending(r);
+	order_leave(r);
 	if (r->live_prev)
 		r->live_prev->live_next = r->live_next;
 	else
@@ -436,7 +901,8 @@ static void settle(struct pd_req *r)
 		return;
 	if (idle(r))
 		release_own(r);
-	if (r->freed && !r->freeing && idle(r))
+	reorder(r);
+	if (r->freed && !r->freeing && idle(r) && r->next >= post_end(r))
 		destroy_locked(r);
 }
 
@@ -455,6 +921,7 @@ void pd_xfer_unlock_and_reap(struct pd_fabric *fab)
 	for (; dead; dead = next) {
 		next = dead->dead_next;
 		pd_mr_cache_put(fab->cache, dead->entry);
+		free(dead->xops);
 		free(dead);
 		pd_fabric_put(fab);	/* may be the last reference: fab goes */
 	}
@@ -471,8 +938,129 @@ static void queue_job(struct pd_req *r, struct pd_op *op)
 }
 
 /*
- * 0 posted; -EAGAIN try again after progress; -EINPROGRESS its staging
- * copy is queued (the caller runs the jobs); other: the request failed.
+ * Where drains land: one chunk, shared by every drain of the fabric (nobody
+ * reads it), made on the fabric's first length mismatch.  Under the lock:
+ * registration is FI_THREAD_SAFE, and this is an error path, once.  Drains
+ * take whole chunks rather than truncating into a short buffer: on
+ * libfabric 1.17 a truncated receive left rxm's connection stalled above
+ * its eager size and hung shm (measured).
+ */
+static int scratch_get(struct pd_fabric *fab)
+{
+	struct pd_peers *ps = fab->peers;
+	void *p;
+	int ret;
+
+	if (ps->scratch)
+		return 0;
+	p = mmap(NULL, fab->chunk, PROT_READ | PROT_WRITE,
+		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (p == MAP_FAILED)
+		return pd_error(-errno, "mmap of a %zu-byte drain buffer: %s", fab->chunk,
+				strerror(errno));
+	ret = fi_mr_reg(fab->domain, p, fab->chunk, FI_RECV, 0, pd_next_mr_key(), 0,
+			&ps->scratch_mr, NULL);
+	if (ret) {
+		munmap(p, fab->chunk);
+		return pd_error(ret, "fi_mr_reg of the drain buffer on %s: %s", fab->provider,
+				fi_strerror(-ret));
+	}
+	ps->scratch = p;
+	ps->scratch_desc = fi_mr_desc(ps->scratch_mr);
+	return 0;
+}
+
+/* Takes chunk i of the sender's message off the wire, into scratch: 0,
+ * 1 (already taken: its receive came back with it), -EAGAIN (its
+ * operation is still busy, or the provider's queue is full), or an
+ * error. */
+static int post_drain(struct pd_req *r, uint32_t i)
+{
+	struct pd_fabric *fab = r->fab;
+	struct pd_peers *ps = fab->peers;
+	struct pd_op *op;
+	ssize_t ret;
+
+	if (i < r->nchunks) {
+		op = &r->ops[i];
+	} else {
+		if (!r->xops && !(r->xops = calloc(DRAIN_WINDOW, sizeof(*r->xops))))
+			return pd_error(-ENOMEM, "draining chunk %u: out of memory", i);
+		op = &r->xops[(i - r->nchunks) % DRAIN_WINDOW];
+	}
+	if (op->inflight)
+		return -EAGAIN;
+	if (op->taken && i < r->nchunks)
+		return 1;
+	if (op->stage != ST_NONE)
+		put_stage(r, op);
+	ret = scratch_get(fab);
+	if (ret)
+		return (int)ret;
+	op->req = r;
+	op->chunk = i;
+	op->slot = -1;
+	op->cancelled = op->taken = false;
+	ret = fi_trecv(fab->ep, ps->scratch, fab->chunk, ps->scratch_desc, r->peer,
+		       r->tag | (uint64_t)i << fab->tag_bits, 0, &op->ctx);
+	if (ret == -FI_EAGAIN) {
+		r->eagain++;
+		return -EAGAIN;
+	}
+	if (ret)
+		return pd_error((int)ret, "fi_trecv draining chunk %u on %s: %s", i, fab->provider,
+				fi_strerror((int)-ret));
+	op->inflight = op->aux = true;
+	r->inflight++;
+	r->aux_inflight++;
+	return 0;
+}
+
+/*
+ * Chunk i of a send that failed or was freed after its chunk 0 went: an
+ * empty message in its place, whose CQ data says why, so that the receive
+ * fails now with -ECONNABORTED rather than at its own timeout, and takes
+ * every chunk of the message off the wire.  0, -EAGAIN, -EINPROGRESS (a
+ * staging copy of the chunk is still running), or an error.
+ */
+static int post_standin(struct pd_req *r, uint32_t i)
+{
+	struct pd_fabric *fab = r->fab;
+	struct pd_peers *ps = fab->peers;
+	struct pd_op *op = &r->ops[i];
+	uint64_t wtag = r->tag | (uint64_t)i << fab->tag_bits;
+	ssize_t ret;
+
+	if (op->stage == ST_COPYING)
+		return -EINPROGRESS;
+	if (op->stage != ST_NONE)
+		put_stage(r, op);
+	op->req = r;
+	op->chunk = i;
+	op->cancelled = false;
+	if (ps->cq_data)
+		ret = fi_tsenddata(fab->ep, ps->buf + 8, 0, ps->desc,
+				   pd_wire_abort_word(r->status ? r->status : -ECANCELED), r->peer, wtag,
+				   &op->ctx);
+	else
+		ret = fi_tsend(fab->ep, ps->buf + 8, 0, ps->desc, r->peer, wtag, &op->ctx);
+	if (ret == -FI_EAGAIN) {
+		r->eagain++;
+		return -EAGAIN;
+	}
+	if (ret)
+		return pd_error((int)ret, "fi_tsend of an abort stand-in for chunk %u on %s: %s", i,
+				fab->provider, fi_strerror((int)-ret));
+	op->inflight = op->aux = true;
+	r->inflight++;
+	r->aux_inflight++;
+	return 0;
+}
+
+/*
+ * 0 posted; 1 nothing to post for this chunk; -EAGAIN try again after
+ * progress; -EINPROGRESS its staging copy is queued (the caller runs the
+ * jobs); other: the request failed.
  */
 static int post_chunk(struct pd_req *r, uint32_t i)
 {
@@ -484,11 +1072,22 @@ static int post_chunk(struct pd_req *r, uint32_t i)
 	void *buf, *desc;
 	ssize_t ret;
 
+	/* A chunk whose copy runs is read by the copier without the lock:
+	 * nothing of it is written under the lock meanwhile, not even the
+	 * same values (TSan, test_fuzz). */
+	if (i < r->nchunks && op->stage == ST_COPYING)
+		return -EINPROGRESS;
+	if (r->drain)
+		return post_drain(r, i);
+	if (r->status || r->freed)
+		return post_standin(r, i);
+	/* Revoked mid-message: the chunks not out yet must not move the
+	 * revoked buffer's bytes (pd_test would distrust them anyway). */
+	if (r->path != PD_PATH_HOST && (ret = pd_mr_entry_check(r->entry)))
+		return (int)ret;
 	op->req = r;
 	op->chunk = i;
 	if (reg->path == PD_PATH_BOUNCE) {
-		if (op->stage == ST_COPYING)
-			return -EINPROGRESS;
 		/* A chunk staged before an -FI_EAGAIN is kept: copy once only. */
 		if (op->stage == ST_NONE) {
 			if (!take_stage(r, op))
@@ -507,7 +1106,11 @@ static int post_chunk(struct pd_req *r, uint32_t i)
 	}
 	switch (r->kind) {
 	case REQ_SEND:
-		ret = fi_tsend(fab->ep, buf, clen, desc, r->peer, wtag, &op->ctx);
+		if (i == 0 && fab->peers->cq_data)
+			ret = fi_tsenddata(fab->ep, buf, clen, desc, pd_wire_len_word(r->len, fab->chunk),
+					   r->peer, wtag, &op->ctx);
+		else
+			ret = fi_tsend(fab->ep, buf, clen, desc, r->peer, wtag, &op->ctx);
 		break;
 	case REQ_RECV:
 		ret = fi_trecv(fab->ep, buf, clen, desc,
@@ -538,37 +1141,39 @@ static int post_chunk(struct pd_req *r, uint32_t i)
 
 /*
  * May chunk i of r go now?  Not before chunk i of an earlier request of the
- * same kind and tag to or from a conflicting peer (an earlier request still
- * on the pending list with next <= i): on the wire, or in the receive
- * queue, it would take that request's place.  A multi-chunk receive from
- * any peer posts only chunk 0 until its completion names the sender.
- * Without FI_ORDER_SAS, same-tag sends to one peer go one at a time.
+ * same kind and tag to or from a conflicting peer: on the wire, or in the
+ * receive queue, it would take that request's place.  A multi-chunk
+ * receive posts only chunk 0 until it is in: chunk 0 says how long the
+ * sender's message is, and a receive that posted chunk 1 of a message
+ * shorter than its own would take the next message's (a receive from any
+ * peer also learns its sender, and is in no lane until then).  Without
+ * FI_ORDER_SAS, same-tag sends to one peer go one at a time.
  */
 static bool may_post(struct pd_req *r, uint32_t i)
 {
-	struct pd_fabric *fab = r->fab;
-	struct pd_req *e;
+	struct pd_req *p;
 
-	if (r->await_src && i > 0)
-		return false;
-	if (r->kind == REQ_WRITE)
+	if (!r->ordered)
 		return true;
-	for (e = fab->pending; e && e != r; e = e->pend_next) {
-		if (e->kind != r->kind || e->tag != r->tag || e->status || e->freed)
-			continue;
-		if (e->peer != r->peer && e->peer != PD_ANY_PEER && r->peer != PD_ANY_PEER)
-			continue;
-		if (e->next <= i)
-			return false;
-	}
-	if (!fab->sas && r->kind == REQ_SEND) {
-		for (e = fab->live; e && e != r; e = e->live_next) {
-			if (e->kind == REQ_SEND && e->tag == r->tag && e->peer == r->peer &&
-			    !e->freed && !finished(e))
-				return false;
-		}
-	}
-	return true;
+	if (!r->admitted)
+		return i == 0 && unposted_head(r->tagl) == r;
+	if (r->kind == REQ_RECV && i > 0 && !r->first_done)
+		return false;
+	p = lane_prev(r);
+	if (r->kind == REQ_SEND && !r->fab->sas)
+		return !p;
+	return !p || p->next > i;
+}
+
+/* A drain or stand-in could not be posted: the chunks it was to stand
+ * for stay as they are.  Said once, loudly, since a later request of the
+ * tag may meet them. */
+static void wire_lost(struct pd_req *r, const char *why)
+{
+	r->wire_lost = true;
+	pd_log(PD_LOG_ERROR, "%s: chunks %u and later of the message are left on the wire unmatched, a later %s of tag 0x%llx %s peer %llu may meet them: %s",
+	       r->msg, r->next, kind_names[r->kind], (unsigned long long)r->tag,
+	       r->kind == REQ_SEND ? "to" : "from", (unsigned long long)r->peer, why);
 }
 
 /* Posts what may go; r stays on the pending list while chunks are left. */
@@ -576,19 +1181,29 @@ static void post_more(struct pd_req *r)
 {
 	int ret;
 
-	while (!r->status && !r->freed && !r->fab->closed && r->next < r->nchunks) {
-		if (!may_post(r, r->next))
-			break;
+	while (r->next < post_end(r) && may_post(r, r->next)) {
 		ret = post_chunk(r, r->next);
 		if (ret == -EAGAIN || ret == -EINPROGRESS)
 			break;
-		if (ret) {
-			fail_and_cancel(r, ret, pd_last_error());
-			break;
+		if (ret < 0) {
+			if (r->status || r->freed)
+				wire_lost(r, pd_last_error());
+			else
+				fail_and_cancel(r, ret, pd_last_error());
+			continue;
 		}
-		r->next++;
+		if (r->next++ == 0)
+			dl_del(&r->u0);
+		/* abandon() must not take back a chunk a later receive of the
+		 * lane posted after this one's: the sender's would go there */
+		if (r->kind == REQ_RECV && r->admitted && r->ord.prev != &r->lane->order) {
+			struct pd_req *p = dl_entry(r->ord.prev, struct pd_req, ord);
+
+			if (p->passed < r->next)
+				p->passed = r->next;
+		}
 	}
-	if (r->status || r->freed || r->fab->closed || r->next == r->nchunks)
+	if (r->next >= post_end(r))
 		unlink_pending(r);
 	settle(r);
 }
@@ -729,6 +1344,7 @@ int pd_xfer_init(struct pd_fabric *fab)
 				fi_strerror(-ret));
 	}
 	ps->desc = fi_mr_desc(ps->mr);
+	ps->cq_data = fab->info->domain_attr->cq_data_size >= PD_WIRE_DATA_BYTES;
 	fab->peers = ps;
 	return 0;
 }
@@ -751,6 +1367,20 @@ void pd_xfer_fini(struct pd_fabric *fab)
 	for (i = 0; i < ps->n; i++)
 		free(ps->peer[i]);
 	free(ps->peer);
+	/* Every request has left its lanes by now (each holds the fabric). */
+	for (i = 0; i < ps->nbuckets; i++) {
+		struct pd_lane *l, *next;
+
+		for (l = ps->lane[i]; l; l = next) {
+			next = l->hnext;
+			free(l);
+		}
+	}
+	free(ps->lane);
+	if (ps->scratch) {
+		fi_close(&ps->scratch_mr->fid);
+		munmap(ps->scratch, fab->chunk);
+	}
 	fi_close(&ps->mr->fid);
 	free(ps);
 	fab->peers = NULL;
@@ -761,6 +1391,13 @@ static bool connection_error(int err)
 	return err == -ECONNRESET || err == -ECONNREFUSED || err == -ENOTCONN ||
 	       err == -EHOSTUNREACH || err == -ENETUNREACH || err == -ECONNABORTED ||
 	       err == -EPIPE || err == -EHOSTDOWN;
+}
+
+/* It still waits on its peer: for a completion, to post (drains of a failed
+ * or freed request too), or to finish. */
+static bool waiting(const struct pd_req *r)
+{
+	return r->inflight || r->copying || r->next < post_end(r) || (!r->status && !finished(r));
 }
 
 /* Every live request on the peer fails now, and so will every new one. */
@@ -777,10 +1414,11 @@ static void peer_died(struct pd_fabric *fab, uint64_t addr, const char *why)
 	p->err = -ECONNRESET;
 	snprintf(p->why, sizeof(p->why), "peer %llu is gone: %s", (unsigned long long)addr, why);
 	for (r = fab->live; r; r = r->live_next) {
-		if (r->peer != addr || r->freed || finished(r))
+		if (r->peer != addr || r->peer_dead || !waiting(r))
 			continue;
 		r->peer_dead = true;
 		fail_and_cancel(r, p->err, p->why);
+		reorder(r);
 	}
 }
 
@@ -855,8 +1493,7 @@ static void scan_peers(struct pd_fabric *fab)
 		return;
 	ps->last_scan = now;
 	for (r = fab->live; r; r = r->live_next) {
-		if (r->peer == PD_ANY_PEER || r->freed || r->status || finished(r) ||
-		    now - r->start_ms < half)
+		if (r->peer == PD_ANY_PEER || r->peer_dead || !waiting(r) || now - r->start_ms < half)
 			continue;
 		p = peer_of(fab, r->peer, true);
 		if (p && !p->dead && !p->probing && now - p->answered >= half) {
@@ -883,25 +1520,180 @@ static void scan_peers(struct pd_fabric *fab)
 
 /* ---- completions ------------------------------------------------------- */
 
+/* "peer N", or "an unknown peer" for a receive from any peer whose
+ * provider does not say who sent (no FI_SOURCE). */
+static const char *peer_name(const struct pd_req *r, char *buf, size_t len)
+{
+	if (r->peer == PD_ANY_PEER)
+		return "an unknown peer";
+	snprintf(buf, len, "peer %llu", (unsigned long long)r->peer);
+	return buf;
+}
+
+/*
+ * How many chunks the sender of chunk 0 (len bytes, CQ data `data`) put on
+ * the wire.  0, or -EMSGSIZE (the text in why) for a message this receive
+ * cannot take: its other chunks are then drained.
+ */
+static int recv_length(struct pd_req *r, size_t len, uint64_t data, char *why, size_t wlen)
+{
+	struct pd_fabric *fab = r->fab;
+	uint64_t slen = 0;
+	uint32_t sn;
+	bool exact, bad;
+	char peer[32];
+
+	if (len < fab->chunk) {
+		/* a chunk short of full is its message's last */
+		exact = true;
+		slen = len;
+		sn = 1;
+	} else if (pd_wire_parse_len(data, fab->chunk, &slen, &sn) &&
+		   (!slen || sn > 1 || slen == len)) {
+		/* (a word that contradicts the full chunk 0 is no word) */
+		exact = slen != 0;
+	} else {
+		/* No length word (a provider without CQ data): the chunks'
+		 * own lengths tell a shorter message, nothing a longer one. */
+		return 0;
+	}
+	/* A one-chunk receive may be longer than its message (the API's
+	 * promise); a longer one must be exact. */
+	if (r->nchunks == 1)
+		bad = sn > 1;
+	else
+		bad = exact ? slen != r->len : sn != r->nchunks;
+	if (!bad)
+		return 0;
+	r->wire_n = sn;
+	if (sn > 1) {
+		if (r->peer != PD_ANY_PEER)
+			r->drain = true;
+		else
+			pd_log(PD_LOG_ERROR, "recv of %zu bytes (tag 0x%llx): the sender of a longer message is unknown (no FI_SOURCE): its chunks 1 to %u stay unreceived, a later receive of the tag may meet them",
+			       r->len, (unsigned long long)r->tag, sn - 1);
+	}
+	if (!exact)
+		snprintf(why, wlen, "message length mismatch: %s sent %u chunks of %zu bytes (at least 1 GiB), this receive was posted for %zu bytes in %u: a message must be received with the length it was sent with",
+			 peer_name(r, peer, sizeof(peer)), sn, fab->chunk, r->len, r->nchunks);
+	else if (r->nchunks == 1)
+		snprintf(why, wlen, "message length mismatch: %s sent %llu bytes, more than the %zu this receive was posted for",
+			 peer_name(r, peer, sizeof(peer)), (unsigned long long)slen, r->len);
+	else
+		snprintf(why, wlen, "message length mismatch: %s sent %llu bytes, this receive was posted for %zu: a message of more than one chunk must be received with the length it was sent with",
+			 peer_name(r, peer, sizeof(peer)), (unsigned long long)slen, r->len);
+	return -EMSGSIZE;
+}
+
+/*
+ * Chunk 0 of a receive is in: who sent it (a receive from any peer takes
+ * the rest from that sender only) and how long its message is.  0, or why
+ * the request fails (-EMSGSIZE, -EPROTO; the text in why).
+ */
+static int recv_chunk0(struct pd_req *r, size_t len, fi_addr_t src, uint64_t data, char *why,
+		       size_t wlen)
+{
+	bool named = false;
+	int ret;
+
+	if (r->peer == PD_ANY_PEER && src != FI_ADDR_NOTAVAIL && src != FI_ADDR_UNSPEC) {
+		r->peer = src;
+		r->await_src = false;
+		named = true;
+	}
+	if (r->await_src) {
+		snprintf(why, wlen, "the sender of chunk 0 is not in the address vector (insert every peer before receiving from PD_ANY_PEER)");
+		return -EPROTO;
+	}
+	r->first_done = true;
+	ret = recv_length(r, len, data, why, wlen);
+	if (!ret && (r->status || r->freed))
+		abandon(r);	/* its cancel came too late: chunk 0 is in */
+	/* Only now: whether it joins its sender's lane depends on whether it
+	 * still drains. */
+	if (named)
+		order_resolve(r);
+	return ret;
+}
+
+/*
+ * Chunk i > 0 of a receive is in.  An empty one is the sender's abort
+ * stand-in: the receive fails now, -ECONNABORTED (not -EPIPE: the peer is
+ * alive, and -ECONNRESET already means it is gone), and drains the rest.
+ * One short of its share means a shorter message than the receive's: its
+ * sender sent no length word.  Posted receives past the sender's message
+ * would take the next message's chunks: abandon() cancels them.
+ */
+static int recv_chunk(struct pd_req *r, struct pd_op *op, size_t len, uint64_t data, char *why,
+		      size_t wlen)
+{
+	struct pd_fabric *fab = r->fab;
+	uint32_t i = op->chunk;
+	int e;
+
+	if (!len) {
+		e = pd_wire_abort_errno(data);
+		snprintf(why, wlen, "peer %llu aborted the message at chunk %u of %u: the sender's request %s%s%s; the rest of the message is drained",
+			 (unsigned long long)r->peer, i, r->nchunks,
+			 e == -ECANCELED ? "was freed before it completed" :
+			 e ? "failed (" : "failed or was freed",
+			 e && e != -ECANCELED ? strerror(-e) : "", e && e != -ECANCELED ? ")" : "");
+		return -ECONNABORTED;
+	}
+	if (len >= chunk_len(r, i))
+		return 0;
+	snprintf(why, wlen, "message length mismatch: peer %llu sent %llu bytes (chunk %u of %u is %zu bytes, not %zu), this receive was posted for %zu: a message of more than one chunk must be received with the length it was sent with",
+		 (unsigned long long)r->peer, (unsigned long long)i * fab->chunk + len, i, r->nchunks,
+		 len, chunk_len(r, i), r->len);
+	r->wire_n = i + 1;
+	return -EMSGSIZE;
+}
+
+/* A drain or stand-in is back: its chunk left the wire (or its peer is
+ * gone). */
+static void aux_done(struct pd_fabric *fab, struct pd_req *r, struct pd_op *op, int err,
+		     const char *msg)
+{
+	r->aux_inflight--;
+	op->taken = err != -ECANCELED;
+	if (!err || err == -ECANCELED)
+		return;
+	if (connection_error(err) && r->peer != PD_ANY_PEER)
+		peer_died(fab, r->peer, msg);
+	else
+		pd_log(PD_LOG_DEBUG, "%s: %s chunk %u failed: %s", r->msg,
+		       r->kind == REQ_SEND ? "the stand-in for" : "draining", op->chunk, msg);
+}
+
 static void complete_op(struct pd_fabric *fab, struct pd_op *op, size_t len, int err,
-			const char *msg, fi_addr_t src)
+			const char *msg, fi_addr_t src, uint64_t data)
 {
 	struct pd_req *r = op->req;
+	bool aux = op->aux;
+	char why[320];
+	int bad;
 
 	if (!r) {
 		probe_done(fab, op, err, msg);
 		return;
 	}
-	op->inflight = false;
+	op->inflight = op->aux = false;
 	r->inflight--;
-	if (!err && r->await_src && op->chunk == 0) {
-		/* The rest of the message comes from this sender only. */
-		if (src == FI_ADDR_NOTAVAIL || src == FI_ADDR_UNSPEC) {
-			err = -EPROTO;
-			msg = "the sender of chunk 0 is not in the address vector (insert every peer before receiving from PD_ANY_PEER)";
-		} else {
-			r->peer = src;
-			r->await_src = false;
+	if (aux) {
+		aux_done(fab, r, op, err, msg);
+		settle(r);
+		return;
+	}
+	if (r->kind == REQ_RECV)
+		op->taken = err != -ECANCELED;
+	if (!err && r->kind == REQ_RECV) {
+		bad = op->chunk ? recv_chunk(r, op, len, data, why, sizeof(why)) :
+				  recv_chunk0(r, len, src, data, why, sizeof(why));
+		if (bad) {
+			fail_and_cancel(r, bad, why);
+			if (op->stage != ST_NONE)
+				put_stage(r, op);
+			goto out;
 		}
 	}
 	if (!err && op->chunk == 0)
@@ -922,6 +1714,11 @@ static void complete_op(struct pd_fabric *fab, struct pd_op *op, size_t len, int
 		r->done++;
 		r->bytes += r->kind == REQ_RECV ? len : chunk_len(r, op->chunk);
 	}
+out:
+	/* chunk 0 may have called for drains, a failure for stand-ins or
+	 * drains, a rewound receive's cancel for a drain in its place */
+	if (r->next < post_end(r))
+		enqueue_pending(r);
 	settle(r);
 }
 
@@ -946,7 +1743,8 @@ static int progress_locked(struct pd_fabric *fab)
 		if (n > 0) {
 			for (i = 0; i < n; i++)
 				complete_op(fab, ent[i].op_context, ent[i].len, 0, NULL,
-					    fab->source ? src[i] : FI_ADDR_NOTAVAIL);
+					    fab->source ? src[i] : FI_ADDR_NOTAVAIL,
+					    ent[i].flags & FI_REMOTE_CQ_DATA ? ent[i].data : 0);
 			events += (int)n;
 			if (n == CQ_BURST)
 				continue;
@@ -967,7 +1765,7 @@ static int progress_locked(struct pd_fabric *fab)
 							    prov, sizeof(prov)) : NULL;
 			snprintf(text, sizeof(text), "%s (%s%s%s)", fi_strerror(err.err),
 				 fab->provider, s ? ": " : "", s ? s : "");
-			complete_op(fab, err.op_context, err.len, -(int)err.err, text, FI_ADDR_NOTAVAIL);
+			complete_op(fab, err.op_context, err.len, -(int)err.err, text, FI_ADDR_NOTAVAIL, 0);
 			events++;
 			continue;
 		} else if (n != -FI_EAGAIN) {
@@ -987,6 +1785,8 @@ int pd_progress(struct pd_fabric *fab)
 
 	if (!fab)
 		return pd_error(-EINVAL, "pd_progress: fabric is NULL");
+	if (pd_forked_since(fab->fork_gen))
+		return pd_fork_refuse("pd_progress");
 	pthread_mutex_lock(&fab->lock);
 	ret = progress_locked(fab);
 	leave(fab);
@@ -1006,6 +1806,8 @@ static int start(struct pd_fabric *fab, enum req_kind kind, struct pd_mr *mr,
 
 	if (!fab || !mr || !out)
 		return pd_error(-EINVAL, "%s: %s is NULL", fn, !fab ? "fabric" : !mr ? "mr" : "req");
+	if (pd_forked_since(fab->fork_gen))
+		return pd_fork_refuse(fn);
 	if (mr->fab != fab)
 		return pd_error(-EINVAL, "%s: mr was registered on another fabric", fn);
 	if (!len || off > mr->len || len > mr->len - off)
@@ -1021,6 +1823,9 @@ static int start(struct pd_fabric *fab, enum req_kind kind, struct pd_mr *mr,
 				" (the dma-buf fd is read-only)" : "");
 	if (kind != REQ_RECV && peer == PD_ANY_PEER)
 		return pd_error(-EINVAL, "%s: a destination peer is required", fn);
+	if (peer != PD_ANY_PEER && peer >= __atomic_load_n(&fab->npeers, __ATOMIC_ACQUIRE))
+		return pd_error(-EINVAL, "%s: peer %llu was never returned by pd_fabric_insert on this fabric",
+				fn, (unsigned long long)peer);
 	if (kind == REQ_RECV && peer != PD_ANY_PEER && !fab->directed_recv)
 		return pd_error(-EOPNOTSUPP, "%s: %s lacks FI_DIRECTED_RECV, so a receive cannot name its peer: receive from PD_ANY_PEER",
 				fn, fab->provider);
@@ -1031,7 +1836,7 @@ static int start(struct pd_fabric *fab, enum req_kind kind, struct pd_mr *mr,
 		return pd_error(-EINVAL, "%s: bounce registration without a mapping", fn);
 	/* Pending revocations first: a revoked buffer must fail here rather
 	 * than fault in the provider or move stale bytes. */
-	if (mr->reg->path != PD_PATH_HOST && __atomic_load_n(&fab->ndevs, __ATOMIC_RELAXED))
+	if (mr->reg->path != PD_PATH_HOST && pd_watch_count(fab->watch))
 		pd_fabric_poll_events(fab);
 	ret = pd_mr_entry_check(mr->entry);
 	if (ret)
@@ -1052,13 +1857,16 @@ static int start(struct pd_fabric *fab, enum req_kind kind, struct pd_mr *mr,
 		.cpu = pd_mr_cpu(mr) ? pd_mr_cpu(mr) + off : NULL,
 		.io = pd_mr_io(mr) ? pd_mr_io(mr) + off : NULL,
 		.path = mr->reg->path, .off = off, .len = len, .peer = peer,
-		.tag = tag, .nchunks = (uint32_t)nchunks,
+		.tag = tag, .nchunks = (uint32_t)nchunks, .wire_n = (uint32_t)nchunks,
 		.raddr = rk ? rk->addr + roff : 0, .rkey = rk ? rk->key : 0,
 		.await_src = kind == REQ_RECV && peer == PD_ANY_PEER && nchunks > 1,
 	};
 	for (i = 0; i < nchunks; i++)
 		r->ops[i].slot = -1;
 	r->own_slot = -1;
+	dl_init(&r->ord);
+	dl_init(&r->u0);
+	dl_init(&r->anyl);
 	if (fab->peer_timeout_ms >= 0)
 		r->start_ms = now_ms();
 	/* Its own staging buffer: a pool slot, else one registered for it
@@ -1104,6 +1912,8 @@ static int start(struct pd_fabric *fab, enum req_kind kind, struct pd_mr *mr,
 			 fab->npending);
 		fail_req(r, -EAGAIN, why);
 	}
+	if (!r->status && order_join(r))
+		fail_req(r, -ENOMEM, pd_last_error());
 	r->live_prev = fab->live_tail;
 	if (fab->live_tail)
 		fab->live_tail->live_next = r;
@@ -1119,7 +1929,7 @@ static int start(struct pd_fabric *fab, enum req_kind kind, struct pd_mr *mr,
 			post_more(r);
 	}
 	run_jobs(fab);
-	if (r->status && idle(r)) {
+	if (r->status && idle(r) && r->next >= post_end(r)) {
 		ret = pd_error(r->status, "%s", r->msg);
 		destroy_locked(r);
 		pd_xfer_unlock_and_reap(fab);
@@ -1157,6 +1967,8 @@ int pd_test(struct pd_req *r, size_t *bytes)
 	if (!r)
 		return pd_error(-EINVAL, "pd_test: req is NULL");
 	fab = r->fab;
+	if (pd_forked_since(fab->fork_gen))
+		return pd_fork_refuse("pd_test");
 	pthread_mutex_lock(&fab->lock);
 	/* A request completed by an earlier progress call needs none: each
 	 * fi_cq_read can be a poll() syscall (tcp), and waiting on a window of
@@ -1179,7 +1991,7 @@ int pd_test(struct pd_req *r, size_t *bytes)
 		return ret;
 	/* Data that crossed a revoked dma-buf is not trusted. */
 	if (state && r->path != PD_PATH_HOST && !fab->closed &&
-	    __atomic_load_n(&fab->ndevs, __ATOMIC_RELAXED)) {
+	    pd_watch_count(fab->watch)) {
 		pd_fabric_poll_events(fab);
 		ret = pd_mr_entry_check(r->entry);
 		if (ret)
@@ -1190,18 +2002,27 @@ int pd_test(struct pd_req *r, size_t *bytes)
 
 
 /* Says how far the request got: unposted chunks are what a peer that is
- * gone looks like, posted ones a peer that does not answer. */
+ * gone looks like, posted ones a peer that does not answer.  A request
+ * that failed but is not finished (the provider still holds an operation
+ * of it that it would not cancel, or has not yet) reports its failure. */
 static int timed_out(struct pd_req *r, int timeout_ms)
 {
-	uint32_t posted, done, nchunks = r->nchunks;
+	uint32_t posted, done, held, nchunks = r->nchunks;
+	char why[256] = "", msg[sizeof(r->msg)];
 	uint64_t eagain;
-	char why[256] = "";
+	int status;
 
 	pthread_mutex_lock(&r->fab->lock);
-	posted = r->next;
+	posted = r->next < nchunks ? r->next : nchunks;
 	done = r->done;
 	eagain = r->eagain;
+	status = r->status;
+	held = r->inflight - r->aux_inflight + r->copying;
+	memcpy(msg, r->msg, sizeof(msg));
 	pthread_mutex_unlock(&r->fab->lock);
+	if (status)
+		return pd_error(status, "%s (after %d ms the provider still holds %u of its operations: its buffer is not free yet)",
+				msg, timeout_ms, held);
 	if (posted < nchunks && eagain)
 		snprintf(why, sizeof(why), "; %s answered -FI_EAGAIN %llu times (a full queue, or a peer that cannot be reached)",
 			 r->fab->provider, (unsigned long long)eagain);
@@ -1245,9 +2066,10 @@ int pd_wait(struct pd_req *r, int timeout_ms, size_t *bytes)
 void pd_req_free(struct pd_req *r)
 {
 	struct pd_fabric *fab;
-	uint32_t i;
 
-	if (!r)
+	/* A forked child's copy: cancelling would reach the parent's
+	 * endpoint; the child's memory is all it holds. */
+	if (!r || pd_forked_since(r->fab->fork_gen))
 		return;
 	fab = r->fab;
 	pthread_mutex_lock(&fab->lock);
@@ -1258,14 +2080,16 @@ void pd_req_free(struct pd_req *r)
 	while (r->running)
 		pthread_cond_wait(&fab->jobs_done, &fab->lock);
 	r->freeing = false;
-	unlink_pending(r);
-	for (i = 0; i < r->next && !fab->closed; i++) {
-		if (r->ops[i].inflight && !r->ops[i].cancelled) {
-			r->ops[i].cancelled = true;
-			fi_cancel(&fab->ep->fid, &r->ops[i].ctx);
-		}
+	abandon(r);
+	cancel_inflight(r);
+	if (r->next < post_end(r)) {
+		/* stand-ins or drains: the wire stays whole behind it */
+		enqueue_pending(r);
+		post_more(r);
+	} else {
+		unlink_pending(r);
+		settle(r);
 	}
-	settle(r);
 	leave(fab);
 }
 
@@ -1286,6 +2110,13 @@ void pd_xfer_close_locked(struct pd_fabric *fab)
 			if (r->ops[i].stage != ST_NONE && r->ops[i].stage != ST_COPYING)
 				put_stage(r, &r->ops[i]);
 		}
+		for (i = 0; r->xops && i < DRAIN_WINDOW; i++) {
+			if (r->xops[i].inflight) {
+				r->xops[i].inflight = false;
+				r->inflight--;
+			}
+		}
+		r->aux_inflight = 0;
 		unlink_pending(r);
 		fail_req(r, -ECANCELED, "the fabric was closed before it completed");
 		settle(r);

@@ -394,6 +394,31 @@ TEST(newer_callers_attr_is_read_up_to_what_the_library_knows)
 }
 
 /*
+ * A size no struct pd_fabric_attr has: init leaves the struct alone and
+ * says why; open refuses a garbage size (an attr never initialised)
+ * instead of scanning gigabytes past the caller's struct for set bytes.
+ */
+TEST(a_bad_attr_size_is_refused_not_trusted)
+{
+	struct pd_fabric_attr attr;
+	struct pd_fabric *fab = NULL;
+
+	memset(&attr, 0xab, sizeof(attr));
+	pd_fabric_attr_init_sz(&attr, 3);
+	EXPECT_NE(NULL, strstr(pd_last_error(), "not a size of struct pd_fabric_attr"))
+		TH_LOG("%s", pd_last_error());
+	EXPECT_EQ(0xababababu, attr.size);
+	pd_fabric_attr_init_sz(&attr, 1u << 30);
+	EXPECT_NE(NULL, strstr(pd_last_error(), "size 1073741824")) TH_LOG("%s", pd_last_error());
+	pd_fabric_attr_init(&attr);
+	attr.size = 0x7fffffff;
+	EXPECT_EQ(-EINVAL, pd_fabric_open(&attr, &fab));
+	EXPECT_NE(NULL, strstr(pd_last_error(), "initialise it with pd_fabric_attr_init"))
+		TH_LOG("%s", pd_last_error());
+	EXPECT_EQ(NULL, fab);
+}
+
+/*
  * 1.2's cap on bounce staging beyond the pool applies to callers that know
  * the field: a 1.1 binary's 88-byte attr keeps 1.1's behaviour (no cap)
  * unless the environment sets one.  Before, it got the 1 GiB default it

@@ -364,4 +364,335 @@ TEST(a_peer_that_answered_and_then_died_is_found_within_a_timeout)
 	pd_fabric_close(a);
 }
 
+/* Past rxm's eager and SAR sizes: a chunk's send completes only when the
+ * receiver takes it, so a bounce send's later chunks wait for chunk 0. */
+#define BIG_CHUNK (256u << 10)
+
+static int open_big(struct pd_fabric **fab, size_t max_pending, uint64_t *me)
+{
+	struct pd_fabric_attr attr;
+
+	pd_fabric_attr_init(&attr);
+	attr.provider = "tcp";
+	attr.chunk_size = BIG_CHUNK;
+	attr.bounce_slots = 2;
+	attr.max_pending = max_pending;
+	return open_loopback(&attr, fab, me);
+}
+
+/* DMA_BUF_IOCTL_SYNC stand-in that answers as a revoked dma-buf's does
+ * once its budget of calls is spent. */
+static int sync_budget;
+
+static int revoked_sync(int fd, uint64_t flags)
+{
+	(void)fd;
+	(void)flags;
+	return __atomic_sub_fetch(&sync_budget, 1, __ATOMIC_SEQ_CST) < 0 ? -ENODEV : 0;
+}
+
+enum abort_how { ABORT_REVOKE, ABORT_SYNC, ABORT_FREE };
+
+/*
+ * N14: a 4-chunk send from a dma-buf on the bounce path puts chunk 0 out;
+ * chunks 1-3 wait for it.  Then the send fails (its registration revoked,
+ * or the next chunk's DMA_BUF_IOCTL_SYNC failing as a revoked dma-buf's
+ * does) or the caller frees it.  The receive posted afterwards gets chunk
+ * 0 and must learn at once that the sender aborted (before, it waited for
+ * its own timeout, or took the revoked buffer's bytes as a success), and
+ * the next message on the tag must arrive whole: nothing of the aborted
+ * one is left on the wire.
+ */
+static void aborted_mid_message(struct __test_metadata *_metadata, enum abort_how how)
+{
+	const size_t len = 4 * BIG_CHUNK;
+	char *rbuf = calloc(1, len), *hbuf = malloc(len);
+	struct pd_mr *dev, *rm, *hm;
+	struct pd_req *s, *q, *s2, *q2;
+	struct pd_fabric *fab;
+	struct stat st;
+	size_t bytes = 0;
+	int64_t t0, took;
+	uint64_t me;
+	int ret, fd = memfd_of(len, 51);
+
+	ASSERT_LE(0, fd);
+	ASSERT_TRUE(rbuf && hbuf);
+	sync_budget = 2;	/* chunk 0's START and END */
+	pd_set_dmabuf_sync(how == ABORT_SYNC ? revoked_sync : counting_sync);
+	ASSERT_EQ(0, open_big(&fab, 0, &me)) TH_LOG("%s", pd_last_error());
+	ASSERT_EQ(0, pd_fabric_set_path(fab, PD_PATH_BOUNCE));
+	ASSERT_EQ(0, pd_mr_reg_dmabuf(fab, fd, 0, len, 0, &dev)) TH_LOG("%s", pd_last_error());
+	ASSERT_EQ(0, pd_mr_reg_host(fab, rbuf, len, 0, &rm));
+	ASSERT_EQ(0, pd_mr_reg_host(fab, hbuf, len, 0, &hm));
+	ASSERT_EQ(0, pd_tsend(fab, dev, 0, len, me, 8, &s)) TH_LOG("%s", pd_last_error());
+	for (int i = 0; i < 20; i++)
+		EXPECT_EQ(0, pd_test(s, NULL)) TH_LOG("%s", pd_last_error());
+	if (how == ABORT_REVOKE) {
+		ASSERT_EQ(0, fstat(fd, &st));
+		pd_fabric_revoked(fab, 7, st.st_dev, st.st_ino, PD_REASON_REVOKE);
+		/* Failed at its next chunk, while the provider still has
+		 * chunk 0: the wait reports the failure, not a bare timeout. */
+		ret = pd_wait(s, 300, NULL);
+		fprintf(stderr, "# sender: %s\n", pd_last_error());
+		EXPECT_EQ(-ENODEV, ret);
+		EXPECT_NE(NULL, strstr(pd_last_error(), "revoked"));
+		EXPECT_NE(NULL, strstr(pd_last_error(), "still"));
+	} else if (how == ABORT_FREE) {
+		pd_req_free(s);
+		s = NULL;
+	}
+	ASSERT_EQ(0, pd_trecv(fab, rm, 0, len, me, 8, &q));
+	t0 = mono_ms();
+	ret = pd_wait(q, 10000, NULL);
+	took = mono_ms() - t0;
+	fprintf(stderr, "# receiver after %lld ms: %s\n", (long long)took, ret ? pd_last_error() : "complete");
+	EXPECT_EQ(-ECONNABORTED, ret);
+	EXPECT_LT(took, 5000);		/* of 10 s: room for a loaded machine */
+	EXPECT_NE(NULL, strstr(pd_last_error(), "aborted"));
+	EXPECT_NE(NULL, strstr(pd_last_error(), "tag 0x8"));
+	if (s) {
+		ret = pd_wait(s, WAIT_MS, NULL);
+		EXPECT_EQ(-ENODEV, ret) TH_LOG("%s", pd_last_error());
+		pd_req_free(s);
+	}
+	pd_req_free(q);
+	fill(hbuf, len, 52);
+	ASSERT_EQ(0, pd_trecv(fab, rm, 0, len, me, 8, &q2));
+	ASSERT_EQ(0, pd_tsend(fab, hm, 0, len, me, 8, &s2));
+	EXPECT_EQ(0, pd_wait(q2, WAIT_MS, &bytes)) TH_LOG("%s", pd_last_error());
+	EXPECT_EQ(len, bytes);
+	EXPECT_EQ(0, pd_wait(s2, WAIT_MS, NULL)) TH_LOG("%s", pd_last_error());
+	EXPECT_EQ(-1, check(rbuf, len, 52)) TH_LOG("the next message met a chunk of the aborted one");
+	pd_req_free(q2);
+	pd_req_free(s2);
+	pd_mr_dereg(dev);
+	pd_mr_dereg(rm);
+	pd_mr_dereg(hm);
+	pd_fabric_close(fab);
+	pd_set_dmabuf_sync(NULL);
+	close(fd);
+	free(rbuf);
+	free(hbuf);
+}
+
+TEST(a_send_revoked_mid_message_aborts_its_receive_at_once)
+{
+	aborted_mid_message(_metadata, ABORT_REVOKE);
+}
+
+TEST(a_send_whose_sync_fails_mid_message_aborts_its_receive_at_once)
+{
+	aborted_mid_message(_metadata, ABORT_SYNC);
+}
+
+TEST(a_send_freed_mid_message_aborts_its_receive_at_once)
+{
+	aborted_mid_message(_metadata, ABORT_FREE);
+}
+
+/*
+ * A 4-chunk receive freed after its chunk 0 is in, while the sender's
+ * other chunks are still to come: they must neither land in the freed
+ * receive's buffer (the caller may reuse it) nor stay on the wire for the
+ * next receive of the tag.  The sender here is raw chunks, so that they
+ * come when the test says.
+ */
+TEST(a_receive_freed_mid_message_takes_the_rest_off_the_wire_not_into_its_buffer)
+{
+	const size_t len = 4 * CHUNK;
+	static char rbuf[4 * CHUNK], rbuf2[4 * CHUNK], sbuf[4 * CHUNK], sbuf2[4 * CHUNK];
+	struct pd_mr *rm, *rm2, *sm, *sm2, part;
+	struct pd_fabric *r, *s;
+	struct pd_req *q, *q2, *s2;
+	uint64_t s_in_r, r_in_s;
+	size_t bytes = 0, i;
+	long bad = -1;
+
+	ASSERT_EQ(0, open_pair(0, 0, &r, &s, &s_in_r, &r_in_s)) TH_LOG("%s", pd_last_error());
+	ASSERT_EQ(0, pd_mr_reg_host(r, rbuf, len, 0, &rm));
+	ASSERT_EQ(0, pd_mr_reg_host(r, rbuf2, len, 0, &rm2));
+	ASSERT_EQ(0, pd_mr_reg_host(s, sbuf, len, 0, &sm));
+	ASSERT_EQ(0, pd_mr_reg_host(s, sbuf2, len, 0, &sm2));
+	memset(rbuf, 0xee, len);
+	fill(sbuf, len, 54);
+	fill(sbuf2, len, 55);
+	ASSERT_EQ(0, pd_trecv(r, rm, 0, len, s_in_r, 11, &q));
+	ASSERT_EQ(0, raw_chunk(s, sm, CHUNK, r_in_s, 11, 0, r));
+	ASSERT_TRUE(PROGRESS_UNTIL(r, WAIT_MS, pd_test(q, &bytes) == 0 && bytes == CHUNK));
+	pd_req_free(q);
+	for (i = 1; i < 4; i++) {
+		part = *sm;
+		part.delta += i * CHUNK;
+		ASSERT_EQ(0, raw_chunk(s, &part, CHUNK, r_in_s, 11, (uint32_t)i, r));
+	}
+	for (i = CHUNK; i < len && bad < 0; i++)
+		if ((unsigned char)rbuf[i] != 0xee)
+			bad = (long)i;
+	EXPECT_EQ(-1, bad) TH_LOG("byte %ld of the freed receive's buffer was written", bad);
+	ASSERT_EQ(0, pd_trecv(r, rm2, 0, len, s_in_r, 11, &q2));
+	ASSERT_EQ(0, pd_tsend(s, sm2, 0, len, r_in_s, 11, &s2));
+	EXPECT_TRUE(PROGRESS_UNTIL(s, WAIT_MS, pd_test(q2, NULL) != 0 && pd_test(s2, NULL) != 0));
+	EXPECT_EQ(1, pd_test(q2, &bytes)) TH_LOG("%s", pd_last_error());
+	EXPECT_EQ(len, bytes);
+	EXPECT_EQ(-1, check(rbuf2, len, 55)) TH_LOG("the next receive met a chunk of the freed one's message");
+	pd_req_free(q2);
+	pd_req_free(s2);
+	pd_mr_dereg(rm);
+	pd_mr_dereg(rm2);
+	pd_mr_dereg(sm);
+	pd_mr_dereg(sm2);
+	pd_fabric_close(r);
+	pd_fabric_close(s);
+}
+
+/*
+ * Two 3-chunk receives of one tag from one sender; each has its chunk 0
+ * and has posted chunks 1 and 2 when the first is freed.  The first's
+ * chunks 1 and 2 are next on the wire: taking its receives back now would
+ * send them to the second receive's, posted behind.  The second must get
+ * its own message whole.
+ */
+TEST(a_receive_freed_with_a_later_one_posted_behind_it_keeps_its_chunks)
+{
+	const size_t len = 3 * CHUNK;
+	static char rbuf1[3 * CHUNK], rbuf2[3 * CHUNK], sbuf1[3 * CHUNK], sbuf2[3 * CHUNK];
+	struct pd_mr *rm1, *rm2, *sm1, *sm2, part;
+	struct pd_fabric *r, *s;
+	struct pd_req *q1, *q2;
+	uint64_t s_in_r, r_in_s;
+	size_t bytes = 0;
+	uint32_t i;
+
+	ASSERT_EQ(0, open_pair(0, 0, &r, &s, &s_in_r, &r_in_s)) TH_LOG("%s", pd_last_error());
+	ASSERT_EQ(0, pd_mr_reg_host(r, rbuf1, len, 0, &rm1));
+	ASSERT_EQ(0, pd_mr_reg_host(r, rbuf2, len, 0, &rm2));
+	ASSERT_EQ(0, pd_mr_reg_host(s, sbuf1, len, 0, &sm1));
+	ASSERT_EQ(0, pd_mr_reg_host(s, sbuf2, len, 0, &sm2));
+	fill(sbuf1, len, 58);
+	fill(sbuf2, len, 59);
+	ASSERT_EQ(0, pd_trecv(r, rm1, 0, len, s_in_r, 13, &q1));
+	ASSERT_EQ(0, pd_trecv(r, rm2, 0, len, s_in_r, 13, &q2));
+	ASSERT_EQ(0, raw_chunk(s, sm1, CHUNK, r_in_s, 13, 0, r));
+	ASSERT_TRUE(PROGRESS_UNTIL(r, WAIT_MS, pd_test(q1, &bytes) == 0 && bytes == CHUNK));
+	ASSERT_EQ(0, raw_chunk(s, sm2, CHUNK, r_in_s, 13, 0, r));
+	ASSERT_TRUE(PROGRESS_UNTIL(r, WAIT_MS, pd_test(q2, &bytes) == 0 && bytes == CHUNK));
+	for (i = 0; i < 10; i++)
+		pd_progress(r);
+	pd_req_free(q1);
+	for (i = 1; i < 3; i++) {
+		part = *sm1;
+		part.delta += i * CHUNK;
+		ASSERT_EQ(0, raw_chunk(s, &part, CHUNK, r_in_s, 13, i, r));
+	}
+	for (i = 1; i < 3; i++) {
+		part = *sm2;
+		part.delta += i * CHUNK;
+		ASSERT_EQ(0, raw_chunk(s, &part, CHUNK, r_in_s, 13, i, r));
+	}
+	EXPECT_TRUE(PROGRESS_UNTIL(r, WAIT_MS, pd_test(q2, NULL) != 0));
+	EXPECT_EQ(1, pd_test(q2, &bytes)) TH_LOG("%s", pd_last_error());
+	EXPECT_EQ(-1, check(rbuf2, len, 59)) TH_LOG("the second receive met a chunk of the first's message");
+	pd_req_free(q2);
+	pd_mr_dereg(rm1);
+	pd_mr_dereg(rm2);
+	pd_mr_dereg(sm1);
+	pd_mr_dereg(sm2);
+	pd_fabric_close(r);
+	pd_fabric_close(s);
+}
+
+/*
+ * A receive freed right after it is posted, its chunk 0 already matched by
+ * a message waiting in the provider, so that its cancel comes too late:
+ * the message's other chunks must still leave the wire (from any peer as
+ * from a named one), or the next receive of the tag gets them.
+ */
+static void freed_after_match(struct __test_metadata *_metadata, bool any)
+{
+	const size_t len = 3 * CHUNK;
+	static char rbuf[3 * CHUNK], rbuf2[3 * CHUNK], sbuf[3 * CHUNK], sbuf2[3 * CHUNK];
+	struct pd_mr *rm, *rm2, *sm, *sm2;
+	struct pd_req *q, *q2, *s1, *s2;
+	struct pd_fabric *fab;
+	uint64_t me;
+	size_t bytes = 0;
+
+	ASSERT_EQ(0, open_fab(&fab, 0, 0));
+	ASSERT_EQ(0, introduce(fab, fab, &me));
+	ASSERT_EQ(0, pd_mr_reg_host(fab, rbuf, len, 0, &rm));
+	ASSERT_EQ(0, pd_mr_reg_host(fab, rbuf2, len, 0, &rm2));
+	ASSERT_EQ(0, pd_mr_reg_host(fab, sbuf, len, 0, &sm));
+	ASSERT_EQ(0, pd_mr_reg_host(fab, sbuf2, len, 0, &sm2));
+	fill(sbuf, len, 56);
+	fill(sbuf2, len, 57);
+	/* eager chunks: the send completes with the message unexpected */
+	ASSERT_EQ(0, pd_tsend(fab, sm, 0, len, me, 12, &s1));
+	ASSERT_TRUE(PROGRESS_UNTIL(fab, WAIT_MS, pd_test(s1, NULL) == 1));
+	ASSERT_EQ(0, pd_trecv(fab, rm, 0, len, any ? PD_ANY_PEER : me, 12, &q));
+	pd_req_free(q);
+	ASSERT_EQ(0, pd_trecv(fab, rm2, 0, len, me, 12, &q2));
+	ASSERT_EQ(0, pd_tsend(fab, sm2, 0, len, me, 12, &s2));
+	EXPECT_TRUE(PROGRESS_UNTIL(fab, WAIT_MS, pd_test(q2, NULL) != 0 && pd_test(s2, NULL) != 0));
+	EXPECT_EQ(1, pd_test(q2, &bytes)) TH_LOG("%s", pd_last_error());
+	EXPECT_EQ(-1, check(rbuf2, len, 57)) TH_LOG("the next receive met a chunk of the freed one's message");
+	pd_req_free(s1);
+	pd_req_free(s2);
+	pd_req_free(q2);
+	pd_mr_dereg(rm);
+	pd_mr_dereg(rm2);
+	pd_mr_dereg(sm);
+	pd_mr_dereg(sm2);
+	pd_fabric_close(fab);
+}
+
+TEST(a_receive_freed_after_its_chunk_0_matched_still_takes_the_rest_off_the_wire)
+{
+	freed_after_match(_metadata, false);
+}
+
+TEST(a_receive_from_any_peer_freed_after_its_chunk_0_matched_still_takes_the_rest_off_the_wire)
+{
+	freed_after_match(_metadata, true);
+}
+
+/*
+ * Back pressure counts requests that wait to post, whatever their tag and
+ * peer: bounce sends whose chunk 1 waits for chunk 0 (nobody receives it
+ * yet), on eight tags to two peers, fill max_pending; a ninth is refused,
+ * and one freed makes room (its place in the order goes with it).
+ */
+TEST(back_pressure_counts_waiting_requests_of_every_tag_and_peer)
+{
+	const size_t len = 2 * BIG_CHUNK;
+	struct pd_fabric *a, *b;
+	struct pd_mr *dev;
+	struct pd_req *s[9];
+	uint64_t me, b_in_a, unused;
+	int i, fd = memfd_of(len, 53);
+
+	ASSERT_LE(0, fd);
+	pd_set_dmabuf_sync(counting_sync);
+	ASSERT_EQ(0, open_big(&a, 8, &me)) TH_LOG("%s", pd_last_error());
+	ASSERT_EQ(0, open_big(&b, 0, &unused)) TH_LOG("%s", pd_last_error());
+	ASSERT_EQ(0, introduce(b, a, &b_in_a));
+	ASSERT_EQ(0, pd_fabric_set_path(a, PD_PATH_BOUNCE));
+	ASSERT_EQ(0, pd_mr_reg_dmabuf(a, fd, 0, len, 0, &dev));
+	for (i = 0; i < 8; i++)
+		ASSERT_EQ(0, pd_tsend(a, dev, 0, len, i % 2 ? b_in_a : me, 30 + i, &s[i]))
+			TH_LOG("%d: %s", i, pd_last_error());
+	EXPECT_EQ(-EAGAIN, pd_tsend(a, dev, 0, len, me, 40, &s[8]));
+	EXPECT_NE(NULL, strstr(pd_last_error(), "8 requests already wait")) TH_LOG("%s", pd_last_error());
+	pd_req_free(s[3]);
+	ASSERT_EQ(0, pd_tsend(a, dev, 0, len, b_in_a, 33, &s[3])) TH_LOG("%s", pd_last_error());
+	EXPECT_EQ(-EAGAIN, pd_tsend(a, dev, 0, len, me, 40, &s[8]));
+	for (i = 0; i < 8; i++)
+		pd_req_free(s[i]);
+	pd_mr_dereg(dev);
+	pd_fabric_close(a);
+	pd_fabric_close(b);
+	pd_set_dmabuf_sync(NULL);
+	close(fd);
+}
+
 TEST_HARNESS_MAIN

@@ -119,39 +119,138 @@ static void *hit_thread(void *p)
 	return NULL;
 }
 
+/* Imports fd and registers the 16 ranges hit_thread hits, so that each
+ * of its hits finds a cached entry. */
+static int import_warm(struct pd_fabric *fab, int fd, struct pd_dmabuf **buf)
+{
+	struct pd_mr *mr;
+	int i, ret = pd_dmabuf_import(fab, fd, buf);
+
+	for (i = 0; !ret && i < 16; i++) {
+		ret = pd_mr_reg_imported(*buf, (uint64_t)i * 4096, 4096, 0, &mr);
+		if (!ret)
+			pd_mr_dereg(mr);
+	}
+	return ret;
+}
+
+/* hit_thread in a thread of its own, its seccomp filter with it; counting
+ * from 0 (an earlier thread's exit makes trapped calls of its own). */
+static void run_trapped(struct hits *h)
+{
+	pthread_t t;
+
+	trapped = 0;
+	if (pthread_create(&t, NULL, hit_thread, h)) {
+		h->ret = -EAGAIN;
+		return;
+	}
+	pthread_join(t, NULL);
+}
+
 TEST_F(imp, cached_registration_makes_no_system_call)
 {
 	struct hits by_handle = { .fab = self->fab, .fd = -1 }, by_fd = by_handle;
 	struct pd_dmabuf *buf;
-	struct pd_mr *mr;
-	pthread_t t;
-	int i;
 
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 	/* Their runtimes make system calls of their own on our thread; the
 	 * plain build checks the library. */
 	SKIP(return, "under a sanitizer");
 #endif
-	ASSERT_EQ(0, pd_dmabuf_import(self->fab, self->fd, &buf)) TH_LOG("%s", pd_last_error());
-	for (i = 0; i < 16; i++) {
-		ASSERT_EQ(0, pd_mr_reg_imported(buf, (uint64_t)i * 4096, 4096, 0, &mr))
-			TH_LOG("%s", pd_last_error());
-		pd_mr_dereg(mr);
-	}
+	ASSERT_EQ(0, import_warm(self->fab, self->fd, &buf)) TH_LOG("%s", pd_last_error());
 	by_handle.buf = buf;
-	ASSERT_EQ(0, pthread_create(&t, NULL, hit_thread, &by_handle));
-	pthread_join(t, NULL);
+	run_trapped(&by_handle);
 	if (by_handle.ret)
 		SKIP(goto out, "seccomp unavailable: %s", strerror(-by_handle.ret));
 	EXPECT_EQ(0, by_handle.errors);
 	EXPECT_EQ(0, by_handle.syscalls) TH_LOG("system call %d on a cached hit", by_handle.nr);
 	/* The same hits by fd cannot do without fstat: the trap sees it. */
 	by_fd.fd = self->fd;
-	ASSERT_EQ(0, pthread_create(&t, NULL, hit_thread, &by_fd));
-	pthread_join(t, NULL);
+	run_trapped(&by_fd);
 	EXPECT_LT(0, by_fd.syscalls);
 out:
 	pd_dmabuf_release(buf);
+}
+
+/*
+ * A dma-buf no attached device can watch (a GPU driver's, udmabuf: here a
+ * memfd, which a socketpair "device" cannot subscribe to) keeps the
+ * syscall-free hit once the devices said so, and each hit counts once.
+ * Attaching another device asks again, once.
+ */
+TEST_F(imp, a_foreign_dmabuf_hit_stays_syscall_free_with_a_device_attached)
+{
+	struct hits by_handle = { .fab = self->fab, .fd = -1 };
+	struct pd_cache_stats before, after;
+	struct pd_device *dev, *dev2;
+	struct pd_dmabuf *buf;
+	int sv[2], sv2[2];
+	struct pd_mr *mr;
+
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+	SKIP(return, "under a sanitizer");
+#endif
+	ASSERT_EQ(0, socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv));
+	ASSERT_EQ(0, socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv2));
+	ASSERT_EQ(0, pd_device_wrap_fd(sv[0], 4, &dev));
+	ASSERT_EQ(0, pd_device_wrap_fd(sv2[0], 5, &dev2));
+	ASSERT_EQ(0, pd_fabric_attach_device(self->fab, dev));
+	ASSERT_EQ(0, import_warm(self->fab, self->fd, &buf)) TH_LOG("%s", pd_last_error());
+	ASSERT_EQ(0, pd_fabric_cache_stats(self->fab, &before));
+	by_handle.buf = buf;
+	run_trapped(&by_handle);
+	if (by_handle.ret)
+		SKIP(goto out, "seccomp unavailable: %s", strerror(-by_handle.ret));
+	ASSERT_EQ(0, pd_fabric_cache_stats(self->fab, &after));
+	EXPECT_EQ(0, by_handle.errors);
+	EXPECT_EQ(0, by_handle.syscalls) TH_LOG("system call %d on a hit of an unwatchable dma-buf", by_handle.nr);
+	EXPECT_EQ(100, after.lookups - before.lookups);
+	EXPECT_EQ(100, after.hits - before.hits);
+	EXPECT_EQ(0, after.misses - before.misses);
+	/* Another device may watch it: asked once, counted once. */
+	ASSERT_EQ(0, pd_fabric_attach_device(self->fab, dev2));
+	ASSERT_EQ(0, pd_fabric_cache_stats(self->fab, &before));
+	ASSERT_EQ(0, pd_mr_reg_imported(buf, 0, 4096, 0, &mr)) TH_LOG("%s", pd_last_error());
+	pd_mr_dereg(mr);
+	ASSERT_EQ(0, pd_fabric_cache_stats(self->fab, &after));
+	EXPECT_EQ(1, after.lookups - before.lookups);
+	run_trapped(&by_handle);
+	EXPECT_EQ(0, by_handle.syscalls) TH_LOG("system call %d after the re-check", by_handle.nr);
+out:
+	pd_dmabuf_release(buf);
+	pd_device_close(dev2);
+	pd_device_close(dev);
+	close(sv[1]);
+	close(sv2[1]);
+}
+
+/* The device's own export, watched by it: the other kind P3 speaks of. */
+TEST_F(imp, a_watched_export_hit_makes_no_system_call)
+{
+	struct hits by_handle = { .fab = self->fab, .fd = -1 };
+	struct pd_device *dev;
+	struct pd_dmabuf *buf;
+	int sv[2];
+
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+	SKIP(return, "under a sanitizer");
+#endif
+	ASSERT_EQ(0, socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv));
+	ASSERT_EQ(0, pd_device_wrap_fd(sv[0], 4, &dev));
+	ASSERT_EQ(0, pd_device_track_export(dev, self->fd, 40));
+	ASSERT_EQ(0, pd_fabric_attach_device(self->fab, dev));
+	ASSERT_EQ(0, import_warm(self->fab, self->fd, &buf)) TH_LOG("%s", pd_last_error());
+	by_handle.buf = buf;
+	run_trapped(&by_handle);
+	if (by_handle.ret)
+		SKIP(goto out, "seccomp unavailable: %s", strerror(-by_handle.ret));
+	EXPECT_EQ(0, by_handle.errors);
+	EXPECT_EQ(0, by_handle.syscalls) TH_LOG("system call %d on a watched hit", by_handle.nr);
+out:
+	pd_dmabuf_release(buf);
+	pd_device_close(dev);
+	close(sv[1]);
 }
 #endif
 

@@ -10,6 +10,7 @@
 #include "kselftest_harness.h"
 #include "loopback.h"
 #include "fabric.h"
+#include "xfer_wire.h"
 
 #define CHUNK 4096
 
@@ -371,6 +372,388 @@ TEST(any_peer_multi_chunk_receive_takes_one_sender)
 	pd_fabric_close(r);
 	pd_fabric_close(a);
 	pd_fabric_close(b);
+}
+
+/* pd_test on each request until every one is done or ms pass; ret[i] is
+ * its last answer (1 done, <0 failed, 0 still pending).  Testing drives
+ * the progress of each request's own fabric. */
+static void test_all(struct pd_req **q, int *ret, size_t n, int ms)
+{
+	int64_t end = mono_ms() + ms;
+	size_t i, left = n;
+
+	for (i = 0; i < n; i++)
+		ret[i] = 0;
+	while (left && mono_ms() < end) {
+		for (i = 0, left = 0; i < n; i++) {
+			if (!ret[i])
+				ret[i] = pd_test(q[i], NULL);
+			left += !ret[i];
+		}
+	}
+}
+
+/*
+ * The review's reproducer: two 2-chunk receives on one tag; the sender
+ * sends 100 bytes, then 2 chunks.  The first receive fails with -EMSGSIZE
+ * naming the tag, the peer and both lengths (before, it reported success
+ * with 100 bytes of one message and chunk 1 of the next), and the second
+ * gets the 2-chunk message whole (before, it waited for a chunk 1 that the
+ * first had taken).
+ */
+static void short_then_whole(struct __test_metadata *_metadata, bool any)
+{
+	const size_t len = 2 * CHUNK;
+	static char r1[2 * CHUNK], r2[2 * CHUNK], s1[100], s2[2 * CHUNK];
+	struct pd_mr *m1, *m2, *ms1, *ms2;
+	struct pd_req *q[4];
+	struct pd_fabric *fab;
+	size_t bytes = 0;
+	uint64_t me, from;
+	int ret[4];
+
+	ASSERT_EQ(0, open_chunked(CHUNK, &fab));
+	ASSERT_EQ(0, introduce(fab, fab, &me));
+	from = any ? PD_ANY_PEER : me;
+	ASSERT_EQ(0, pd_mr_reg_host(fab, r1, len, 0, &m1));
+	ASSERT_EQ(0, pd_mr_reg_host(fab, r2, len, 0, &m2));
+	ASSERT_EQ(0, pd_mr_reg_host(fab, s1, sizeof(s1), 0, &ms1));
+	ASSERT_EQ(0, pd_mr_reg_host(fab, s2, len, 0, &ms2));
+	memset(r1, 0, len);
+	memset(r2, 0, len);
+	fill(s1, sizeof(s1), 41);
+	fill(s2, len, 42);
+	ASSERT_EQ(0, pd_trecv(fab, m1, 0, len, from, 5, &q[0]));
+	ASSERT_EQ(0, pd_trecv(fab, m2, 0, len, from, 5, &q[1]));
+	ASSERT_EQ(0, pd_tsend(fab, ms1, 0, sizeof(s1), me, 5, &q[2]));
+	ASSERT_EQ(0, pd_tsend(fab, ms2, 0, len, me, 5, &q[3]));
+	test_all(q, ret, 4, WAIT_MS);
+	EXPECT_EQ(1, ret[2]);
+	EXPECT_EQ(1, ret[3]);
+	EXPECT_EQ(-EMSGSIZE, ret[0]);
+	EXPECT_EQ(-EMSGSIZE, pd_test(q[0], NULL));
+	TH_LOG("first receive: %s", pd_last_error());
+	EXPECT_NE(NULL, strstr(pd_last_error(), "tag 0x5"));
+	EXPECT_NE(NULL, strstr(pd_last_error(), "peer 0"));
+	EXPECT_NE(NULL, strstr(pd_last_error(), "100 bytes"));
+	EXPECT_NE(NULL, strstr(pd_last_error(), "8192"));
+	EXPECT_EQ(1, ret[1]) TH_LOG("second receive: %s", ret[1] < 0 ? pd_last_error() : "pending");
+	EXPECT_EQ(1, pd_test(q[1], &bytes));
+	EXPECT_EQ(len, bytes);
+	EXPECT_EQ(-1, check(r2, len, 42)) TH_LOG("the second receive is not the second message");
+	for (int i = 0; i < 4; i++)
+		pd_req_free(q[i]);
+	pd_mr_dereg(m1);
+	pd_mr_dereg(m2);
+	pd_mr_dereg(ms1);
+	pd_mr_dereg(ms2);
+	pd_fabric_close(fab);
+}
+
+TEST(a_shorter_message_fails_a_multi_chunk_receive_and_spares_the_next)
+{
+	short_then_whole(_metadata, false);
+}
+
+TEST(a_shorter_message_fails_a_multi_chunk_receive_from_any_peer_and_spares_the_next)
+{
+	short_then_whole(_metadata, true);
+}
+
+/*
+ * Longer messages, which chunk 0 alone cannot show (it is full): three
+ * chunks into a 2-chunk receive, and into a one-chunk receive of exactly a
+ * chunk.  Each fails with -EMSGSIZE naming both lengths, and the sender's
+ * chunks it cannot hold are taken off the wire: the 3-chunk receive after
+ * each gets its own message, not the longer one's stale last chunk (before,
+ * the short receives reported success with a truncated message, and the
+ * next receives took its leftover chunks).
+ */
+static void longer_messages(struct __test_metadata *_metadata, bool any)
+{
+	const size_t three = 3 * CHUNK;
+	static const size_t rlen[4] = { 2 * CHUNK, 3 * CHUNK, CHUNK, 3 * CHUNK };
+	static char rbuf[4][3 * CHUNK], sbuf[4][3 * CHUNK];
+	struct pd_mr *rm[4], *sm[4];
+	struct pd_req *q[8];
+	struct pd_fabric *fab;
+	uint64_t me, from;
+	int ret[8], i;
+
+	ASSERT_EQ(0, open_chunked(CHUNK, &fab));
+	ASSERT_EQ(0, introduce(fab, fab, &me));
+	from = any ? PD_ANY_PEER : me;
+	for (i = 0; i < 4; i++) {
+		ASSERT_EQ(0, pd_mr_reg_host(fab, rbuf[i], three, 0, &rm[i]));
+		ASSERT_EQ(0, pd_mr_reg_host(fab, sbuf[i], three, 0, &sm[i]));
+		memset(rbuf[i], 0, three);
+		fill(sbuf[i], three, 60 + i);
+	}
+	for (i = 0; i < 4; i++)
+		ASSERT_EQ(0, pd_trecv(fab, rm[i], 0, rlen[i], from, 6, &q[i])) TH_LOG("%s", pd_last_error());
+	for (i = 0; i < 4; i++)
+		ASSERT_EQ(0, pd_tsend(fab, sm[i], 0, three, me, 6, &q[4 + i]));
+	test_all(q, ret, 8, WAIT_MS);
+	for (i = 4; i < 8; i++) {
+		int v = ret[i];
+
+		EXPECT_EQ(1, v) TH_LOG("send %d: %d", i - 4, v);
+	}
+	EXPECT_EQ(-EMSGSIZE, ret[0]);
+	EXPECT_EQ(-EMSGSIZE, pd_test(q[0], NULL));
+	TH_LOG("2-chunk receive: %s", pd_last_error());
+	EXPECT_NE(NULL, strstr(pd_last_error(), "12288 bytes"));
+	EXPECT_NE(NULL, strstr(pd_last_error(), "8192"));
+	EXPECT_NE(NULL, strstr(pd_last_error(), "tag 0x6"));
+	EXPECT_EQ(-EMSGSIZE, ret[2]);
+	EXPECT_EQ(-EMSGSIZE, pd_test(q[2], NULL));
+	TH_LOG("1-chunk receive: %s", pd_last_error());
+	EXPECT_NE(NULL, strstr(pd_last_error(), "12288 bytes"));
+	EXPECT_NE(NULL, strstr(pd_last_error(), "4096"));
+	EXPECT_EQ(1, ret[1]);
+	EXPECT_EQ(-1, check(rbuf[1], three, 61)) TH_LOG("receive 1 is not message 1");
+	EXPECT_EQ(1, ret[3]);
+	EXPECT_EQ(-1, check(rbuf[3], three, 63)) TH_LOG("receive 3 is not message 3");
+	for (i = 0; i < 8; i++)
+		pd_req_free(q[i]);
+	for (i = 0; i < 4; i++) {
+		pd_mr_dereg(rm[i]);
+		pd_mr_dereg(sm[i]);
+	}
+	pd_fabric_close(fab);
+}
+
+TEST(a_longer_message_fails_the_receive_and_leaves_no_stale_chunks)
+{
+	longer_messages(_metadata, false);
+}
+
+TEST(a_longer_message_from_any_peer_fails_the_receive_and_leaves_no_stale_chunks)
+{
+	longer_messages(_metadata, true);
+}
+
+/* The length word chunk 0 carries, at lengths no test can send. */
+TEST(the_length_word_carries_every_message_length)
+{
+	const size_t mib4 = 4u << 20, gib = 1u << 30;
+	uint64_t len;
+	uint32_t n;
+
+	EXPECT_LE(PD_WIRE_DATA_BYTES, 4u);	/* efa and verbs offer 4 bytes */
+	ASSERT_TRUE(pd_wire_parse_len(pd_wire_len_word(100, mib4), mib4, &len, &n));
+	EXPECT_EQ(100, len);
+	EXPECT_EQ(1, n);
+	ASSERT_TRUE(pd_wire_parse_len(pd_wire_len_word(mib4, mib4), mib4, &len, &n));
+	EXPECT_EQ(mib4, len);
+	EXPECT_EQ(1, n);
+	ASSERT_TRUE(pd_wire_parse_len(pd_wire_len_word(mib4 + 1, mib4), mib4, &len, &n));
+	EXPECT_EQ(mib4 + 1, len);
+	EXPECT_EQ(2, n);
+	ASSERT_TRUE(pd_wire_parse_len(pd_wire_len_word(gib - 1, mib4), mib4, &len, &n));
+	EXPECT_EQ(gib - 1, len);
+	EXPECT_EQ(256, n);
+	/* From 1 GiB on, the chunk count: the length itself is then checked
+	 * by the chunks' own lengths. */
+	ASSERT_TRUE(pd_wire_parse_len(pd_wire_len_word(gib, mib4), mib4, &len, &n));
+	EXPECT_EQ(0, len);
+	EXPECT_EQ(256, n);
+	ASSERT_TRUE(pd_wire_parse_len(pd_wire_len_word(gib, gib), gib, &len, &n));
+	EXPECT_EQ(0, len);
+	EXPECT_EQ(1, n);
+	ASSERT_TRUE(pd_wire_parse_len(pd_wire_len_word(65535ULL * gib, gib), gib, &len, &n));
+	EXPECT_EQ(0, len);
+	EXPECT_EQ(65535, n);
+	ASSERT_TRUE(pd_wire_parse_len(pd_wire_len_word(65534ULL * gib + 1, gib), gib, &len, &n));
+	EXPECT_EQ(65535, n);
+	/* No word: what a provider without CQ data, or a sender that sent
+	 * none, reports. */
+	EXPECT_FALSE(pd_wire_parse_len(0, mib4, &len, &n));
+	EXPECT_FALSE(pd_wire_parse_len(0x12345678, mib4, &len, &n));
+	/* An abort stand-in says why its sender gave up. */
+	EXPECT_EQ(-ENODEV, pd_wire_abort_errno(pd_wire_abort_word(-ENODEV)));
+	EXPECT_EQ(-ECANCELED, pd_wire_abort_errno(pd_wire_abort_word(-ECANCELED)));
+	EXPECT_EQ(0, pd_wire_abort_errno(0));
+}
+
+/* Pattern of message k of tag t from sender a (0 or 1). */
+static uint64_t seed_of(int a, int t, int k)
+{
+	return 1000 + a * 100 + t * 10 + k;
+}
+
+/*
+ * Many requests at once across tags and peers (N13: the order is kept by
+ * per-(kind, tag, peer) state, no longer by scanning every waiting
+ * request): a receiver posts, round by round, a 3-chunk receive per tag
+ * from each of two senders.  The first sender alternates between a bounce
+ * dma-buf (with 2 staging slots its later chunks wait) and host memory, so
+ * its messages could pass each other; the second sends from host memory.
+ * Every receive gets the message of its own round.
+ */
+static void many_in_flight(struct __test_metadata *_metadata, bool no_sas)
+{
+	enum { TAGS = 4, ROUNDS = 6, N = TAGS * ROUNDS };
+	const size_t len = 3 * CHUNK;
+	static char rbuf[2][N][3 * CHUNK], abuf[N][3 * CHUNK], bbuf[N][3 * CHUNK];
+	struct pd_mr *rm[2][N], *am[N], *bm[N], *dev;
+	struct pd_req *q[4 * N];
+	struct pd_fabric *r, *a, *b;
+	uint64_t r_in_a, r_in_b, a_in_r, b_in_r;
+	unsigned char *map;
+	int ret[4 * N], i, t, k, n = 0, fd;
+
+	strip_sas = no_sas;
+	ASSERT_EQ(0, open_chunked(CHUNK, &r));
+	ASSERT_EQ(0, open_chunked(CHUNK, &a));
+	ASSERT_EQ(0, open_chunked(CHUNK, &b));
+	ASSERT_EQ(no_sas, !a->sas);
+	ASSERT_EQ(0, introduce(r, a, &r_in_a));
+	ASSERT_EQ(0, introduce(r, b, &r_in_b));
+	ASSERT_EQ(0, introduce(a, r, &a_in_r));
+	ASSERT_EQ(0, introduce(b, r, &b_in_r));
+	fd = memfd_of(N * len, 0);
+	ASSERT_LE(0, fd);
+	map = mmap(NULL, N * len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	ASSERT_NE(MAP_FAILED, map);
+	pd_set_dmabuf_sync(counting_sync);
+	ASSERT_EQ(0, pd_fabric_set_path(a, PD_PATH_BOUNCE));
+	ASSERT_EQ(0, pd_mr_reg_dmabuf(a, fd, 0, N * len, 0, &dev));
+	for (i = 0; i < N; i++) {
+		t = i % TAGS;
+		k = i / TAGS;
+		ASSERT_EQ(0, pd_mr_reg_host(r, rbuf[0][i], len, 0, &rm[0][i]));
+		ASSERT_EQ(0, pd_mr_reg_host(r, rbuf[1][i], len, 0, &rm[1][i]));
+		ASSERT_EQ(0, pd_mr_reg_host(a, abuf[i], len, 0, &am[i]));
+		ASSERT_EQ(0, pd_mr_reg_host(b, bbuf[i], len, 0, &bm[i]));
+		memset(rbuf[0][i], 0, len);
+		memset(rbuf[1][i], 0, len);
+		fill(map + i * len, len, seed_of(0, t, k));
+		fill(abuf[i], len, seed_of(0, t, k));
+		fill(bbuf[i], len, seed_of(1, t, k));
+	}
+	for (i = 0; i < N; i++) {
+		ASSERT_EQ(0, pd_trecv(r, rm[0][i], 0, len, a_in_r, 20 + i % TAGS, &q[n++]))
+			TH_LOG("%s", pd_last_error());
+		ASSERT_EQ(0, pd_trecv(r, rm[1][i], 0, len, b_in_r, 20 + i % TAGS, &q[n++]))
+			TH_LOG("%s", pd_last_error());
+	}
+	for (i = 0; i < N; i++) {
+		/* even rounds from the dma-buf (bounce), odd ones from host */
+		struct pd_mr *src = (i / TAGS) % 2 ? am[i] : dev;
+		size_t off = (i / TAGS) % 2 ? 0 : i * len;
+
+		ASSERT_EQ(0, pd_tsend(a, src, off, len, r_in_a, 20 + i % TAGS, &q[n++]))
+			TH_LOG("%s", pd_last_error());
+		ASSERT_EQ(0, pd_tsend(b, bm[i], 0, len, r_in_b, 20 + i % TAGS, &q[n++]))
+			TH_LOG("%s", pd_last_error());
+	}
+	test_all(q, ret, n, 2 * WAIT_MS);
+	for (i = 0; i < n; i++) {
+		int v = ret[i];
+
+		EXPECT_EQ(1, v) TH_LOG("request %d: %d", i, v);
+	}
+	for (i = 0; i < N; i++) {
+		t = i % TAGS;
+		k = i / TAGS;
+		EXPECT_EQ(-1, check(rbuf[0][i], len, seed_of(0, t, k)))
+			TH_LOG("tag %d round %d from a got another message", t, k);
+		EXPECT_EQ(-1, check(rbuf[1][i], len, seed_of(1, t, k)))
+			TH_LOG("tag %d round %d from b got another message", t, k);
+	}
+	for (i = 0; i < n; i++)
+		pd_req_free(q[i]);
+	for (i = 0; i < N; i++) {
+		pd_mr_dereg(rm[0][i]);
+		pd_mr_dereg(rm[1][i]);
+		pd_mr_dereg(am[i]);
+		pd_mr_dereg(bm[i]);
+	}
+	pd_mr_dereg(dev);
+	pd_fabric_close(r);
+	pd_fabric_close(a);
+	pd_fabric_close(b);
+	pd_set_dmabuf_sync(NULL);
+	munmap(map, N * len);
+	close(fd);
+}
+
+TEST(many_requests_across_tags_and_peers_keep_their_order)
+{
+	many_in_flight(_metadata, false);
+}
+
+TEST(many_requests_across_tags_and_peers_keep_their_order_without_sas)
+{
+	many_in_flight(_metadata, true);
+}
+
+/*
+ * Receives from any peer and from a named peer, mixed on one tag, of 1, 2
+ * and 3 chunks: with one sender each must get the message of its own
+ * rank, whether the messages come before the receives (unexpected) or
+ * after.
+ */
+static void any_and_named_mixed(struct __test_metadata *_metadata, bool sends_first)
+{
+	enum { N = 6 };
+	static const size_t slen[N] = { 3 * CHUNK, 2 * CHUNK, 100, 3 * CHUNK, 2 * CHUNK, 50 };
+	static const bool from_any[N] = { true, false, true, false, true, false };
+	static char rbuf[N][3 * CHUNK], sbuf[N][3 * CHUNK];
+	struct pd_mr *rm[N], *sm[N];
+	struct pd_req *q[2 * N];
+	struct pd_fabric *fab;
+	uint64_t me;
+	int ret[2 * N], i, n = 0;
+
+	ASSERT_EQ(0, open_chunked(CHUNK, &fab));
+	ASSERT_EQ(0, introduce(fab, fab, &me));
+	for (i = 0; i < N; i++) {
+		ASSERT_EQ(0, pd_mr_reg_host(fab, rbuf[i], slen[i], 0, &rm[i]));
+		ASSERT_EQ(0, pd_mr_reg_host(fab, sbuf[i], slen[i], 0, &sm[i]));
+		memset(rbuf[i], 0, slen[i]);
+		fill(sbuf[i], slen[i], 90 + i);
+	}
+	for (int pass = 0; pass < 2; pass++) {
+		for (i = 0; i < N; i++) {
+			if (pass == sends_first) {
+				ASSERT_EQ(0, pd_trecv(fab, rm[i], 0, slen[i],
+						      from_any[i] ? PD_ANY_PEER : me, 9, &q[n++]))
+					TH_LOG("%s", pd_last_error());
+			} else {
+				ASSERT_EQ(0, pd_tsend(fab, sm[i], 0, slen[i], me, 9, &q[n++]));
+			}
+		}
+		/* the first batch reaches the provider before the second */
+		for (int j = 0; j < 50; j++)
+			pd_progress(fab);
+	}
+	test_all(q, ret, n, WAIT_MS);
+	for (i = 0; i < n; i++) {
+		int v = ret[i];
+
+		EXPECT_EQ(1, v) TH_LOG("request %d: %d", i, v);
+	}
+	for (i = 0; i < N; i++)
+		EXPECT_EQ(-1, check(rbuf[i], slen[i], 90 + i)) TH_LOG("receive %d got another message", i);
+	for (i = 0; i < n; i++)
+		pd_req_free(q[i]);
+	for (i = 0; i < N; i++) {
+		pd_mr_dereg(rm[i]);
+		pd_mr_dereg(sm[i]);
+	}
+	pd_fabric_close(fab);
+}
+
+TEST(any_peer_and_named_receives_on_one_tag_keep_their_order)
+{
+	any_and_named_mixed(_metadata, false);
+}
+
+TEST(any_peer_and_named_receives_on_one_tag_keep_their_order_for_unexpected_messages)
+{
+	any_and_named_mixed(_metadata, true);
 }
 
 TEST_HARNESS_MAIN

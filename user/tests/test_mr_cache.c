@@ -76,10 +76,13 @@ static void fake_dereg(void *ctx, void *handle)
 	free(h);
 }
 
+/* Everything but PD_ACCESS_REMOTE_WRITE, which is never cached idle. */
+#define LOCAL_ACCESS (PD_ACCESS_ALL & ~PD_ACCESS_REMOTE_WRITE)
+
 static struct pd_mr_key dmabuf_key(uint64_t ino, uint64_t off, uint64_t len)
 {
 	return (struct pd_mr_key) {
-		.kind = PD_MEM_DMABUF, .access = PD_ACCESS_ALL, .domain = (void *)0x1,
+		.kind = PD_MEM_DMABUF, .access = LOCAL_ACCESS, .domain = (void *)0x1,
 		.dev = 7, .ino = ino, .start = off, .len = len,
 	};
 }
@@ -87,7 +90,7 @@ static struct pd_mr_key dmabuf_key(uint64_t ino, uint64_t off, uint64_t len)
 static struct pd_mr_key host_key(uint64_t start, uint64_t len)
 {
 	return (struct pd_mr_key) {
-		.kind = PD_MEM_HOST, .access = PD_ACCESS_ALL, .domain = (void *)0x1,
+		.kind = PD_MEM_HOST, .access = LOCAL_ACCESS, .domain = (void *)0x1,
 		.start = start, .len = len,
 	};
 }
@@ -645,6 +648,79 @@ TEST_F(cache, oversized_registration_keeps_idle_entries)
 	EXPECT_EQ(1, st.uncached);
 	pd_mr_cache_put(self->c, big);
 	EXPECT_EQ(1, self->f.deregs);
+}
+
+/*
+ * Held entries fill the byte cap: a registration that cannot fit even with
+ * every idle entry gone evicts none of them (the reviewer's N6: 40 KiB cap,
+ * 32 KiB held, two idle 4 KiB entries, a 16 KiB get).  The same pattern
+ * repeated keeps hitting the idle ones.
+ */
+TEST_F(cache, held_entries_filling_the_cap_spare_the_idle_ones)
+{
+	struct pd_mr_cache_entry *held[8], *big, *e;
+	struct pd_cache_stats st;
+	int i, round;
+
+	ASSERT_EQ(0, pd_mr_cache_set_limits(self->c, 100, 10 * 4096));
+	for (i = 0; i < 8; i++)
+		held[i] = get(_metadata, self->c, dmabuf_key(60 + i, 0, 4096));
+	for (i = 0; i < 2; i++)
+		pd_mr_cache_put(self->c, get(_metadata, self->c, dmabuf_key(70 + i, 0, 4096)));
+	for (round = 0; round < 4; round++) {
+		big = get(_metadata, self->c, dmabuf_key(80, 0, 4 * 4096));
+		pd_mr_cache_put(self->c, big);
+		for (i = 0; i < 2; i++) {
+			e = get(_metadata, self->c, dmabuf_key(70 + i, 0, 4096));
+			pd_mr_cache_put(self->c, e);
+		}
+	}
+	pd_mr_cache_stats(self->c, &st);
+	EXPECT_EQ(0, st.evictions);
+	EXPECT_EQ(4, st.uncached);
+	EXPECT_EQ(8, st.hits) TH_LOG("the idle entries were evicted and registered again");
+	EXPECT_EQ(10 + 4, self->f.regs);
+	/* Room again once held bytes go: the next one evicts to fit. */
+	pd_mr_cache_put(self->c, held[0]);
+	pd_mr_cache_put(self->c, held[1]);
+	big = get(_metadata, self->c, dmabuf_key(80, 0, 4 * 4096));
+	pd_mr_cache_put(self->c, big);
+	pd_mr_cache_stats(self->c, &st);
+	EXPECT_EQ(4, st.evictions);	/* 16 KiB of idle entries made room */
+	EXPECT_EQ(4, st.uncached);
+	for (i = 2; i < 8; i++)
+		pd_mr_cache_put(self->c, held[i]);
+}
+
+/*
+ * What a peer may write is cached only while held, and serves only the
+ * same registration: after the last release nothing keeps it registered,
+ * and neither a containing entry nor a local-only one stands in for it.
+ */
+TEST_F(cache, remote_write_entries_are_exact_and_never_idle)
+{
+	struct pd_mr_key rw = host_key(0x200000, 8192), sub = host_key(0x200100, 64);
+	struct pd_mr_key d = dmabuf_key(90, 0, 4096);
+	struct pd_mr_cache_entry *a, *b, *local;
+	struct pd_cache_stats st;
+
+	rw.access = sub.access = d.access = PD_ACCESS_REMOTE_WRITE;
+	a = get(_metadata, self->c, rw);
+	b = get(_metadata, self->c, sub);
+	EXPECT_NE(a, b) TH_LOG("a containing entry served a smaller remote-write window");
+	local = get(_metadata, self->c, host_key(0x200000, 4096));
+	EXPECT_NE(a, local) TH_LOG("a remote-write entry served a local-only registration");
+	EXPECT_EQ(a, get(_metadata, self->c, rw));	/* the same one again: a hit */
+	pd_mr_cache_put(self->c, a);
+	pd_mr_cache_put(self->c, a);
+	pd_mr_cache_put(self->c, b);
+	EXPECT_EQ(2, self->f.deregs) TH_LOG("a released remote-write entry stayed registered");
+	pd_mr_cache_put(self->c, local);
+	EXPECT_EQ(2, self->f.deregs);	/* local-only: idle in the cache */
+	pd_mr_cache_put(self->c, get(_metadata, self->c, d));
+	EXPECT_EQ(3, self->f.deregs);
+	pd_mr_cache_stats(self->c, &st);
+	EXPECT_EQ(1, st.entries);
 }
 
 struct miss_thread {

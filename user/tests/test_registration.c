@@ -209,4 +209,129 @@ TEST_F(reg, idle_host_entries_only_where_the_provider_pins_nothing)
 	EXPECT_EQ(1, st.entries) TH_LOG("%s keeps idle host entries", prov);
 }
 
+/*
+ * A peer that does not play by the rkey (N7): it widens rkey.len to the
+ * page, or writes with an rkey after the registration went.  No byte
+ * outside what was registered for PD_ACCESS_REMOTE_WRITE, for as long as
+ * it was, may change.  Each forged write comes from a fresh fabric (tcp
+ * drops a connection that wrote out of bounds) through pd_write, which
+ * trusts the rkey it is handed as a remote library would; the target is
+ * progressed meanwhile.  Whether the attacker sees an error is the
+ * provider's: the bytes are what is checked.
+ */
+static void forged_write(struct __test_metadata *_metadata, struct pd_fabric *target,
+			 const struct pd_rkey *rk, size_t len)
+{
+	static unsigned char src[4096] __attribute__((aligned(4096)));
+	struct pd_fabric_attr attr;
+	struct pd_fabric *bad;
+	struct pd_req *w = NULL;
+	char addr[512];
+	size_t alen = sizeof(addr);
+	uint64_t peer;
+	struct pd_mr *s;
+	int64_t end;
+	int ret;
+
+	memset(src, 0xee, sizeof(src));
+	pd_fabric_attr_init(&attr);
+	attr.provider = "tcp";
+	attr.chunk_size = 64 << 10;
+	ASSERT_EQ(0, pd_fabric_open(&attr, &bad)) TH_LOG("%s", pd_last_error());
+	ASSERT_EQ(0, pd_fabric_addr(target, addr, &alen));
+	ASSERT_EQ(0, pd_fabric_insert(bad, addr, alen, &peer));
+	ASSERT_EQ(0, pd_mr_reg_host(bad, src, len, PD_ACCESS_WRITE, &s));
+	ret = pd_write(bad, s, 0, len, peer, rk, 0, &w);
+	for (end = mono_ms() + WAIT_MS; !ret && mono_ms() < end;) {
+		pd_progress(target);
+		ret = pd_test(w, NULL);
+		if (ret)
+			break;
+	}
+	/* the target applies what it accepted before the attacker hears */
+	for (end = mono_ms() + 200; mono_ms() < end;)
+		pd_progress(target);
+	pd_req_free(w);
+	pd_mr_dereg(s);
+	pd_fabric_close(bad);
+}
+
+static size_t first_changed(const unsigned char *b, size_t len, size_t skip_from, size_t skip_to)
+{
+	size_t i;
+
+	for (i = 0; i < len; i++)
+		if ((i < skip_from || i >= skip_to) && b[i] != 0x11)
+			return i;
+	return len;
+}
+
+TEST_F(reg, a_peer_reaches_exactly_the_bytes_registered_while_registered)
+{
+	static unsigned char target[2 * 4096] __attribute__((aligned(4096)));
+	struct pd_rkey rk, wide, inner;
+	struct pd_mr *t, *t2, *small;
+
+	memset(target, 0x11, sizeof(target));
+	ASSERT_EQ(0, pd_mr_reg_host(self->fab, target + 100, 100, PD_ACCESS_REMOTE_WRITE, &t))
+		TH_LOG("%s", pd_last_error());
+	ASSERT_EQ(0, pd_mr_rkey(t, &rk));
+	EXPECT_EQ(100, rk.len);
+	/* the honest write lands */
+	forged_write(_metadata, self->fab, &rk, 100);
+	EXPECT_EQ(0xee, target[100]);
+	EXPECT_EQ(0xee, target[199]);
+	EXPECT_EQ(sizeof(target), first_changed(target, sizeof(target), 100, 200));
+	/* a widened rkey: from the page's start, and past the end */
+	memset(target, 0x11, sizeof(target));
+	wide = rk;
+	wide.addr = rk.addr - 100;
+	wide.len = 4096;
+	forged_write(_metadata, self->fab, &wide, 4096);
+	EXPECT_EQ(sizeof(target), first_changed(target, sizeof(target), 0, 0))
+		TH_LOG("byte %zu outside the 100 registered changed", first_changed(target, sizeof(target), 0, 0));
+	wide.addr = rk.addr;
+	forged_write(_metadata, self->fab, &wide, 4096);
+	EXPECT_EQ(sizeof(target), first_changed(target, sizeof(target), 0, 0));
+	/* a smaller registration inside it gets its own window, not this one */
+	ASSERT_EQ(0, pd_mr_reg_host(self->fab, target + 120, 10, PD_ACCESS_REMOTE_WRITE, &small));
+	ASSERT_EQ(0, pd_mr_rkey(small, &inner));
+	EXPECT_EQ(10, inner.len);
+	wide = inner;
+	wide.addr -= 20;
+	wide.len = 100;
+	forged_write(_metadata, self->fab, &wide, 100);
+	EXPECT_EQ(sizeof(target), first_changed(target, sizeof(target), 0, 0))
+		TH_LOG("the small handle reached its container's bytes");
+	pd_mr_dereg(small);
+	/* after dereg, with a local-only registration of the same page alive */
+	ASSERT_EQ(0, pd_mr_reg_host(self->fab, target, 4096, PD_ACCESS_SEND, &t2));
+	pd_mr_dereg(t);
+	forged_write(_metadata, self->fab, &rk, 100);
+	EXPECT_EQ(sizeof(target), first_changed(target, sizeof(target), 0, 0))
+		TH_LOG("byte %zu changed after the deregistration", first_changed(target, sizeof(target), 0, 0));
+	pd_mr_dereg(t2);
+}
+
+/* Requested keys (providers without FI_MR_PROV_KEY) do not follow one
+ * another: the next registration's key cannot be named from this one's. */
+TEST(requested_keys_are_unique_and_not_sequential)
+{
+	uint64_t prev = pd_next_mr_key(), k, seen[4096];
+	unsigned int i, j, steps_of_one = 0;
+
+	for (i = 0; i < 4096; i++) {
+		k = pd_next_mr_key();
+		seen[i] = k;
+		if (k == prev + 1)
+			steps_of_one++;
+		prev = k;
+		EXPECT_GE(0xffffffffULL, k);
+	}
+	EXPECT_GT(4, steps_of_one);
+	for (i = 0; i < 4096; i++)
+		for (j = i + 1; j < 4096; j++)
+			ASSERT_NE(seen[i], seen[j]) TH_LOG("key %u and %u are equal", i, j);
+}
+
 TEST_HARNESS_MAIN

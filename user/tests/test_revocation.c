@@ -7,8 +7,11 @@
  * exported (tracked as its exports, as pd_device_export does).
  */
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <linux/peerdirect.h>
 #include <stdarg.h>
+#include <poll.h>
+#include <pthread.h>
 #include <sys/ioctl.h>
 #include <sys/syscall.h>
 
@@ -29,7 +32,41 @@ static struct {
 	int dev;
 	unsigned int max, live, calls;
 	uint64_t ino[8];
+	/* PEERDIRECT_IOCTL_LIST on fake.dev lists the exports with ids in
+	 * [list_lo, list_hi), and export 100, when list_hi is set. */
+	uint64_t list_lo, list_hi;
+	unsigned int lists;
+	int read_errno;		/* the next read of fake.dev fails with it */
+	uint64_t list_revoked;	/* listed, flagged PEERDIRECT_EXPORT_INFO_REVOKED */
+	/* A detach landing at the second F_DUPFD_CLOEXEC from now: the one
+	 * the registration makes, while its entry is pending in the cache. */
+	struct pd_fabric *detach_fab;
+	struct pd_device *detach_dev;
+	int dups_to_detach;
+	int slow_poll_ms;	/* every poll() waits this long first */
 } fake = { .dev = -1 };
+
+static int fake_list(struct peerdirect_list *l)
+{
+	struct peerdirect_export_info *out = (void *)(uintptr_t)l->exports;
+	uint32_t n = 0, total = 0;
+	uint64_t id;
+
+	fake.lists++;
+	for (id = fake.list_lo; id < fake.list_hi + 1; id++) {
+		uint64_t listed = id == fake.list_hi ? 100 : id;
+
+		total++;
+		if (n < l->nr_exports)
+			out[n++] = (struct peerdirect_export_info) {
+				.export_id = listed,
+				.flags = listed == fake.list_revoked ? PEERDIRECT_EXPORT_INFO_REVOKED : 0,
+			};
+	}
+	l->nr_exports = n;
+	l->total_exports = total;
+	return 0;
+}
 
 int ioctl(int fd, unsigned long req, ...)
 {
@@ -42,6 +79,8 @@ int ioctl(int fd, unsigned long req, ...)
 	va_start(ap, req);
 	arg = va_arg(ap, void *);
 	va_end(ap);
+	if (fd >= 0 && fd == fake.dev && req == PEERDIRECT_IOCTL_LIST && fake.list_hi)
+		return fake_list(arg);
 	if (fd < 0 || fd != fake.dev || req != PEERDIRECT_IOCTL_SUBSCRIBE)
 		return (int)syscall(SYS_ioctl, fd, req, arg);
 	s = arg;
@@ -100,9 +139,8 @@ FIXTURE_TEARDOWN(rev)
 {
 	int i;
 
+	memset(&fake, 0, sizeof(fake));
 	fake.dev = -1;
-	fake.live = 0;
-	fake.calls = 0;
 	pd_fabric_close(self->f1);
 	pd_fabric_close(self->f2);
 	for (i = 0; i < NDEV; i++) {
@@ -139,6 +177,12 @@ static struct {
 	ino_t ino;
 } mid_fstat;
 
+/* An fd number dup2'ed over by "another thread" at the first fstat of ino. */
+static struct {
+	int armed, user_fd, other_fd;
+	ino_t ino;
+} swap_fd;
+
 /* Every fstat of the process comes here (the library is linked in
  * statically, libfabric's calls resolve to the executable's symbol) and
  * goes on to libc's. */
@@ -152,6 +196,11 @@ int fstat(int fd, struct stat *st)
 	if (!real)
 		abort();
 	ret = real(fd, st);
+	if (!ret && swap_fd.armed == 1 && st->st_ino == swap_fd.ino) {
+		/* the application's other thread, between fstat and dup */
+		swap_fd.armed = 2;
+		dup2(swap_fd.other_fd, swap_fd.user_fd);
+	}
 	if (!ret && mid_fstat.fab && !mid_fstat.fired && st->st_dev == mid_fstat.dev &&
 	    st->st_ino == mid_fstat.ino) {
 		mid_fstat.fired = 1;
@@ -160,6 +209,48 @@ int fstat(int fd, struct stat *st)
 			mid_fstat.fired = -1;
 	}
 	return ret;
+}
+
+int fcntl(int fd, int cmd, ...)
+{
+	va_list ap;
+	long arg;
+
+	va_start(ap, cmd);
+	arg = va_arg(ap, long);
+	va_end(ap);
+	if (cmd == F_DUPFD_CLOEXEC && fake.detach_fab && !--fake.dups_to_detach) {
+		struct pd_fabric *fab = fake.detach_fab;
+
+		fake.detach_fab = NULL;
+		pd_fabric_detach_device(fab, fake.detach_dev);
+	}
+	return (int)syscall(SYS_fcntl, fd, cmd, arg);
+}
+
+ssize_t read(int fd, void *buf, size_t len)
+{
+	if (fd >= 0 && fd == fake.dev && fake.read_errno) {
+		errno = fake.read_errno;
+		fake.read_errno = 0;
+		return -1;
+	}
+	return syscall(SYS_read, fd, buf, len);
+}
+
+/* Widens the window between a reader's last look and its wait, as another
+ * thread's drain landing there would. */
+int poll(struct pollfd *fds, nfds_t n, int timeout)
+{
+	static int (*real)(struct pollfd *, nfds_t, int);
+
+	if (!real)
+		real = (int (*)(struct pollfd *, nfds_t, int))dlsym(RTLD_NEXT, "poll");
+	if (!real)
+		abort();
+	if (fake.slow_poll_ms)
+		usleep((useconds_t)fake.slow_poll_ms * 1000);
+	return real(fds, n, timeout);
 }
 
 /* A one-page send to the fabric itself: 0, or the post's error. */
@@ -728,6 +819,258 @@ TEST_F(rev, an_unwatched_entry_is_not_reused_once_watched)
 	pd_mr_dereg(mh);
 	pd_mr_dereg(m);
 	pd_dmabuf_release(b);
+	close(a);
+}
+
+static int64_t ms_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+struct reader {
+	struct pd_device *dev;
+	int timeout_ms, ret;
+	int64_t took_ms;
+	struct pd_event ev[4];
+};
+
+static void *read_events_thread(void *p)
+{
+	struct reader *r = p;
+	int64_t t0 = ms_now();
+
+	r->ret = pd_device_read_events(r->dev, r->ev, 4, r->timeout_ms);
+	r->took_ms = ms_now() - t0;
+	return NULL;
+}
+
+/*
+ * An application waiting in pd_device_read_events while a transfer thread
+ * drains the device (every registration and transfer does) is woken by
+ * what that thread queued, not at its timeout: the wait polls the eventfd
+ * the drain signals.  The window between the waiter's look and its wait is
+ * widened to 300 ms, and the drain lands in it.
+ */
+TEST_F(rev, an_event_another_thread_drained_wakes_the_waiting_reader)
+{
+	struct reader r = { .dev = self->dev[0], .timeout_ms = 20000 };
+	pthread_t t;
+
+	ASSERT_EQ(0, pd_fabric_attach_device(self->f1, self->dev[0]));
+	fake.slow_poll_ms = 300;
+	ASSERT_EQ(0, pthread_create(&t, NULL, read_events_thread, &r));
+	usleep(100 * 1000);
+	ASSERT_EQ(0, send_event(self->sock[0][1], PEERDIRECT_REASON_REVOKE, 100, self->st[0].st_ino));
+	pd_fabric_poll_events(self->f1);	/* the transfer thread's drain */
+	pthread_join(t, NULL);
+	fake.slow_poll_ms = 0;
+	ASSERT_EQ(1, r.ret) TH_LOG("%s", pd_last_error());
+	EXPECT_EQ(100, r.ev[0].export_id);
+	/* 300 ms of widened window, against a 20 s timeout */
+	EXPECT_GT(10000, r.took_ms) TH_LOG("woken after %lld ms", (long long)r.took_ms);
+	/* and with no timeout at all */
+	r.timeout_ms = -1;
+	fake.slow_poll_ms = 300;
+	ASSERT_EQ(0, pthread_create(&t, NULL, read_events_thread, &r));
+	usleep(100 * 1000);
+	ASSERT_EQ(0, send_event(self->sock[0][1], PEERDIRECT_REASON_FREE, 101, 1));
+	pd_fabric_poll_events(self->f1);
+	pthread_join(t, NULL);
+	fake.slow_poll_ms = 0;
+	ASSERT_EQ(1, r.ret) TH_LOG("%s", pd_last_error());
+	EXPECT_EQ(101, r.ev[0].export_id);
+}
+
+/*
+ * pd_device_fd() is what an event loop polls: readable while events wait,
+ * whether still in the kernel or already read by a transfer thread, and
+ * not once they were all taken.
+ */
+TEST_F(rev, the_device_fd_polls_readable_while_events_wait)
+{
+	struct pollfd p = { .fd = pd_device_fd(self->dev[0]), .events = POLLIN };
+	struct pd_event ev[4];
+
+	ASSERT_LE(0, p.fd);
+	ASSERT_EQ(0, pd_fabric_attach_device(self->f1, self->dev[0]));
+	EXPECT_EQ(0, poll(&p, 1, 0));
+	ASSERT_EQ(0, send_event(self->sock[0][1], PEERDIRECT_REASON_FREE, 555, 1234));
+	EXPECT_EQ(1, poll(&p, 1, 1000)) TH_LOG("an event in the kernel's queue");
+	pd_fabric_poll_events(self->f1);	/* drained by another thread */
+	EXPECT_EQ(1, poll(&p, 1, 1000)) TH_LOG("an event a drain queued");
+	ASSERT_EQ(1, pd_device_read_events(self->dev[0], ev, 4, 0));
+	EXPECT_EQ(0, poll(&p, 1, 0)) TH_LOG("readable with nothing left");
+}
+
+/*
+ * A read of the device that fails (not EAGAIN, not removal) may have hidden
+ * a revocation: it counts as an overflow -- the device's registrations are
+ * dropped and the application is told -- instead of failing open.
+ */
+TEST_F(rev, a_failed_event_read_counts_as_an_overflow)
+{
+	struct pd_event ev[4];
+	struct pd_mr *m;
+
+	ASSERT_EQ(0, pd_fabric_attach_device(self->f1, self->dev[0]));
+	ASSERT_EQ(0, pd_mr_reg_dmabuf(self->f1, self->memfd[0], 0, 4096, 0, &m)) TH_LOG("%s", pd_last_error());
+	EXPECT_EQ(0, usable(self->f1, self->me1, m)) TH_LOG("%s", pd_last_error());
+	fake.dev = self->sock[0][0];
+	fake.read_errno = EIO;
+	EXPECT_EQ(1, pd_fabric_poll_events(self->f1));
+	EXPECT_EQ(-ENODEV, usable(self->f1, self->me1, m)) TH_LOG("the failed read lost a revocation");
+	ASSERT_EQ(1, pd_device_read_events(self->dev[0], ev, 4, 0));
+	EXPECT_EQ(PD_REASON_OVERFLOW, ev[0].reason);
+	pd_mr_dereg(m);
+}
+
+/* n exports of distinct dma-bufs, ids from first, each closed at once. */
+static int track_closed_exports(struct pd_device *dev, uint64_t first, unsigned int n)
+{
+	unsigned int i;
+	int fd, ret;
+
+	for (i = 0; i < n; i++) {
+		fd = memfd_of(4096, i);
+		if (fd < 0)
+			return -errno;
+		ret = pd_device_track_export(dev, fd, first + i);
+		close(fd);
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
+/*
+ * A process that exports and closes for weeks keeps records only of what
+ * the kernel still has: exports absent from PEERDIRECT_IOCTL_LIST go once
+ * the records double, the live ones stay and are still tracked.
+ */
+TEST_F(rev, records_of_released_exports_go)
+{
+	struct pd_mr *m;
+
+	fake.dev = self->sock[0][0];
+	fake.list_lo = 2990;		/* the last ten of 1000..2999 live on */
+	fake.list_hi = 3000;
+	ASSERT_EQ(0, pd_fabric_attach_device(self->f1, self->dev[0]));
+	ASSERT_EQ(0, track_closed_exports(self->dev[0], 1000, 2000));
+	EXPECT_LT(0, fake.lists);
+	EXPECT_GT(300, pd_device_nr_recs(self->dev[0]))
+		TH_LOG("%zu records of 2001 exports, 11 live", pd_device_nr_recs(self->dev[0]));
+	/* export 100 was listed all along: still its device's */
+	ASSERT_EQ(0, pd_mr_reg_dmabuf(self->f1, self->memfd[0], 0, 4096, 0, &m)) TH_LOG("%s", pd_last_error());
+	ASSERT_EQ(0, send_event(self->sock[0][1], PEERDIRECT_REASON_REVOKE, 100, self->st[0].st_ino));
+	EXPECT_EQ(-ENODEV, usable(self->f1, self->me1, m)) TH_LOG("export 100's record was swept");
+	pd_mr_dereg(m);
+}
+
+/* A module that cannot list (before uapi 2.1; here a socket): the records
+ * of revoked exports still go, the others stay. */
+TEST_F(rev, without_a_listing_only_revoked_records_go)
+{
+	uint64_t id;
+
+	ASSERT_EQ(0, pd_fabric_attach_device(self->f1, self->dev[0]));
+	ASSERT_EQ(0, track_closed_exports(self->dev[0], 1000, 200));
+	for (id = 1000; id < 1200; id++)
+		ASSERT_EQ(0, send_event(self->sock[0][1], PEERDIRECT_REASON_FREE, id, 1));
+	pd_fabric_poll_events(self->f1);
+	ASSERT_EQ(0, track_closed_exports(self->dev[0], 2000, 100));
+	EXPECT_GT(150, pd_device_nr_recs(self->dev[0]))
+		TH_LOG("%zu records", pd_device_nr_recs(self->dev[0]));
+	EXPECT_LE(101, pd_device_nr_recs(self->dev[0]));
+}
+
+/*
+ * Another thread of the application closes the fd number and opens another
+ * dma-buf under it while the registration resolves it: what is registered
+ * is the dma-buf whose identity was read, never the newcomer under its key.
+ */
+TEST_F(rev, an_fd_swapped_during_registration_registers_what_was_checked)
+{
+	struct pd_mr *m;
+	unsigned char *p;
+
+	swap_fd.user_fd = dup(self->memfd[0]);
+	swap_fd.other_fd = self->memfd[1];
+	swap_fd.ino = self->st[0].st_ino;
+	ASSERT_LE(0, swap_fd.user_fd);
+	swap_fd.armed = 1;
+	ASSERT_EQ(0, pd_mr_reg_dmabuf(self->f1, swap_fd.user_fd, 0, 4096, 0, &m)) TH_LOG("%s", pd_last_error());
+	EXPECT_EQ(2, swap_fd.armed) TH_LOG("the swap did not happen");
+	swap_fd.armed = 0;
+	p = pd_mr_cpu_ptr(m);
+	ASSERT_NE(NULL, p);
+	EXPECT_EQ(pattern(7, 0), p[7]) TH_LOG("registered the dma-buf swapped in under the number");
+	pd_mr_dereg(m);
+	close(swap_fd.user_fd);
+}
+
+/*
+ * After an overflow every export of the device is suspect, but the kernel
+ * lists which still live unrevoked: those register again, instead of
+ * being refused for good; one listed revoked, or gone, stays refused.
+ */
+TEST_F(rev, an_overflow_is_revalidated_by_the_listing)
+{
+	int a = memfd_of(4096, 31), b = memfd_of(4096, 32);
+	struct pd_mr *m;
+
+	ASSERT_LE(0, a);
+	ASSERT_LE(0, b);
+	fake.dev = self->sock[0][0];
+	fake.list_lo = 2990;
+	fake.list_hi = 3000;
+	fake.list_revoked = 2991;
+	ASSERT_EQ(0, pd_device_track_export(self->dev[0], a, 2000));	/* not listed: gone */
+	ASSERT_EQ(0, pd_device_track_export(self->dev[0], b, 2991));	/* listed revoked */
+	ASSERT_EQ(0, pd_fabric_attach_device(self->f1, self->dev[0]));
+	ASSERT_EQ(0, pd_mr_reg_dmabuf(self->f1, self->memfd[0], 0, 4096, 0, &m)) TH_LOG("%s", pd_last_error());
+	ASSERT_EQ(0, send_event(self->sock[0][1], PEERDIRECT_REASON_OVERFLOW, 0, 0));
+	pd_fabric_poll_events(self->f1);
+	EXPECT_EQ(-ENODEV, usable(self->f1, self->me1, m)) TH_LOG("the overflow spared a registration");
+	pd_mr_dereg(m);
+	EXPECT_EQ(0, pd_mr_reg_dmabuf(self->f1, self->memfd[0], 0, 4096, 0, &m))
+		TH_LOG("a live export refused for good after an overflow: %s", pd_last_error());
+	EXPECT_EQ(0, usable(self->f1, self->me1, m)) TH_LOG("%s", pd_last_error());
+	pd_mr_dereg(m);
+	EXPECT_EQ(-ENODEV, pd_mr_reg_dmabuf(self->f1, a, 0, 4096, 0, &m));
+	EXPECT_EQ(-ENODEV, pd_mr_reg_dmabuf(self->f1, b, 0, 4096, 0, &m));
+	close(a);
+	close(b);
+}
+
+/*
+ * A detach that lands while a registration is being made revoked nothing:
+ * the registration is made again (unwatched, no device being left), not
+ * refused as revoked.
+ */
+TEST_F(rev, a_detach_during_registration_is_not_a_revocation)
+{
+	int a = memfd_of(1 << 20, 33);
+	struct pd_mr *m = NULL;
+	int ret;
+
+	ASSERT_LE(0, a);
+	fake.dev = self->sock[0][0];
+	fake.max = 8;
+	ASSERT_EQ(0, pd_fabric_attach_device(self->f1, self->dev[0]));
+	fake.detach_fab = self->f1;
+	fake.detach_dev = self->dev[0];
+	fake.dups_to_detach = 2;	/* the caller's fd's, then the entry's */
+	ret = pd_mr_reg_dmabuf(self->f1, a, 0, 4096, 0, &m);
+	EXPECT_EQ(NULL, fake.detach_fab) TH_LOG("the detach was not injected");
+	EXPECT_EQ(0, ret) TH_LOG("%s", pd_last_error());
+	if (!ret) {
+		EXPECT_EQ(0, usable(self->f1, self->me1, m)) TH_LOG("%s", pd_last_error());
+		pd_mr_dereg(m);
+	}
+	EXPECT_EQ(0, fake.live) TH_LOG("the subscription outlived the detach");
 	close(a);
 }
 

@@ -2,7 +2,7 @@
 /*
  * pd-bench: the only source of libpeerdirect performance figures.
  *
- *   pd-bench cache [--provider P] [--entries N]
+ *   pd-bench cache [--provider P] [--entries N] [--memory memfd|device:N]
  *       median cost of a cache hit (register + release of a cached range) at
  *       N live entries, against the provider's own uncached fi_mr_reg: host
  *       ranges, dma-bufs by fd, and dma-bufs through an imported handle;
@@ -32,6 +32,7 @@
 #include <inttypes.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 
@@ -50,6 +51,7 @@
 #include "listen_port.h"
 #include "tool_args.h"
 #include "tool_env.h"
+#include "device.h"
 #include "errors.h"
 #include "fabric.h"
 
@@ -201,6 +203,9 @@ static void mode_cache(const struct opts *o)
 	struct pd_fabric *fab = open_fabric(o, PD_PATH_AUTO);
 	struct dmabuf_source src;
 	struct pd_dmabuf *buf_handle;
+	struct pd_device *dev = NULL;
+	int sv[2] = { -1, -1 };
+	char label[64];
 	uint64_t reg[201], both[201], t0, t1;
 	struct fid_mr *mr;
 	char *buf;
@@ -227,21 +232,59 @@ static void mode_cache(const struct opts *o)
 	bench_hits("shim host 4 KiB ranges", fab, o->entries, reg_page, buf);
 	pd_fabric_close(fab);
 	munmap(buf, len);
-	/* dma-buf keys: one memfd, N page-sized registrations at distinct offsets. */
-	if (source_open(&src, "memfd", len) == 0) {
+	/*
+	 * dma-buf keys: one dma-buf (--memory: a memfd, or a module export
+	 * whose device is attached, watching it), N page-sized
+	 * registrations at distinct offsets: by fd, then through a handle.
+	 */
+	ret = source_open(&src, o->memory, len);
+	if (ret)
+		die_code("memory", ret, TOOL_EX_SETUP);
+	snprintf(label, sizeof(label), "shim dma-buf 4 KiB (%.8s, fd)", o->memory);
+	fab = open_fabric(o, PD_PATH_AUTO);
+	if (src.dev)
+		pd_fabric_attach_device(fab, src.dev);
+	bench_hits(label, fab, o->entries, reg_dmabuf_page, &src.fd);
+	pd_fabric_close(fab);
+	/* The same through an imported handle: no fstat per hit. */
+	snprintf(label, sizeof(label), "shim dma-buf handle (%.8s%s)", o->memory,
+		 src.dev ? ", watched" : "");
+	fab = open_fabric(o, PD_PATH_AUTO);
+	if (src.dev)
+		pd_fabric_attach_device(fab, src.dev);
+	if (!pd_dmabuf_import(fab, src.fd, &buf_handle)) {
+		bench_hits(label, fab, o->entries, reg_imported_page, buf_handle);
+		pd_dmabuf_release(buf_handle);
+	}
+	pd_fabric_close(fab);
+	/*
+	 * With a device attached (a socketpair standing in for the device
+	 * file): the device's own export, whose revocation it reports, and
+	 * another exporter's dma-buf (a GPU driver's, udmabuf) that it
+	 * cannot watch, whose hit stays a hash probe once the device said so.
+	 * Both kinds of dma-buf P3 speaks of, on this host.
+	 */
+	for (int watched = 0; !src.dev && watched < 2; watched++) {
+		/* watched: the memfd stands for the device's own export */
 		fab = open_fabric(o, PD_PATH_AUTO);
-		bench_hits("shim dma-buf 4 KiB (memfd, auto)", fab, o->entries, reg_dmabuf_page, &src.fd);
-		pd_fabric_close(fab);
-		/* The same through an imported handle: no fstat per hit. */
-		fab = open_fabric(o, PD_PATH_AUTO);
-		if (!pd_dmabuf_import(fab, src.fd, &buf_handle)) {
-			bench_hits("shim dma-buf handle 4 KiB (memfd)", fab, o->entries,
-				   reg_imported_page, buf_handle);
+		dev = NULL;
+		if (!socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) &&
+		    !pd_device_wrap_fd(sv[0], 0, &dev) &&
+		    (!watched || !pd_device_track_export(dev, src.fd, 1)) &&
+		    !pd_fabric_attach_device(fab, dev) &&
+		    !pd_dmabuf_import(fab, src.fd, &buf_handle)) {
+			bench_hits(watched ? "shim export handle, watched" :
+					     "shim foreign handle, dev attached",
+				   fab, o->entries, reg_imported_page, buf_handle);
 			pd_dmabuf_release(buf_handle);
 		}
 		pd_fabric_close(fab);
-		source_close(&src);
+		pd_device_close(dev);
+		if (sv[1] >= 0)
+			close(sv[1]);
+		sv[1] = -1;
 	}
+	source_close(&src);
 }
 
 /* ---- bandwidth -------------------------------------------------------- */
