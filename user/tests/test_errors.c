@@ -414,7 +414,8 @@ static void aborted_mid_message(struct __test_metadata *_metadata, enum abort_ho
 	size_t bytes = 0;
 	int64_t t0, took;
 	uint64_t me;
-	int ret, fd = memfd_of(len, 51);
+	int ret = 0, fd = memfd_of(len, 51);
+	bool no_premise = false;
 
 	ASSERT_LE(0, fd);
 	ASSERT_TRUE(rbuf && hbuf);
@@ -426,8 +427,17 @@ static void aborted_mid_message(struct __test_metadata *_metadata, enum abort_ho
 	ASSERT_EQ(0, pd_mr_reg_host(fab, rbuf, len, 0, &rm));
 	ASSERT_EQ(0, pd_mr_reg_host(fab, hbuf, len, 0, &hm));
 	ASSERT_EQ(0, pd_tsend(fab, dev, 0, len, me, 8, &s)) TH_LOG("%s", pd_last_error());
-	for (int i = 0; i < 20; i++)
-		EXPECT_EQ(0, pd_test(s, NULL)) TH_LOG("%s", pd_last_error());
+	for (int i = 0; i < 20 && !ret; i++)
+		ret = pd_test(s, NULL);
+	/* The premise: chunk 0 out, the others waiting for it.  A provider
+	 * that completes a send no receive matches (libfabric 2.1's tcp
+	 * buffers it whole) leaves nothing mid-way to abort. */
+	if (ret == 1) {
+		pd_req_free(s);
+		no_premise = true;
+		goto premise;
+	}
+	EXPECT_EQ(0, ret) TH_LOG("%s", pd_last_error());
 	if (how == ABORT_REVOKE) {
 		ASSERT_EQ(0, fstat(fd, &st));
 		pd_fabric_revoked(fab, 7, st.st_dev, st.st_ino, PD_REASON_REVOKE);
@@ -466,9 +476,14 @@ static void aborted_mid_message(struct __test_metadata *_metadata, enum abort_ho
 	EXPECT_EQ(-1, check(rbuf, len, 52)) TH_LOG("the next message met a chunk of the aborted one");
 	pd_req_free(q2);
 	pd_req_free(s2);
+premise:
 	pd_mr_dereg(dev);
 	pd_mr_dereg(rm);
 	pd_mr_dereg(hm);
+	if (no_premise)
+		SKIP(goto out, "%s completed a %zu-byte send that no receive matched: no message is mid-way to abort",
+		     pd_fabric_provider(fab), len);
+out:
 	pd_fabric_close(fab);
 	pd_set_dmabuf_sync(NULL);
 	close(fd);
@@ -658,41 +673,40 @@ TEST(a_receive_from_any_peer_freed_after_its_chunk_0_matched_still_takes_the_res
 
 /*
  * Back pressure counts requests that wait to post, whatever their tag and
- * peer: bounce sends whose chunk 1 waits for chunk 0 (nobody receives it
- * yet), on eight tags to two peers, fill max_pending; a ninth is refused,
- * and one freed makes room (its place in the order goes with it).
+ * peer: multi-chunk receives whose chunks after chunk 0 wait for it
+ * (nobody sends), on eight tags from two peers, fill max_pending; a ninth
+ * is refused, and one freed makes room (its place in the order goes with
+ * it).  Receives, not sends: whether a send's chunk 0 completes with no
+ * receiver is the provider's (libfabric 2.1's tcp buffers it, 1.17's rxm
+ * does not), whether a receive's does is not.
  */
 TEST(back_pressure_counts_waiting_requests_of_every_tag_and_peer)
 {
 	const size_t len = 2 * BIG_CHUNK;
+	static char buf[2 * BIG_CHUNK];
 	struct pd_fabric *a, *b;
-	struct pd_mr *dev;
-	struct pd_req *s[9];
+	struct pd_mr *mr;
+	struct pd_req *r[9];
 	uint64_t me, b_in_a, unused;
-	int i, fd = memfd_of(len, 53);
+	int i;
 
-	ASSERT_LE(0, fd);
-	pd_set_dmabuf_sync(counting_sync);
 	ASSERT_EQ(0, open_big(&a, 8, &me)) TH_LOG("%s", pd_last_error());
 	ASSERT_EQ(0, open_big(&b, 0, &unused)) TH_LOG("%s", pd_last_error());
 	ASSERT_EQ(0, introduce(b, a, &b_in_a));
-	ASSERT_EQ(0, pd_fabric_set_path(a, PD_PATH_BOUNCE));
-	ASSERT_EQ(0, pd_mr_reg_dmabuf(a, fd, 0, len, 0, &dev));
+	ASSERT_EQ(0, pd_mr_reg_host(a, buf, len, 0, &mr));
 	for (i = 0; i < 8; i++)
-		ASSERT_EQ(0, pd_tsend(a, dev, 0, len, i % 2 ? b_in_a : me, 30 + i, &s[i]))
+		ASSERT_EQ(0, pd_trecv(a, mr, 0, len, i % 2 ? b_in_a : me, 30 + i, &r[i]))
 			TH_LOG("%d: %s", i, pd_last_error());
-	EXPECT_EQ(-EAGAIN, pd_tsend(a, dev, 0, len, me, 40, &s[8]));
+	EXPECT_EQ(-EAGAIN, pd_trecv(a, mr, 0, len, me, 40, &r[8]));
 	EXPECT_NE(NULL, strstr(pd_last_error(), "8 requests already wait")) TH_LOG("%s", pd_last_error());
-	pd_req_free(s[3]);
-	ASSERT_EQ(0, pd_tsend(a, dev, 0, len, b_in_a, 33, &s[3])) TH_LOG("%s", pd_last_error());
-	EXPECT_EQ(-EAGAIN, pd_tsend(a, dev, 0, len, me, 40, &s[8]));
+	pd_req_free(r[3]);
+	ASSERT_EQ(0, pd_trecv(a, mr, 0, len, b_in_a, 33, &r[3])) TH_LOG("%s", pd_last_error());
+	EXPECT_EQ(-EAGAIN, pd_trecv(a, mr, 0, len, me, 40, &r[8]));
 	for (i = 0; i < 8; i++)
-		pd_req_free(s[i]);
-	pd_mr_dereg(dev);
+		pd_req_free(r[i]);
+	pd_mr_dereg(mr);
 	pd_fabric_close(a);
 	pd_fabric_close(b);
-	pd_set_dmabuf_sync(NULL);
-	close(fd);
 }
 
 TEST_HARNESS_MAIN
