@@ -429,6 +429,10 @@ static void aborted_mid_message(struct __test_metadata *_metadata, enum abort_ho
 	ASSERT_EQ(0, pd_tsend(fab, dev, 0, len, me, 8, &s)) TH_LOG("%s", pd_last_error());
 	for (int i = 0; i < 20 && !ret; i++)
 		ret = pd_test(s, NULL);
+	/* The failing SYNC is chunk 1's: where chunk 0 completes at once
+	 * (libfabric 2.1's tcp) it comes within these tests. */
+	if (how == ABORT_SYNC && ret == -ENODEV)
+		ret = 0;
 	/* The premise: chunk 0 out, the others waiting for it.  A provider
 	 * that completes a send no receive matches (libfabric 2.1's tcp
 	 * buffers it whole) leaves nothing mid-way to abort. */
