@@ -201,13 +201,18 @@ sed 's/^/# /' /tmp/lifecycle.log
 # Cache hits on module dma-bufs with their device attached (P3, review N4):
 # by fd and through a handle, beside host ranges in the same run.  Each
 # cached dma-buf registration holds a dup of its fd: 2000 of them need
-# more than the default 1024.
-(ulimit -n 8192 && timeout 300 /pd/bin/pd-bench cache --memory device:0 --provider tcp \
-	--entries 2000) > /tmp/cache.log 2>&1
-rc=$?
-check "pd-bench cache on device:0: a watched handle hit measured" 0 $rc /tmp/cache.log \
-	'^shim host 4 KiB ranges +entries +2000 +hit' \
-	'^shim dma-buf handle \(device:0, watched\) +entries +2000 +hit \(get\+release\) median +[0-9]+ ns.* hits 200100/202100'
-sed 's/^/# /' /tmp/cache.log
+# more than the default 1024.  Not on the debug kernel: its figures would
+# measure KASAN.
+if [ -n "${PD_DEBUG_KERNEL:-}" ]; then
+	skip "pd-bench cache on device:0" "debug kernel: cache figures under KASAN measure KASAN; the registration paths they drive run in the transfers above"
+else
+	(ulimit -n 8192 && timeout 300 /pd/bin/pd-bench cache --memory device:0 --provider tcp \
+		--entries 2000) > /tmp/cache.log 2>&1
+	rc=$?
+	check "pd-bench cache on device:0: a watched handle hit measured" 0 $rc /tmp/cache.log \
+		'^shim host 4 KiB ranges +entries +2000 +hit' \
+		'^shim dma-buf handle \(device:0, watched\) +entries +2000 +hit \(get\+release\) median +[0-9]+ ns.* hits 200100/202100'
+	sed 's/^/# /' /tmp/cache.log
+fi
 
 tap_done
