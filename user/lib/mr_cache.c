@@ -605,6 +605,13 @@ const char *pd_reason_name(uint32_t reason)
 		names[reason] : "invalidated";
 }
 
+/* The invalidation revoked nothing: the device that watched the dma-buf
+ * was detached or closed, so a registration resolves its key again. */
+static bool stopped_watching(uint32_t reason)
+{
+	return reason == PD_REASON_DETACHED || reason == PD_REASON_CLOSED;
+}
+
 /*
  * A dma-buf invalidation logged after since that covers k: -ENODEV (the
  * dma-buf is revoked), or -ESTALE when the log no longer reaches back to
@@ -626,7 +633,7 @@ static int log_check_locked(struct pd_mr_cache *c, const struct pd_mr_key *k, ui
 		/* Its device stopped watching (detached, closed): nothing was
 		 * revoked, the key's origin is just out of date.  Resolve it
 		 * again, as for a log that ran over. */
-		if (m->reason == PD_REASON_DETACHED || m->reason == PD_REASON_CLOSED)
+		if (stopped_watching(m->reason))
 			return -ESTALE;
 		return pd_error(-ENODEV, "dma-buf inode %llu was revoked (%s) before it was registered: re-export and register again",
 				(unsigned long long)k->ino, pd_reason_name(m->reason));
@@ -700,8 +707,7 @@ static int get_locked(struct pd_mr_cache *c, const struct pd_mr_key *k, int fd,
 			 * be the revoked buffer, or the old pages. */
 			/* A device that stopped watching revoked nothing:
 			 * the caller resolves the key again (-ESTALE). */
-			if (e->invalid && (e->inval_reason == PD_REASON_DETACHED ||
-					   e->inval_reason == PD_REASON_CLOSED))
+			if (e->invalid && stopped_watching(e->inval_reason))
 				ret = -ESTALE;
 			else if (e->invalid)
 				ret = pd_error(-ENODEV, "dma-buf inode %llu was revoked while it was being registered (%s): re-export and register again",
