@@ -605,11 +605,14 @@ const char *pd_reason_name(uint32_t reason)
 		names[reason] : "invalidated";
 }
 
-/* The invalidation revoked nothing: the device that watched the dma-buf
- * was detached or closed, so a registration resolves its key again. */
+/*
+ * The invalidation revoked nothing: the device that watched the dma-buf
+ * was detached, so a registration resolves its key again.  Not a close:
+ * the file's exports may go with it, so that stays a revocation.
+ */
 static bool stopped_watching(uint32_t reason)
 {
-	return reason == PD_REASON_DETACHED || reason == PD_REASON_CLOSED;
+	return reason == PD_REASON_DETACHED;
 }
 
 /*

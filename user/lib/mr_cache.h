@@ -68,7 +68,7 @@ int pd_mr_cache_get(struct pd_mr_cache *c, const struct pd_mr_key *key, int fd,
  * The same, for a key resolved (fstat, origin lookup) after reading
  * pd_mr_cache_generation(): invalidations since then count too.  -ESTALE
  * when too many came to tell, or when the key's device stopped watching
- * meanwhile (detach, close): resolve the key again.
+ * meanwhile (a detach): resolve the key again.
  */
 uint64_t pd_mr_cache_generation(struct pd_mr_cache *c);
 int pd_mr_cache_get_since(struct pd_mr_cache *c, const struct pd_mr_key *key, int fd,

@@ -544,6 +544,7 @@ static int reg_dmabuf_fd(struct pd_fabric *fab, int fd, int user_fd, uint64_t of
 int pd_mr_reg_dmabuf(struct pd_fabric *fab, int fd, uint64_t offset,
 		     size_t len, unsigned int access, struct pd_mr **out)
 {
+	struct pd_owned_fd owned;
 	int own, ret;
 
 	if (!fab || !len || !out)
@@ -555,8 +556,12 @@ int pd_mr_reg_dmabuf(struct pd_fabric *fab, int fd, uint64_t offset,
 	if (own < 0)
 		return pd_error(fd < 0 ? -EBADF : -errno, "pd_mr_reg_dmabuf: fd %d: %s", fd,
 				strerror(fd < 0 ? EBADF : errno));
+	/* A fork meanwhile must not leave the child holding the dma-buf. */
+	pd_fork_track(&owned, &own);
 	ret = reg_dmabuf_fd(fab, own, fd, offset, len, access, out);
-	close(own);
+	pd_fork_untrack(&owned);
+	if (own >= 0)
+		close(own);
 	return ret;
 }
 

@@ -43,6 +43,7 @@ static struct {
 	struct pd_fabric *detach_fab;
 	struct pd_device *detach_dev;
 	int dups_to_detach;
+	bool close_instead;	/* close detach_dev rather than detach it */
 	int slow_poll_ms;	/* every poll() waits this long first */
 } fake = { .dev = -1 };
 
@@ -223,7 +224,10 @@ int fcntl(int fd, int cmd, ...)
 		struct pd_fabric *fab = fake.detach_fab;
 
 		fake.detach_fab = NULL;
-		pd_fabric_detach_device(fab, fake.detach_dev);
+		if (fake.close_instead)
+			pd_device_close(fake.detach_dev);
+		else
+			pd_fabric_detach_device(fab, fake.detach_dev);
 	}
 	return (int)syscall(SYS_fcntl, fd, cmd, arg);
 }
@@ -1072,6 +1076,30 @@ TEST_F(rev, a_detach_during_registration_is_not_a_revocation)
 	}
 	EXPECT_EQ(0, fake.live) TH_LOG("the subscription outlived the detach");
 	close(a);
+}
+
+/*
+ * A close of the exporting device file while its export is being
+ * registered is not a mere detach: the file's exports may go with it, so
+ * the registration is refused as revoked, never made unwatched.
+ */
+TEST_F(rev, a_close_during_registration_refuses_it)
+{
+	struct pd_mr *m = NULL;
+	int ret;
+
+	ASSERT_EQ(0, pd_fabric_attach_device(self->f1, self->dev[0]));
+	fake.detach_fab = self->f1;
+	fake.detach_dev = self->dev[0];
+	fake.close_instead = true;
+	fake.dups_to_detach = 2;	/* the caller's fd's, then the entry's */
+	ret = pd_mr_reg_dmabuf(self->f1, self->memfd[0], 0, 4096, 0, &m);
+	self->dev[0] = NULL;		/* closed, with its socket */
+	self->sock[0][0] = -1;
+	EXPECT_EQ(NULL, fake.detach_fab) TH_LOG("the close was not injected");
+	EXPECT_EQ(-ENODEV, ret) TH_LOG("registered an export of a closed device");
+	if (!ret)
+		pd_mr_dereg(m);
 }
 
 TEST_HARNESS_MAIN
