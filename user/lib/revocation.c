@@ -47,6 +47,7 @@ struct rec {
 	uint64_t born;		/* the table's sequence when it was made */
 	unsigned int uses, entries;
 	bool revoked, subscribed;
+	bool suspect;		/* revoked by an overflow: the kernel may say live */
 };
 
 /* Chained hashes over the same records: by inode (every record) and by
@@ -449,13 +450,18 @@ static void sweep_released(struct pd_monitor *m)
 	bool no_list;
 	int err;
 
+	/* The monitor lock keeps m->fd open and its number ours while the
+	 * kernel lists (pd_monitor_close takes it first); the listing is a
+	 * system call, so not under recs_lock, which every hit's record
+	 * lookup takes. */
+	pthread_mutex_lock(&m->lock);
 	pthread_mutex_lock(&m->recs_lock);
 	cap = t->nexports + 64;
 	listed_at = t->seq;
 	no_list = t->no_list;
 	pthread_mutex_unlock(&m->recs_lock);
-	/* The listing is a system call: not under recs_lock. */
 	err = no_list ? ENOTTY : list_exports(m, cap, &live);
+	pthread_mutex_unlock(&m->lock);
 	pthread_mutex_lock(&m->recs_lock);
 	/* A module before uapi 2.1, or a stand-in file: only revoked
 	 * records can go, and unlisted ones stay. */
@@ -551,15 +557,39 @@ size_t pd_monitor_nr_recs(struct pd_monitor *m)
 	return n;
 }
 
+/*
+ * A subscription an overflow made suspect, still held by registrations:
+ * the kernel ends a subscription when it reports the revocation, so asking
+ * again tells.  EEXIST (still there) or 0 (ended some other way, and made
+ * again) mean live; ENODEV revoked.  Anything else leaves it suspect.
+ * Exports are revalidated by the listing instead (one call for all).
+ */
+static void revalidate_subscription_locked(struct pd_monitor *m, struct rec *r, int fd)
+{
+	struct peerdirect_subscribe s = {
+		.argsz = sizeof(s), .fd = fd, .cookie = r->st_ino,
+	};
+
+	if (fd < 0 || m->fd < 0)
+		return;
+	if (!ioctl(m->fd, PEERDIRECT_IOCTL_SUBSCRIBE, &s) || errno == EEXIST)
+		r->revoked = false;
+	else if (errno != ENODEV)
+		return;
+	r->suspect = false;
+}
+
 /* 1 with the record pinned, 0 if m does not know the dma-buf, -ENODEV if
  * it exported it and it was revoked. */
-static int lookup_export(struct pd_monitor *m, uint64_t st_dev, uint64_t st_ino)
+static int lookup_export(struct pd_monitor *m, int fd, uint64_t st_dev, uint64_t st_ino)
 {
 	struct rec *r;
 	int ret = 0;
 
 	pthread_mutex_lock(&m->recs_lock);
 	r = find_ino(&m->recs, st_dev, st_ino, 0);
+	if (r && r->revoked && r->suspect && r->subscribed)
+		revalidate_subscription_locked(m, r, fd);
 	if (r && r->revoked)
 		ret = pd_error(-ENODEV, "dma-buf inode %llu (%s %llu of /dev/peerdirect%u) was revoked, or its device went: re-export and register again",
 			       (unsigned long long)st_ino, r->subscribed ? "subscribed, export" : "export",
@@ -693,8 +723,10 @@ static void origin_gone_locked(struct pd_monitor *m, uint32_t reason)
 
 	pthread_mutex_lock(&m->recs_lock);
 	for (i = 0; i < m->recs.nbuckets; i++)
-		for (r = m->recs.by_ino[i]; r; r = r->next_ino)
+		for (r = m->recs.by_ino[i]; r; r = r->next_ino) {
+			r->suspect = reason == PD_REASON_OVERFLOW && (!r->revoked || r->suspect);
 			r->revoked = true;
+		}
 	pthread_mutex_unlock(&m->recs_lock);
 	for (i = 0; i < m->nwatches; i++)
 		tell_origin_gone(m->watches[i], m, reason);
@@ -720,6 +752,7 @@ static void handle_event_locked(struct pd_monitor *m, const struct pd_event *ev,
 						  find_export_id(&m->recs, ev->export_id);
 	if (r) {
 		r->revoked = true;
+		r->suspect = false;
 		st_dev = r->st_dev;
 		st_ino = r->st_ino;
 	}
@@ -1042,7 +1075,7 @@ int pd_watch_resolve(struct pd_watch *w, int fd, uint64_t st_dev, uint64_t st_in
 	*origin = 0;
 	*watcher = NULL;
 	for (i = 0; i < n && !ret; i++) {
-		ret = lookup_export(mons[i], st_dev, st_ino);
+		ret = lookup_export(mons[i], fd, st_dev, st_ino);
 		if (ret == 1)
 			*watcher = mons[i];
 	}

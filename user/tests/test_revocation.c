@@ -45,6 +45,7 @@ static struct {
 	int dups_to_detach;
 	bool close_instead;	/* close detach_dev rather than detach it */
 	int slow_poll_ms;	/* every poll() waits this long first */
+	uint64_t revoked_ino;	/* SUBSCRIBE of it: ENODEV, its subscription ended */
 } fake = { .dev = -1 };
 
 static int fake_list(struct peerdirect_list *l)
@@ -97,6 +98,12 @@ int ioctl(int fd, unsigned long req, ...)
 		}
 		fake.ino[i] = fake.ino[--fake.live];
 		return 0;
+	}
+	if (fake.revoked_ino && st.st_ino == fake.revoked_ino) {
+		if (i < fake.live)
+			fake.ino[i] = fake.ino[--fake.live];
+		errno = ENODEV;
+		return -1;
 	}
 	if (i < fake.live || fake.live >= fake.max || fake.live == 8) {
 		errno = i < fake.live ? EEXIST : ENOSPC;
@@ -759,6 +766,52 @@ TEST_F(rev, an_overflow_does_not_leak_subscriptions)
 	EXPECT_EQ(0, usable(self->f1, self->me1, m)) TH_LOG("%s", pd_last_error());
 	pd_mr_dereg(m);
 	close(a);
+}
+
+/*
+ * An overflow marks a subscription suspect, and the registrations then held
+ * keep its record.  A new registration of the dma-buf meanwhile asks the
+ * kernel again instead of being refused until they go: EEXIST (the
+ * subscription the kernel would have ended at a revocation is still there)
+ * means live, ENODEV means revoked.
+ */
+TEST_F(rev, a_held_subscription_is_revalidated_after_an_overflow)
+{
+	int a = memfd_of(1 << 20, 27), b = memfd_of(1 << 20, 28);
+	struct pd_mr *old_a, *old_b, *m;
+	struct stat st;
+
+	ASSERT_LE(0, a);
+	ASSERT_LE(0, b);
+	fake.dev = self->sock[0][0];
+	fake.max = 8;
+	ASSERT_EQ(0, pd_fabric_attach_device(self->f1, self->dev[0]));
+	ASSERT_EQ(0, pd_mr_reg_dmabuf(self->f1, a, 0, 4096, 0, &old_a)) TH_LOG("%s", pd_last_error());
+	ASSERT_EQ(0, pd_mr_reg_dmabuf(self->f1, b, 0, 4096, 0, &old_b)) TH_LOG("%s", pd_last_error());
+	EXPECT_EQ(2, fake.live);
+	ASSERT_EQ(0, send_event(self->sock[0][1], PEERDIRECT_REASON_OVERFLOW, 0, 0));
+	pd_fabric_poll_events(self->f1);
+	EXPECT_EQ(-ENODEV, usable(self->f1, self->me1, old_a)) TH_LOG("the overflow spared a registration");
+	/* a is live: registered again while the old one is held */
+	ASSERT_EQ(0, pd_mr_reg_dmabuf(self->f1, a, 4096, 4096, 0, &m))
+		TH_LOG("a live subscription refused after an overflow: %s", pd_last_error());
+	EXPECT_EQ(0, usable(self->f1, self->me1, m)) TH_LOG("%s", pd_last_error());
+	pd_mr_dereg(m);
+	/* b was revoked during the overflow: refused, and it says so */
+	ASSERT_EQ(0, fstat(b, &st));
+	fake.revoked_ino = st.st_ino;
+	EXPECT_EQ(-ENODEV, pd_mr_reg_dmabuf(self->f1, b, 4096, 4096, 0, &m));
+	EXPECT_NE(NULL, strstr(pd_last_error(), "revoked")) TH_LOG("%s", pd_last_error());
+	fake.revoked_ino = 0;
+	/* ... and stays refused: the revocation is now known, not suspected */
+	EXPECT_EQ(-ENODEV, pd_mr_reg_dmabuf(self->f1, b, 4096, 4096, 0, &m));
+	pd_mr_dereg(old_a);
+	pd_mr_dereg(old_b);
+	/* a's new entry, idle in the cache, is watched; b left nothing */
+	EXPECT_EQ(1, fake.live) TH_LOG("a subscription outlived its registrations");
+	EXPECT_EQ(2, pd_device_nr_recs(self->dev[0]));	/* export 100, and a */
+	close(a);
+	close(b);
 }
 
 /*
