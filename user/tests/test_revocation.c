@@ -289,7 +289,7 @@ static int usable(struct pd_fabric *fab, uint64_t me, struct pd_mr *mr)
 }
 
 /*
- * pd-collective attaches one device to two fabrics.  Whichever polls first
+ * Two lanes of one process attach one device to two fabrics.  Whichever polls first
  * reads the event; both caches must see it.
  */
 TEST_F(rev, two_fabrics_on_one_device_both_see_the_event)

@@ -180,7 +180,7 @@ TEST(xfer_refuses_bad_arguments)
 		 exe);
 	EXPECT_EQ(2, WEXITSTATUS(system(cmd)));
 	/* Numbers whole and in range, ports too: each refused (exit 2, pd-xfer's
-	 * usage; pd-collective keeps its own 3), named. */
+	 * usage), named. */
 	static const char *const bad[][3] = {
 		{ "pd-xfer", "--rank 0 --rendezvous 127.0.0.1:99999",
 		  "pd-xfer: --rendezvous 127.0.0.1:99999: want HOST:PORT with a port from 1 to 65535" },
@@ -192,14 +192,6 @@ TEST(xfer_refuses_bad_arguments)
 		  "pd-xfer: --timeout 5s: want a whole number from 1" },
 		{ "pd-xfer", "--rank 0 --rendezvous 127.0.0.1:1 --memory device:zero --timeout 200",
 		  "memory 'device:zero': zero: want an index, a path or pci:DDDD:BB:DD.F" },
-		{ "pd-collective", "--rank 2 --nranks 2 --rendezvous 127.0.0.1:1",
-		  "pd-collective: --rank 2 is not a rank of --nranks 2" },
-		{ "pd-collective", "--rank 0 --nranks 65 --rendezvous 127.0.0.1:1",
-		  "pd-collective: --nranks 65: want a whole number from 2 to 64" },
-		{ "pd-collective", "--rank 0 --nranks 2 --rendezvous 127.0.0.1:0",
-		  "pd-collective: --rendezvous 127.0.0.1:0: want HOST:PORT with a port" },
-		{ "pd-collective", "--rank 0 --nranks 2 --rendezvous 127.0.0.1:1 --iters 2x",
-		  "pd-collective: --iters 2x: want a whole number" },
 	};
 
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
