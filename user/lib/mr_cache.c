@@ -36,6 +36,7 @@
 #include <time.h>
 
 #include "errors.h"
+#include "list.h"
 #include "mr_cache.h"
 #include "log.h"
 
@@ -44,10 +45,6 @@
 #define MIN_BUCKETS 64
 #define INVAL_LOG 64
 #define MAX_ATTEMPTS 8
-
-struct list {
-	struct list *prev, *next;
-};
 
 struct hlink {
 	struct hlink *next;
@@ -76,8 +73,8 @@ struct pd_mr_cache_entry {
 	bool cap_evicted;	/* retired to stay within a cap: logged at release */
 	uint32_t inval_reason;
 	struct pd_mr_key key;
-	struct list lru;	/* cached, in use or idle, in CLOCK order */
-	struct list all;	/* every entry not yet freed, for invalidations */
+	struct pd_list lru;	/* cached, in use or idle, in CLOCK order */
+	struct pd_list all;	/* every entry not yet freed, for invalidations */
 	size_t nlinks;
 	struct hlink more[];	/* links 1 .. nlinks-1: host ranges over granules */
 };
@@ -108,7 +105,7 @@ struct pd_mr_cache {
 	struct pd_mr_cache_ops ops;
 	struct hlink **buckets;
 	size_t nbuckets, nlinks;
-	struct list lru, all;
+	struct pd_list lru, all;
 	size_t max_entries, max_bytes;
 	size_t entries, bytes;
 	/* Of those, held now: eviction cannot make room they take. */
@@ -120,31 +117,6 @@ struct pd_mr_cache {
 	struct inval_match log[INVAL_LOG];	/* the last ones, by gen % INVAL_LOG */
 	struct pd_cache_stats st;
 };
-
-static void list_init(struct list *l)
-{
-	l->prev = l->next = l;
-}
-
-static bool list_empty(const struct list *l)
-{
-	return l->next == l;
-}
-
-static void list_add_tail(struct list *head, struct list *n)
-{
-	n->prev = head->prev;
-	n->next = head;
-	head->prev->next = n;
-	head->prev = n;
-}
-
-static void list_del(struct list *n)
-{
-	n->prev->next = n->next;
-	n->next->prev = n->prev;
-	list_init(n);
-}
 
 #define entry_of(ptr, member) \
 	((struct pd_mr_cache_entry *)((char *)(ptr) - offsetof(struct pd_mr_cache_entry, member)))
@@ -324,7 +296,7 @@ static void unhash_locked(struct pd_mr_cache *c, struct pd_mr_cache_entry *e)
 		e->hashed = false;
 	}
 	if (e->cached) {
-		list_del(&e->lru);
+		pd_list_del(&e->lru);
 		c->entries--;
 		c->bytes -= e->key.len;
 		if (e->refs)
@@ -335,11 +307,11 @@ static void unhash_locked(struct pd_mr_cache *c, struct pd_mr_cache_entry *e)
 
 /* Gone from every list; deregistered by release_victims. */
 static void retire_locked(struct pd_mr_cache *c, struct pd_mr_cache_entry *e,
-			  struct list *victims)
+			  struct pd_list *victims)
 {
 	unhash_locked(c, e);
-	list_del(&e->all);
-	list_add_tail(victims, &e->lru);
+	pd_list_del(&e->all);
+	pd_list_add_tail(victims, &e->lru);
 	c->st.dereg_count++;
 }
 
@@ -357,18 +329,18 @@ static bool over_caps(const struct pd_mr_cache *c, size_t add_entries,
  * back (and clears the mark).  Every entry comes round at most twice.
  */
 static void evict_locked(struct pd_mr_cache *c, size_t add_entries,
-			 size_t add_bytes, bool all, struct list *victims)
+			 size_t add_bytes, bool all, struct pd_list *victims)
 {
 	size_t budget = 2 * c->entries + 1;
 
-	while (!list_empty(&c->lru) && budget-- &&
+	while (!pd_list_empty(&c->lru) && budget-- &&
 	       (all || over_caps(c, add_entries, add_bytes))) {
 		struct pd_mr_cache_entry *e = entry_of(c->lru.next, lru);
 
 		if (e->refs || (e->referenced && !all)) {
 			e->referenced = false;
-			list_del(&e->lru);
-			list_add_tail(&c->lru, &e->lru);
+			pd_list_del(&e->lru);
+			pd_list_add_tail(&c->lru, &e->lru);
 			continue;
 		}
 		retire_locked(c, e, victims);
@@ -383,14 +355,14 @@ static void evict_locked(struct pd_mr_cache *c, size_t add_entries,
  * log line's write(2) to a slow file.  The caps are read racily, for the
  * message only.
  */
-static void release_victims(struct pd_mr_cache *c, struct list *victims)
+static void release_victims(struct pd_mr_cache *c, struct pd_list *victims)
 {
 	size_t evicted = 0, bytes = 0;
 
-	while (!list_empty(victims)) {
+	while (!pd_list_empty(victims)) {
 		struct pd_mr_cache_entry *e = entry_of(victims->next, lru);
 
-		list_del(&e->lru);
+		pd_list_del(&e->lru);
 		if (e->cap_evicted) {
 			evicted++;
 			bytes += e->key.len;
@@ -409,7 +381,7 @@ static void release_victims(struct pd_mr_cache *c, struct list *victims)
  * is a host entry the cache must not keep idle); any other is
  * deregistered. */
 static void put_locked(struct pd_mr_cache *c, struct pd_mr_cache_entry *e,
-		       struct list *victims)
+		       struct pd_list *victims)
 {
 	if (--e->refs)
 		return;
@@ -451,21 +423,21 @@ int pd_mr_cache_create(const struct pd_mr_cache_ops *ops, size_t max_entries,
 	c->max_entries = max_entries;
 	c->max_bytes = max_bytes;
 	c->retain_idle_host = true;
-	list_init(&c->lru);
-	list_init(&c->all);
+	pd_list_init(&c->lru);
+	pd_list_init(&c->all);
 	*out = c;
 	return 0;
 }
 
 void pd_mr_cache_destroy(struct pd_mr_cache *c)
 {
-	struct list victims;
+	struct pd_list victims;
 
 	if (!c)
 		return;
-	list_init(&victims);
+	pd_list_init(&victims);
 	pthread_mutex_lock(&c->lock);
-	while (!list_empty(&c->all))
+	while (!pd_list_empty(&c->all))
 		retire_locked(c, entry_of(c->all.next, all), &victims);
 	pthread_mutex_unlock(&c->lock);
 	release_victims(c, &victims);
@@ -477,9 +449,9 @@ void pd_mr_cache_destroy(struct pd_mr_cache *c)
 
 void pd_mr_cache_set_retain_idle_host(struct pd_mr_cache *c, bool retain)
 {
-	struct list victims, *l, *next;
+	struct pd_list victims, *l, *next;
 
-	list_init(&victims);
+	pd_list_init(&victims);
 	pthread_mutex_lock(&c->lock);
 	c->retain_idle_host = retain;
 	for (l = c->lru.next; !retain && l != &c->lru; l = next) {
@@ -514,8 +486,8 @@ static struct pd_mr_cache_entry *entry_new(const struct pd_mr_key *k)
 	memset(e, 0, size);
 	e->key = *k;
 	e->nlinks = n;
-	list_init(&e->lru);
-	list_init(&e->all);
+	pd_list_init(&e->lru);
+	pd_list_init(&e->all);
 	for (i = 0; i < n; i++) {
 		struct hlink *l = entry_link(e, i);
 
@@ -557,12 +529,12 @@ static int register_with_retry(struct pd_mr_cache *c,
 			       const struct pd_mr_key *k, int fd, void **handle)
 {
 	uint64_t t0 = now_ns();
-	struct list victims;
+	struct pd_list victims;
 	int ret;
 
 	ret = c->ops.reg(c->ops.ctx, k, fd, handle);
 	if (ret && lack_of_resources(ret)) {
-		list_init(&victims);
+		pd_list_init(&victims);
 		pthread_mutex_lock(&c->lock);
 		evict_locked(c, 0, 0, true, &victims);
 		pthread_mutex_unlock(&c->lock);
@@ -648,7 +620,7 @@ static int get_locked(struct pd_mr_cache *c, const struct pd_mr_key *k, int fd,
 		      uint64_t since, struct pd_mr_cache_entry **out)
 {
 	struct pd_mr_cache_entry *e;
-	struct list victims;
+	struct pd_list victims;
 	void *handle = NULL;
 	unsigned int attempt;
 	int ret;
@@ -677,7 +649,7 @@ static int get_locked(struct pd_mr_cache *c, const struct pd_mr_key *k, int fd,
 				*out = e;
 				return 0;
 			}
-			list_init(&victims);
+			pd_list_init(&victims);
 			put_locked(c, e, &victims);
 			pthread_mutex_unlock(&c->lock);
 			release_victims(c, &victims);
@@ -698,12 +670,12 @@ static int get_locked(struct pd_mr_cache *c, const struct pd_mr_key *k, int fd,
 		e->state = PENDING;
 		e->refs = 1;
 		hash_locked(c, e);
-		list_add_tail(&c->all, &e->all);
+		pd_list_add_tail(&c->all, &e->all);
 		pthread_mutex_unlock(&c->lock);
 
 		ret = register_with_retry(c, k, fd, &handle);
 
-		list_init(&victims);
+		pd_list_init(&victims);
 		pthread_mutex_lock(&c->lock);
 		if (!ret && (e->invalid || e->stale)) {
 			/* Invalidated while registering: what we registered may
@@ -724,7 +696,7 @@ static int get_locked(struct pd_mr_cache *c, const struct pd_mr_key *k, int fd,
 		}
 		if (ret) {
 			unhash_locked(c, e);
-			list_del(&e->all);
+			pd_list_del(&e->all);
 			e->state = FAILED;
 			pthread_cond_broadcast(&c->done);
 			put_locked(c, e, &victims);
@@ -746,7 +718,7 @@ static int get_locked(struct pd_mr_cache *c, const struct pd_mr_key *k, int fd,
 		evict_locked(c, 1, k->len, false, &victims);
 	if (!over_caps(c, 1, k->len)) {
 		e->cached = true;
-		list_add_tail(&c->lru, &e->lru);
+		pd_list_add_tail(&c->lru, &e->lru);
 		c->entries++;
 		c->bytes += k->len;
 		busy_account(c, e, 1);
@@ -756,7 +728,7 @@ static int get_locked(struct pd_mr_cache *c, const struct pd_mr_key *k, int fd,
 	}
 	e->state = READY;
 	pthread_cond_broadcast(&c->done);
-	if (!list_empty(&victims)) {
+	if (!pd_list_empty(&victims)) {
 		pthread_mutex_unlock(&c->lock);
 		release_victims(c, &victims);
 		pthread_mutex_lock(&c->lock);
@@ -825,11 +797,11 @@ unsigned int pd_mr_cache_waiters(struct pd_mr_cache *c)
 
 void pd_mr_cache_put(struct pd_mr_cache *c, struct pd_mr_cache_entry *e)
 {
-	struct list victims;
+	struct pd_list victims;
 
 	if (!c || !e)
 		return;
-	list_init(&victims);
+	pd_list_init(&victims);
 	pthread_mutex_lock(&c->lock);
 	put_locked(c, e, &victims);
 	pthread_mutex_unlock(&c->lock);
@@ -846,11 +818,11 @@ void pd_mr_cache_hold(struct pd_mr_cache *c, struct pd_mr_cache_entry *e)
 int pd_mr_cache_set_limits(struct pd_mr_cache *c, size_t max_entries,
 			   size_t max_bytes)
 {
-	struct list victims;
+	struct pd_list victims;
 
 	if (!c)
 		return pd_error(-EINVAL, "pd_mr_cache_set_limits: cache is NULL");
-	list_init(&victims);
+	pd_list_init(&victims);
 	pthread_mutex_lock(&c->lock);
 	if (max_entries)
 		__atomic_store_n(&c->max_entries, max_entries, __ATOMIC_RELAXED);
@@ -870,12 +842,12 @@ int pd_mr_cache_set_limits(struct pd_mr_cache *c, size_t max_entries,
  */
 static unsigned int invalidate_where(struct pd_mr_cache *c, const struct inval_match *m)
 {
-	struct list victims, *l, *next;
+	struct pd_list victims, *l, *next;
 	unsigned int n = 0;
 
 	if (!c)
 		return 0;
-	list_init(&victims);
+	pd_list_init(&victims);
 	pthread_mutex_lock(&c->lock);
 	if (m->kind == PD_MEM_DMABUF) {
 		c->log[c->gen % INVAL_LOG] = *m;
@@ -931,12 +903,12 @@ unsigned int pd_mr_cache_invalidate_origin(struct pd_mr_cache *c, uint64_t origi
 
 unsigned int pd_mr_cache_drop_idle_origin(struct pd_mr_cache *c, uint64_t origin)
 {
-	struct list victims, *l, *next;
+	struct pd_list victims, *l, *next;
 	unsigned int n = 0;
 
 	if (!c || !origin)
 		return 0;
-	list_init(&victims);
+	pd_list_init(&victims);
 	pthread_mutex_lock(&c->lock);
 	for (l = c->lru.next; l != &c->lru; l = next) {
 		struct pd_mr_cache_entry *e = entry_of(l, lru);

@@ -56,6 +56,7 @@
 #include "bounce_pool.h"
 #include "errors.h"
 #include "fabric.h"
+#include "list.h"
 #include "log.h"
 #include "xfer_wire.h"
 
@@ -80,37 +81,6 @@ static const struct {
 	[REQ_WRITE] = { "pd_write", "PD_ACCESS_WRITE", PD_ACCESS_WRITE },
 };
 
-/* A circular list with a sentinel: membership is tested and ended in O(1). */
-struct dlist {
-	struct dlist *prev, *next;
-};
-
-static void dl_init(struct dlist *l)
-{
-	l->prev = l->next = l;
-}
-
-static bool dl_empty(const struct dlist *l)
-{
-	return l->next == l;
-}
-
-static void dl_add_tail(struct dlist *l, struct dlist *n)
-{
-	n->prev = l->prev;
-	n->next = l;
-	l->prev->next = n;
-	l->prev = n;
-}
-
-static void dl_del(struct dlist *n)
-{
-	n->prev->next = n->next;
-	n->next->prev = n->prev;
-	dl_init(n);
-}
-
-#define dl_entry(p, type, member) ((type *)(void *)((char *)(p) - offsetof(type, member)))
 
 /* Ordering state of one (kind, tag, peer); see "ordering" below. */
 struct pd_lane {
@@ -118,9 +88,9 @@ struct pd_lane {
 	uint64_t tag, peer;
 	enum req_kind kind;
 	unsigned int refs;		/* requests that name it */
-	struct dlist order;		/* requests bound by it, oldest first */
+	struct pd_list order;		/* requests bound by it, oldest first */
 	/* The tag's record (REQ_RECV, tag, PD_ANY_PEER) only. */
-	struct dlist unposted, any, held;
+	struct pd_list unposted, any, held;
 };
 
 /* Where an operation's staged bytes are (bounce path). */
@@ -244,8 +214,8 @@ struct pd_req {
 	 * peer learns (allocated up front: completions cannot fail on memory),
 	 * its links, and its rank in creation order. */
 	struct pd_lane *lane, *tagl, *spare;
-	struct dlist ord;		/* in lane->order, or in tagl->held */
-	struct dlist u0, anyl;		/* in tagl->unposted, tagl->any */
+	struct pd_list ord;		/* in lane->order, or in tagl->held */
+	struct pd_list u0, anyl;		/* in tagl->unposted, tagl->any */
 	uint64_t seq;
 	bool ordered;			/* joined, not yet left */
 	bool admitted;			/* in lane->order */
@@ -491,10 +461,10 @@ static struct pd_lane *lane_find(struct pd_peers *ps, enum req_kind kind, uint64
 static void lane_init(struct pd_lane *l, enum req_kind kind, uint64_t tag, uint64_t peer)
 {
 	*l = (struct pd_lane){ .kind = kind, .tag = tag, .peer = peer };
-	dl_init(&l->order);
-	dl_init(&l->unposted);
-	dl_init(&l->any);
-	dl_init(&l->held);
+	pd_list_init(&l->order);
+	pd_list_init(&l->unposted);
+	pd_list_init(&l->any);
+	pd_list_init(&l->held);
 }
 
 /* The table doubles with the lanes; a doubling that finds no memory only
@@ -592,23 +562,23 @@ static void tag_admit(struct pd_lane *t)
 	struct pd_req *x, *h;
 
 	for (;;) {
-		x = dl_empty(&t->any) ? NULL : dl_entry(t->any.next, struct pd_req, anyl);
+		x = pd_list_empty(&t->any) ? NULL : pd_list_entry(t->any.next, struct pd_req, anyl);
 		if (x && !in_order(x)) {
-			dl_del(&x->anyl);	/* failed or freed: blocks no one */
+			pd_list_del(&x->anyl);	/* failed or freed: blocks no one */
 			continue;
 		}
-		while (!dl_empty(&t->held)) {
-			h = dl_entry(t->held.next, struct pd_req, ord);
+		while (!pd_list_empty(&t->held)) {
+			h = pd_list_entry(t->held.next, struct pd_req, ord);
 			if (x && h->seq > x->seq)
 				break;
-			dl_del(&h->ord);
-			dl_add_tail(&h->lane->order, &h->ord);
+			pd_list_del(&h->ord);
+			pd_list_add_tail(&h->lane->order, &h->ord);
 			h->admitted = true;
 		}
 		if (!x || !x->lane)	/* none left, or its sender still unknown */
 			return;
-		dl_del(&x->anyl);
-		dl_add_tail(&x->lane->order, &x->ord);
+		pd_list_del(&x->anyl);
+		pd_list_add_tail(&x->lane->order, &x->ord);
 		x->admitted = true;
 	}
 }
@@ -636,17 +606,17 @@ static int order_join(struct pd_req *r)
 	r->seq = fab->peers->seq++;
 	r->ordered = true;
 	if (r->kind == REQ_SEND) {
-		dl_add_tail(&lane->order, &r->ord);
+		pd_list_add_tail(&lane->order, &r->ord);
 		r->admitted = true;
 		return 0;
 	}
-	dl_add_tail(&tagl->unposted, &r->u0);
+	pd_list_add_tail(&tagl->unposted, &r->u0);
 	if (r->peer == PD_ANY_PEER) {
-		dl_add_tail(&tagl->any, &r->anyl);
-	} else if (!dl_empty(&tagl->any)) {
-		dl_add_tail(&tagl->held, &r->ord);
+		pd_list_add_tail(&tagl->any, &r->anyl);
+	} else if (!pd_list_empty(&tagl->any)) {
+		pd_list_add_tail(&tagl->held, &r->ord);
 	} else {
-		dl_add_tail(&lane->order, &r->ord);
+		pd_list_add_tail(&lane->order, &r->ord);
 		r->admitted = true;
 	}
 	return 0;
@@ -687,9 +657,9 @@ static void order_leave(struct pd_req *r)
 	if (!r->ordered)
 		return;
 	r->ordered = r->admitted = false;
-	dl_del(&r->ord);
-	dl_del(&r->u0);
-	dl_del(&r->anyl);
+	pd_list_del(&r->ord);
+	pd_list_del(&r->u0);
+	pd_list_del(&r->anyl);
 	if (r->tagl)
 		tag_admit(r->tagl);
 	lane_put(fab, r->lane);
@@ -710,7 +680,7 @@ static struct pd_req *lane_prev(struct pd_req *r)
 	struct pd_req *p;
 
 	while (r->ord.prev != &r->lane->order) {
-		p = dl_entry(r->ord.prev, struct pd_req, ord);
+		p = pd_list_entry(r->ord.prev, struct pd_req, ord);
 		if (in_order(p))
 			return p;
 		order_leave(p);
@@ -723,8 +693,8 @@ static struct pd_req *unposted_head(struct pd_lane *t)
 {
 	struct pd_req *h;
 
-	while (!dl_empty(&t->unposted)) {
-		h = dl_entry(t->unposted.next, struct pd_req, u0);
+	while (!pd_list_empty(&t->unposted)) {
+		h = pd_list_entry(t->unposted.next, struct pd_req, u0);
 		if (in_order(h))
 			return h;
 		order_leave(h);
@@ -1193,11 +1163,11 @@ static void post_more(struct pd_req *r)
 			continue;
 		}
 		if (r->next++ == 0)
-			dl_del(&r->u0);
+			pd_list_del(&r->u0);
 		/* abandon() must not take back a chunk a later receive of the
 		 * lane posted after this one's: the sender's would go there */
 		if (r->kind == REQ_RECV && r->admitted && r->ord.prev != &r->lane->order) {
-			struct pd_req *p = dl_entry(r->ord.prev, struct pd_req, ord);
+			struct pd_req *p = pd_list_entry(r->ord.prev, struct pd_req, ord);
 
 			if (p->passed < r->next)
 				p->passed = r->next;
@@ -1864,9 +1834,9 @@ static int start(struct pd_fabric *fab, enum req_kind kind, struct pd_mr *mr,
 	for (i = 0; i < nchunks; i++)
 		r->ops[i].slot = -1;
 	r->own_slot = -1;
-	dl_init(&r->ord);
-	dl_init(&r->u0);
-	dl_init(&r->anyl);
+	pd_list_init(&r->ord);
+	pd_list_init(&r->u0);
+	pd_list_init(&r->anyl);
 	if (fab->peer_timeout_ms >= 0)
 		r->start_ms = now_ms();
 	/* Its own staging buffer: a pool slot, else one registered for it
