@@ -64,29 +64,42 @@ static struct ps_row *row_for(struct ps_table *t, int dev, int tgid, unsigned in
 	return r;
 }
 
-/* LIST of exports, grown until it fits: 0 or -errno. */
-static int list_exports(int fd, struct peerdirect_export_info **out, uint32_t *nr)
+/*
+ * LIST of exports, or of allocations (uapi 2.2) with PEERDIRECT_LIST_ALLOCATIONS,
+ * grown until it fits: 0 or -errno.  *out is an array of elem-byte records.
+ */
+static int list_grown(int fd, uint32_t flags, size_t elem, void **out, uint32_t *nr)
 {
-	uint32_t cap = 64;
+	bool allocs = flags & PEERDIRECT_LIST_ALLOCATIONS;
+	uint32_t cap = 64, total;
 	int tries;
 
 	*out = NULL;
 	for (tries = 0; tries < 8; tries++) {
-		struct peerdirect_list l = { .argsz = sizeof(l), .export_size = sizeof(**out) };
+		struct peerdirect_list l = {
+			.argsz = sizeof(l), .flags = flags,
+			.export_size = sizeof(struct peerdirect_export_info),
+			.allocation_size = allocs ? (uint32_t)elem : 0,
+		};
 
 		free(*out);
-		*out = calloc(cap, sizeof(**out));
+		*out = calloc(cap, elem);
 		if (!*out)
 			return -ENOMEM;
-		l.exports = (uintptr_t)*out;
-		l.nr_exports = cap;
+		if (allocs) {
+			l.allocations = (uintptr_t)*out;
+			l.nr_allocations = cap;
+		} else {
+			l.exports = (uintptr_t)*out;
+			l.nr_exports = cap;
+		}
 		if (ioctl(fd, PEERDIRECT_IOCTL_LIST, &l))
 			return -errno;
-		*nr = l.nr_exports;
-		if (l.total_exports <= cap || cap >= PEERDIRECT_LIST_MAX)
+		*nr = allocs ? l.nr_allocations : l.nr_exports;
+		total = allocs ? l.total_allocations : l.total_exports;
+		if (total <= cap || cap >= PEERDIRECT_LIST_MAX)
 			return 0;
-		cap = l.total_exports + 16 > PEERDIRECT_LIST_MAX ? PEERDIRECT_LIST_MAX :
-								   l.total_exports + 16;
+		cap = total + 16 > PEERDIRECT_LIST_MAX ? PEERDIRECT_LIST_MAX : total + 16;
 	}
 	return 0;
 }
@@ -94,10 +107,11 @@ static int list_exports(int fd, struct peerdirect_export_info **out, uint32_t *n
 /* Exports source: bytes are the exported ranges, once per allocation. */
 static int from_exports(int fd, int dev, struct ps_table *t)
 {
-	struct peerdirect_export_info *e;
+	void *buf;
 	uint32_t n = 0, k;
 	unsigned int h;
-	int ret = list_exports(fd, &e, &n);
+	int ret = list_grown(fd, 0, sizeof(struct peerdirect_export_info), &buf, &n);
+	struct peerdirect_export_info *e = buf;
 
 	for (k = 0; !ret && k < n; k++) {
 		struct ps_row *r;
@@ -133,37 +147,6 @@ static int from_exports(int fd, int dev, struct ps_table *t)
 	return ret;
 }
 
-/* LIST of allocations (uapi 2.2), grown until it fits: 0 or -errno. */
-static int list_allocs(int fd, struct peerdirect_alloc_info **out, uint32_t *nr)
-{
-	uint32_t cap = 64;
-	int tries;
-
-	*out = NULL;
-	for (tries = 0; tries < 8; tries++) {
-		struct peerdirect_list l = {
-			.argsz = sizeof(l), .flags = PEERDIRECT_LIST_ALLOCATIONS,
-			.export_size = sizeof(struct peerdirect_export_info),
-			.allocation_size = sizeof(**out),
-		};
-
-		free(*out);
-		*out = calloc(cap, sizeof(**out));
-		if (!*out)
-			return -ENOMEM;
-		l.allocations = (uintptr_t)*out;
-		l.nr_allocations = cap;
-		if (ioctl(fd, PEERDIRECT_IOCTL_LIST, &l))
-			return -errno;
-		*nr = l.nr_allocations;
-		if (l.total_allocations <= cap || cap >= PEERDIRECT_LIST_MAX)
-			return 0;
-		cap = l.total_allocations + 16 > PEERDIRECT_LIST_MAX ? PEERDIRECT_LIST_MAX :
-								       l.total_allocations + 16;
-	}
-	return 0;
-}
-
 /*
  * Allocations source: every allocation with its size and owner, exported
  * or not.  Freed ones (quarantined until importers let go) belong to no
@@ -171,9 +154,11 @@ static int list_allocs(int fd, struct peerdirect_alloc_info **out, uint32_t *nr)
  */
 static int from_allocs(int fd, int dev, struct ps_table *t)
 {
-	struct peerdirect_alloc_info *a;
+	void *buf;
 	uint32_t n = 0, k;
-	int ret = list_allocs(fd, &a, &n);
+	int ret = list_grown(fd, PEERDIRECT_LIST_ALLOCATIONS, sizeof(struct peerdirect_alloc_info),
+			     &buf, &n);
+	struct peerdirect_alloc_info *a = buf;
 
 	for (k = 0; !ret && k < n; k++) {
 		struct ps_row *r;
