@@ -1027,11 +1027,51 @@ out:
 
 /* ---- revoke, reset ---------------------------------------------------- */
 
+/*
+ * One administrative ioctl on device dev: 0, or the exit code once the
+ * error is said (EPERM names the capability; ENOENT gets enoent_hint).
+ */
+static int admin_ioctl(int dev, unsigned long req, void *arg, const char *what,
+		       const char *enoent_hint)
+{
+	int fd = open_dev(dev), e;
+
+	if (fd < 0)
+		return errno_exit(-fd);
+	if (!ioctl(fd, req, arg)) {
+		close(fd);
+		return 0;
+	}
+	e = errno;
+	err("peerdirect%d: %s: %s%s", dev, what, strerror(e),
+	    e == EPERM ? " (CAP_SYS_ADMIN needed)" :
+	    e == ENOENT && enoent_hint ? enoent_hint : "");
+	close(fd);
+	return errno_exit(e);
+}
+
+/* A revocation's outcome as one JSON object; export_id 0 for a reset. */
+static void print_revoked_json(int dev, uint64_t export_id, uint64_t revoked, uint64_t pending)
+{
+	char name[32];
+
+	snprintf(name, sizeof(name), "peerdirect%d", dev);
+	jopen(NULL, '{');
+	jstr("device", name);
+	if (export_id)
+		ju64("export_id", export_id);
+	ju64("revoked", revoked);
+	ju64("pending", pending);
+	jclose('}');
+	putchar('\n');
+}
+
 static int cmd_revoke(int argc, char **argv)
 {
 	struct peerdirect_revoke r = { .argsz = sizeof(r), .flags = PEERDIRECT_REVOKE_EXPORT };
-	int devs[MAX_DEVS], n, fd, ret;
+	int devs[MAX_DEVS], n, ret;
 	unsigned long long id;
+	char what[48];
 
 	if (argc != 2) {
 		err("usage: pdctl -d DEVICE revoke EXPORT_ID");
@@ -1049,44 +1089,25 @@ static int cmd_revoke(int argc, char **argv)
 	ret = select_devices(devs, &n);
 	if (ret)
 		return ret;
-	fd = open_dev(devs[0]);
-	if (fd < 0)
-		return errno_exit(-fd);
-	if (ioctl(fd, PEERDIRECT_IOCTL_ADMIN_REVOKE, &r)) {
-		int e = errno;
-
-		err("peerdirect%d: revoke export %llu: %s%s", devs[0],
-		    (unsigned long long)r.export_id, strerror(e),
-		    e == EPERM ? " (CAP_SYS_ADMIN needed)" :
-		    e == ENOENT ? " (no such export on this device; see pdctl exports)" : "");
-		close(fd);
-		return errno_exit(e);
-	}
-	close(fd);
-	if (json) {
-		char name[32];
-
-		snprintf(name, sizeof(name), "peerdirect%d", devs[0]);
-		jopen(NULL, '{');
-		jstr("device", name);
-		ju64("export_id", r.export_id);
-		ju64("revoked", r.revoked);
-		ju64("pending", r.pending);
-		jclose('}');
-		putchar('\n');
-	} else {
+	snprintf(what, sizeof(what), "revoke export %llu", (unsigned long long)r.export_id);
+	ret = admin_ioctl(devs[0], PEERDIRECT_IOCTL_ADMIN_REVOKE, &r, what,
+			  " (no such export on this device; see pdctl exports)");
+	if (ret)
+		return ret;
+	if (json)
+		print_revoked_json(devs[0], r.export_id, r.revoked, r.pending);
+	else
 		printf("peerdirect%d: export %llu: %s%s\n", devs[0],
 		       (unsigned long long)r.export_id,
 		       r.revoked ? "revoked" : "already revoked",
 		       r.pending ? ", still mapped by an importer (memory quarantined)" : "");
-	}
 	return r.pending ? EX_PENDING : 0;
 }
 
 static int cmd_reset(int argc, char **argv)
 {
 	struct peerdirect_reset r = { .argsz = sizeof(r) };
-	int devs[MAX_DEVS], n, fd, ret;
+	int devs[MAX_DEVS], n, ret;
 
 	(void)argv;
 	if (argc != 1 || want_dev < 0) {
@@ -1096,32 +1117,14 @@ static int cmd_reset(int argc, char **argv)
 	ret = select_devices(devs, &n);
 	if (ret)
 		return ret;
-	fd = open_dev(devs[0]);
-	if (fd < 0)
-		return errno_exit(-fd);
-	if (ioctl(fd, PEERDIRECT_IOCTL_RESET, &r)) {
-		int e = errno;
-
-		err("peerdirect%d: reset: %s%s", devs[0], strerror(e),
-		    e == EPERM ? " (CAP_SYS_ADMIN needed)" : "");
-		close(fd);
-		return errno_exit(e);
-	}
-	close(fd);
-	if (json) {
-		char name[32];
-
-		snprintf(name, sizeof(name), "peerdirect%d", devs[0]);
-		jopen(NULL, '{');
-		jstr("device", name);
-		ju64("revoked", r.revoked);
-		ju64("pending", r.pending);
-		jclose('}');
-		putchar('\n');
-	} else {
+	ret = admin_ioctl(devs[0], PEERDIRECT_IOCTL_RESET, &r, "reset", NULL);
+	if (ret)
+		return ret;
+	if (json)
+		print_revoked_json(devs[0], 0, r.revoked, r.pending);
+	else
 		printf("peerdirect%d: reset revoked %u export(s), %u still mapped by importers\n",
 		       devs[0], r.revoked, r.pending);
-	}
 	return r.pending ? EX_PENDING : 0;
 }
 
