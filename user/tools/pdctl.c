@@ -515,6 +515,21 @@ static void human_size(unsigned long long v, char *buf, size_t len)
 		snprintf(buf, len, "%llu", v);
 }
 
+/* {"devices": [...]} for list (summary) and info (every attribute): 0. */
+static int json_devices(const int *devs, int n, bool full)
+{
+	int i;
+
+	jopen(NULL, '{');
+	jopen("devices", '[');
+	for (i = 0; i < n; i++)
+		json_device(devs[i], full);
+	jclose(']');
+	jclose('}');
+	putchar('\n');
+	return 0;
+}
+
 static int cmd_list(int argc, char **argv)
 {
 	int devs[MAX_DEVS], n, i, ret;
@@ -527,16 +542,8 @@ static int cmd_list(int argc, char **argv)
 	ret = select_devices(devs, &n);
 	if (ret)
 		return ret;
-	if (json) {
-		jopen(NULL, '{');
-		jopen("devices", '[');
-		for (i = 0; i < n; i++)
-			json_device(devs[i], false);
-		jclose(']');
-		jclose('}');
-		putchar('\n');
-		return 0;
-	}
+	if (json)
+		return json_devices(devs, n, false);
 	printf("%-12s %-8s %-9s %8s %8s %6s %8s %6s %7s %-6s %-12s %4s %s\n", "DEVICE", "BACKEND",
 	       "STATE", "MEMORY", "FREE", "PAGE", "QUOTA", "ALLOCS", "EXPORTS", "P2PDMA", "PCI",
 	       "NUMA", "CPUS");
@@ -590,16 +597,8 @@ static int cmd_info(int argc, char **argv)
 	ret = select_devices(devs, &n);
 	if (ret)
 		return ret;
-	if (json) {
-		jopen(NULL, '{');
-		jopen("devices", '[');
-		for (i = 0; i < n; i++)
-			json_device(devs[i], true);
-		jclose(']');
-		jclose('}');
-		putchar('\n');
-		return 0;
-	}
+	if (json)
+		return json_devices(devs, n, true);
 	for (i = 0; i < n; i++) {
 		unsigned long long f = attr_u64(devs[i], "features");
 		char s[64];
