@@ -11,23 +11,6 @@
 #include "../tools/tool_device.h"
 #include "tool_run.h"
 
-/* cmd's exit status (99 if it did not exit), its output in out. */
-static int capture(const char *cmd, char *out, size_t outlen)
-{
-	size_t n;
-	FILE *f;
-	int status;
-
-	fflush(NULL);
-	f = popen(cmd, "r");
-	if (!f)
-		return -1;
-	n = fread(out, 1, outlen - 1, f);
-	out[n] = '\0';
-	status = pclose(f);
-	return WIFEXITED(status) ? WEXITSTATUS(status) : 99;
-}
-
 /* Runs both ranks; returns rank 0's exit status, rank 1's in *other, and
  * rank 0's output in out. */
 static int run_xfer(const char *args, int *other, char *out, size_t outlen)
@@ -49,7 +32,7 @@ static int run_xfer(const char *args, int *other, char *out, size_t outlen)
 		_exit(WIFEXITED(status) ? WEXITSTATUS(status) : 99);
 	}
 	snprintf(cmd, sizeof(cmd), "%s --rank 0 --rendezvous 127.0.0.1:%d %s 2>&1", exe, port, args);
-	status = capture(cmd, out, outlen);
+	status = run_capture(cmd, out, outlen);
 	wait(other);
 	*other = WIFEXITED(*other) ? WEXITSTATUS(*other) : 99;
 	return status;
@@ -118,7 +101,7 @@ static int tool_says(const char *tool, const char *args, const char *want)
 
 	tool_path(exe, sizeof(exe), tool);
 	snprintf(cmd, sizeof(cmd), "%s %s 2>&1", exe, args);
-	st = capture(cmd, out, sizeof(out));
+	st = run_capture(cmd, out, sizeof(out));
 	if (strstr(out, want))
 		return st;
 	fprintf(stderr, "# %s %s: no \"%s\" in:\n%s", tool, args, want, out);
@@ -217,7 +200,7 @@ static int run_bench(const char *env, const char *args, char *out, size_t outlen
 
 	tool_path(exe, sizeof(exe), "pd-bench");
 	snprintf(cmd, sizeof(cmd), "%s %s %s 2>&1", env, exe, args);
-	return capture(cmd, out, outlen);
+	return run_capture(cmd, out, outlen);
 }
 
 /* The figure in column col (0: the size) of the row for size, -1 if there
@@ -391,7 +374,7 @@ static int tool_run(const char *tool, const char *env, const char *args, char *o
 
 	tool_path(exe, sizeof(exe), tool);
 	snprintf(cmd, sizeof(cmd), "%s %s %s 2>&1", env, exe, args);
-	return capture(cmd, out, len);
+	return run_capture(cmd, out, len);
 }
 
 TEST(every_tool_help_and_version_exit_0)
