@@ -30,22 +30,6 @@ static inline int open_loopback(struct pd_fabric_attr *attr, struct pd_fabric **
 	       pd_fabric_insert(*fab, addr, len, self_addr);
 }
 
-/* A memfd of len bytes filled with seed's pattern (-1 on failure). */
-static inline int memfd_of(size_t len, uint64_t seed)
-{
-	int fd = memfd_create("pd-test-dmabuf", MFD_CLOEXEC);
-	char *p;
-
-	if (fd < 0 || ftruncate(fd, (off_t)len))
-		return -1;
-	p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	if (p == MAP_FAILED)
-		return -1;
-	fill(p, len, seed);
-	munmap(p, len);
-	return fd;
-}
-
 /* SYNC stand-in: counts brackets (a memfd answers ENOTTY). */
 static int sync_count_calls;
 

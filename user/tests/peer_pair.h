@@ -18,6 +18,7 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include <sys/mman.h>
 
 #include "peerdirect.h"
 
@@ -111,6 +112,22 @@ static inline void fill(void *buf, size_t len, uint64_t seed)
 
 	for (i = 0; i < len; i++)
 		b[i] = pattern(i, seed);
+}
+
+/* A memfd of len bytes filled with seed's pattern (-1 on failure). */
+static inline int memfd_of(size_t len, uint64_t seed)
+{
+	int fd = memfd_create("pd-test-dmabuf", MFD_CLOEXEC);
+	char *p;
+
+	if (fd < 0 || ftruncate(fd, (off_t)len))
+		return -1;
+	p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (p == MAP_FAILED)
+		return -1;
+	fill(p, len, seed);
+	munmap(p, len);
+	return fd;
 }
 
 /* Index of the first wrong byte, or -1. */

@@ -16,21 +16,6 @@
 #include "bounce_pool.h"
 #include "fabric.h"
 
-static int memfd_of(size_t len, uint64_t seed)
-{
-	int fd = memfd_create("pd-test-dmabuf", MFD_CLOEXEC);
-	char *p;
-
-	if (fd < 0 || ftruncate(fd, (off_t)len))
-		return -1;
-	p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	if (p == MAP_FAILED)
-		return -1;
-	fill(p, len, seed);
-	munmap(p, len);
-	return fd;
-}
-
 /* SYNC stand-in: counts brackets, can turn into a revocation. */
 static int sync_starts, sync_ends, sync_calls, sync_fail_after = -1;
 
