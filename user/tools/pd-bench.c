@@ -51,9 +51,7 @@
 #include "listen_port.h"
 #include "tool_args.h"
 #include "tool_env.h"
-#include "device.h"
-#include "errors.h"
-#include "fabric.h"
+#include "peerdirect_ext.h"
 
 #define TOOL_NAME "pd-bench"
 #define MAX_SIZES 16
@@ -207,10 +205,13 @@ static void mode_cache(const struct opts *o)
 	int sv[2] = { -1, -1 };
 	char label[64];
 	uint64_t reg[201], both[201], t0, t1;
+	struct pd_fabric_ext_info raw;
 	struct fid_mr *mr;
 	char *buf;
 	int i, ret;
 
+	if ((ret = pd_fabric_ext_query(fab, &raw)))
+		die_code("fabric", ret, TOOL_EX_SETUP);
 	printf("# %s\n# provider %s\n", cmdline, pd_fabric_provider(fab));
 	buf = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (buf == MAP_FAILED)
@@ -218,7 +219,7 @@ static void mode_cache(const struct opts *o)
 	memset(buf, 1, len);
 	for (i = 0; i < 201; i++) {
 		t0 = now_ns();
-		ret = fi_mr_reg(fab->domain, buf + (size_t)i * 4096, 4096, FI_SEND | FI_RECV, 0,
+		ret = fi_mr_reg(raw.domain, buf + (size_t)i * 4096, 4096, FI_SEND | FI_RECV, 0,
 				1000000 + (uint64_t)i, 0, &mr, NULL);
 		t1 = now_ns();
 		if (ret)
@@ -269,8 +270,8 @@ static void mode_cache(const struct opts *o)
 		fab = open_fabric(o, PD_PATH_AUTO);
 		dev = NULL;
 		if (!socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) &&
-		    !pd_device_wrap_fd(sv[0], 0, &dev) &&
-		    (!watched || !pd_device_track_export(dev, src.fd, 1)) &&
+		    !pd_device_ext_wrap_fd(sv[0], 0, &dev) &&
+		    (!watched || !pd_device_ext_track_export(dev, src.fd, 1)) &&
 		    !pd_fabric_attach_device(fab, dev) &&
 		    !pd_dmabuf_import(fab, src.fd, &buf_handle)) {
 			bench_hits(watched ? "shim export handle, watched" :
@@ -360,29 +361,32 @@ static int raw_round(struct pair *p, struct pd_mr *mr, size_t size, int w)
 {
 	struct fi_context2 ctx[RAW_WINDOW];
 	struct fi_cq_tagged_entry ent[16];
-	struct pd_fabric *f = p->fab;
-	void *desc = mr->reg->desc;
+	struct pd_fabric_ext_info f;
+	void *desc = pd_mr_ext_desc(mr);
 	int posted = 0, done = 0;
 	ssize_t ret;
+
+	if ((ret = pd_fabric_ext_query(p->fab, &f)))
+		return (int)ret;
 
 	/* Same shape as the shim's round: post the window, then drain; poll
 	 * the CQ only when the provider pushes back. */
 	while (done < w) {
 		while (posted < w) {
 			ret = p->rank == 0 ?
-				fi_tsend(f->ep, pd_mr_io(mr), size, desc, p->peer, 2, &ctx[posted]) :
-				fi_trecv(f->ep, pd_mr_io(mr), size, desc, p->peer, 2, 0, &ctx[posted]);
+				fi_tsend(f.ep, pd_mr_ext_io(mr), size, desc, p->peer, 2, &ctx[posted]) :
+				fi_trecv(f.ep, pd_mr_ext_io(mr), size, desc, p->peer, 2, 0, &ctx[posted]);
 			if (ret == -FI_EAGAIN)
 				break;
 			if (ret)
 				return (int)ret;
 			posted++;
 		}
-		ret = fi_cq_read(f->cq, ent, 16);
+		ret = fi_cq_read(f.cq, ent, 16);
 		if (ret > 0)
 			done += (int)ret;
 		else if (ret != -FI_EAGAIN)
-			return pd_error((int)ret, "raw loop: fi_cq_read: %s", fi_strerror((int)-ret));
+			return pd_ext_error((int)ret, "raw loop: fi_cq_read: %s", fi_strerror((int)-ret));
 	}
 	return 0;
 }
@@ -432,6 +436,7 @@ static int finish(pid_t pid)
 
 static int mode_bw(const struct opts *o)
 {
+	struct pd_fabric_ext_info raw;
 	size_t max = 0;
 	struct pair p = { 0 };
 	struct pd_mr *mr;
@@ -443,6 +448,8 @@ static int mode_bw(const struct opts *o)
 		max = o->sizes[i] > max ? o->sizes[i] : max;
 	pid = fork_pair(&p);
 	pair_connect(&p, o, PD_PATH_AUTO);
+	if (pd_fabric_ext_query(p.fab, &raw))
+		die("fabric", -EINVAL);
 	buf = mmap(NULL, max, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (buf == MAP_FAILED || pd_mr_reg_host(p.fab, buf, max, 0, &mr))
 		die("buffer", -ENOMEM);
@@ -454,7 +461,7 @@ static int mode_bw(const struct opts *o)
 		       "raw MB/s", "shim/raw");
 	for (i = 0; i < o->nsizes; i++) {
 		size_t s = o->sizes[i];
-		bool raw_ok = s <= p.fab->info->ep_attr->max_msg_size;
+		bool raw_ok = s <= raw.info->ep_attr->max_msg_size;
 		double shims[MAX_REPEATS], raws[MAX_REPEATS] = { 0 }, shim, raw;
 		int k, n = o->repeats;
 
@@ -731,7 +738,7 @@ static int parse(int argc, char **argv, struct opts *o)
 				return bad("--window", optarg, "want 1 to 1024 messages in flight");
 			break;
 		case 't':
-			if (pd_parse_size(optarg, &run_total) || !run_total)
+			if (pd_ext_parse_size(optarg, &run_total) || !run_total)
 				return bad("--total", optarg, "not a size above 0 (a number with K, M or G)");
 			break;
 		case 'c':
@@ -744,7 +751,7 @@ static int parse(int argc, char **argv, struct opts *o)
 			for (tok = strtok_r(optarg, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
 				if (o->nsizes == MAX_SIZES)
 					return bad("--sizes", tok, "one size too many (at most 16)");
-				if (pd_parse_size(tok, &o->sizes[o->nsizes]) || !o->sizes[o->nsizes])
+				if (pd_ext_parse_size(tok, &o->sizes[o->nsizes]) || !o->sizes[o->nsizes])
 					return bad("--sizes", tok, "not a size above 0 (a number with K, M or G)");
 				o->nsizes++;
 			}

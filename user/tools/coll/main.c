@@ -56,8 +56,7 @@
 #include "../tool_cli.h"
 #include "../tool_env.h"
 #include "../tool_version.h"
-#include "errors.h"
-#include "fabric.h"
+#include "peerdirect_ext.h"
 
 extern char **environ;
 
@@ -217,7 +216,7 @@ static int parse_list(char *arg, const char *const *names, int nnames, int *out,
 
 static int size_arg(const char *s, size_t *out, const char *what)
 {
-	if (pd_parse_size(s, out)) {
+	if (pd_ext_parse_size(s, out)) {
 		fprintf(stderr, "pd-coll: %s: bad size '%s'\n", what, s);
 		return -1;
 	}
@@ -857,10 +856,12 @@ static bool sweeps_agree(struct boot *b, uint64_t plan, bool outputs_open)
  */
 static bool shm_lane_without_cma(const struct opts *o)
 {
+	struct pd_fabric_ext_info x;
 	int p;
 
 	for (p = 0; p < NLANES; p++)
-		if (o->lanes[p] && lanes[p].fab && !lanes[p].fab->pins_cpu_maps)
+		if (o->lanes[p] && lanes[p].fab && !pd_fabric_ext_query(lanes[p].fab, &x) &&
+		    !x.pins_cpu_maps)
 			return true;
 	return false;
 }
