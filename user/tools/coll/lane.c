@@ -315,7 +315,7 @@ int xchg(struct run *r, const struct xchg *x)
 	 * first could make its peer wait for the whole copy before the peer's
 	 * own data could move: over shm, 8 and 16 MiB allreduce took 18% and
 	 * 26% longer.  One rule for every path; its one measured cost, shm's
-	 * bounce path at 1 MiB, is in performance.md, section M.
+	 * bounce path at 1 MiB, is in results/performance-log.md, section M.
 	 */
 	while (!ret && (ps < ns || dr < nr)) {
 		bool moved = false;

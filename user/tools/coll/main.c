@@ -94,7 +94,7 @@ static int measure(struct run *r, enum coll_kind k, const struct geom *g, struct
 			on[non++] = p;
 	/*
 	 * Whether the lane that goes first in an iteration pays for it is not
-	 * known (Documentation/performance.md, section T: differences within
+	 * known (Documentation/results/performance-log.md, section T: differences within
 	 * the spread); a fixed order would put any such cost on the direct
 	 * lane every time.  So over the timed iterations each goes first in
 	 * turn, from the first timed one, and every lane holds every place

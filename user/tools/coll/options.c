@@ -390,7 +390,7 @@ int coll_sweep_sizes(const struct opts *o, size_t *sizes, int *n)
 }
 
 /*
- * Tuning by provider, each measured (Documentation/performance.md), for
+ * Tuning by provider, each measured (Documentation/results/performance-log.md), for
  * what the command line left unset:
  *  - recursive doubling (no copy of the input; with 2 ranks the peer
  *    reads only the input) beats the ring over shm up to 4 MiB with 2
