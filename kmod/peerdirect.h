@@ -83,7 +83,11 @@ struct pd_backend_ops {
 	void (*release)(struct pd_device *pd);
 };
 
-/* Per-user memory accounting on one device (the quota's key: a real uid). */
+/*
+ * Per-user memory accounting on one device (the quota's key: a real uid).
+ * An allocation is charged to the caller's uid and to the owner of each
+ * user namespace up to the initial one (memory.c).
+ */
 struct pd_owner {
 	struct kref ref;	/* one per allocation charged */
 	struct list_head node;	/* pd_device.owners */
@@ -172,7 +176,10 @@ struct pd_file {
 struct pd_alloc {
 	struct kref ref;
 	struct pd_device *pd;
-	struct pd_owner *owner;
+	struct pd_owner *owner;		/* the allocating uid: owners[0] */
+	/* Every user charged: the uid, then each user namespace's owner. */
+	struct pd_owner **owners;
+	unsigned int nr_owners;
 	struct list_head node;		/* pd_device.allocs */
 	struct list_head exports;	/* under pd_device.lock */
 	u32 nr_exports;

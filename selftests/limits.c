@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * Limits and identity: the quota's key (per user, not multiplied by fork
- * and SCM_RIGHTS, not inherited through a recycled pid, reported for the
- * caller), kernel memory charged to the caller's memory cgroup, read-only
+ * and SCM_RIGHTS nor by a user namespace's uids, not inherited through a
+ * recycled pid, reported for the caller), kernel memory charged to the caller's memory cgroup, read-only
  * exports as importers see them, and user-set names in debugfs.
  */
 #define _GNU_SOURCE
