@@ -1009,6 +1009,92 @@ TEST_F(rv, alloc_waiting_for_a_reset_is_killable)
 	EXPECT_EQ(free0, sysfs_value(NULL, "mem_free"));
 }
 
+/*
+ * AER on a frozen channel (review N3): the link is down and writes to the
+ * BAR are dropped.  The hardware is blocked before the revoke waits for
+ * importers, not after: an ALLOC asked for while the recovery's revoke
+ * waits (here for an importer's fence, up to revoke_timeout_ms) zeroes
+ * nothing until resume(), so it cannot hand out memory whose zeroing the
+ * dead link dropped.
+ */
+TEST_F(rv, alloc_during_a_frozen_recovery_waits_for_resume)
+{
+	struct pci_resetter pr = { .kind = PDTI_RESET_AER, .hold_ms = 300 };
+	long long before, t0, asked, done;
+	int64_t h2;
+	pthread_t t;
+	int d, imp;
+
+	if (self->q.backend != PEERDIRECT_BACKEND_PCI_BAR ||
+	    pd_pci_function("peerdirect0", &pr.dev))
+		SKIP(return, "not a PCI device");
+	before = pd_debugfs_value("peerdirect0", "revoked_reset");
+	d = pd_export(self->fd, self->h, 0, self->len);
+	ASSERT_LE(0, d);
+	imp = fixture_import(d, PDTI_DYNAMIC);
+	ASSERT_LE(0, imp);
+	/* pending DMA: the recovery's revoke waits for it */
+	ASSERT_EQ(0, ioctl(imp, PDTI_IOCTL_FENCE));
+	ASSERT_EQ(0, pd_param_write("revoke_timeout_ms", "3000"));
+
+	ASSERT_EQ(0, pthread_create(&t, NULL, pci_reset_thread, &pr));
+	for (t0 = pd_now_ms(); pd_now_ms() - t0 < 10000; usleep(5 * 1000))
+		if (pd_debugfs_value("peerdirect0", "revoked_reset") > before)
+			break;
+	usleep(100 * 1000);
+	asked = pd_now_ms();
+	h2 = pd_alloc(self->fd, 4 * self->q.page_size);
+	done = pd_now_ms();
+	pthread_join(t, NULL);
+	ASSERT_EQ(0, pr.ret) TH_LOG("recovery: %s", strerror(-pr.ret));
+	TH_LOG("recovery %lld ms; ALLOC asked at %lld, done at %lld", pr.end - pr.start,
+	       asked - pr.start, done - pr.start);
+	EXPECT_LE(2000, pr.end - pr.start) TH_LOG("the revoke did not wait for the fence");
+	EXPECT_LT(0, h2);
+	/* resume() comes hold_ms after slot_reset(), just before the end */
+	EXPECT_LE(pr.end - pr.start - 250, done - pr.start)
+		TH_LOG("ALLOC zeroed a frozen device %lld ms before resume()",
+		       pr.end - done);
+	ASSERT_EQ(0, ioctl(imp, PDTI_IOCTL_SIGNAL));
+	close(imp);
+	close(d);
+	if (h2 > 0)
+		EXPECT_EQ(0, pd_free(self->fd, h2));
+}
+
+/*
+ * Between a physical freeze and the AER interrupt the driver is told
+ * nothing; only pci_channel_offline() shows it (on real hardware the
+ * writes are dropped and a read-back gives all-ones).  A zeroing that ends
+ * then fails with EIO instead of handing out memory it may not have
+ * zeroed; once the channel is back, ALLOC works.
+ */
+TEST_F(rv, alloc_on_a_frozen_link_fails_with_eio)
+{
+	struct pci_resetter pr = { .kind = PDTI_RESET_FREEZE, .hold_ms = 1500 };
+	long long free0;
+	int64_t h2;
+	pthread_t t;
+
+	if (self->q.backend != PEERDIRECT_BACKEND_PCI_BAR ||
+	    pd_pci_function("peerdirect0", &pr.dev))
+		SKIP(return, "not a PCI device");
+	free0 = sysfs_value(NULL, "mem_free");
+	ASSERT_EQ(0, pthread_create(&t, NULL, pci_reset_thread, &pr));
+	usleep(300 * 1000);
+	h2 = pd_alloc(self->fd, 4 * self->q.page_size);
+	pthread_join(t, NULL);
+	ASSERT_EQ(0, pr.ret) TH_LOG("freeze: %s", strerror(-pr.ret));
+	EXPECT_EQ(-EIO, h2) TH_LOG("ALLOC on a frozen link: %lld", (long long)h2);
+	if (h2 > 0)
+		EXPECT_EQ(0, pd_free(self->fd, h2));
+	EXPECT_EQ(free0, sysfs_value(NULL, "mem_free"));
+	h2 = pd_alloc(self->fd, 4 * self->q.page_size);
+	EXPECT_LT(0, h2);
+	if (h2 > 0)
+		EXPECT_EQ(0, pd_free(self->fd, h2));
+}
+
 static int write_str(const char *path, const char *s)
 {
 	int f = open(path, O_WRONLY | O_CLOEXEC);
