@@ -42,7 +42,7 @@ sleep 1
 /pd/selftests/unplug /dev/peerdirect0 "$a0"
 
 echo "TAP version 13"
-echo "1..12"
+echo "1..16"
 pass=0
 fail=0
 n=0
@@ -59,11 +59,15 @@ dev_of() {	# /dev/peerdirectN bound to the PCI address $1, or nothing
 # removal_waits MODE WHO: sysfs remove of $a1 while `unplug MODE` holds
 # its device: the removal waits for the holder, the BAR stays requested
 # (nothing can be hot-added over it), and once it lets go the removal
-# completes and a rescan binds a fresh device.  Four results (six with a
-# hot-add, for MODE hold).
+# completes, leaving no write-combining PAT entry over the BAR although
+# a file is still open, a user's new mapping of it is uncached, and a
+# rescan binds a fresh device.  Six results (eight with a hot-add, for
+# MODE hold).
 removal_waits() {
-	local mode=$1 who=$2 hold holder remover rescanner range dev
+	local mode=$1 who=$2 hold holder remover rescanner range dev start pat d
 	dev=$(dev_of "$a1")
+	# BAR2's start, as x86 PAT's memtype list prints it
+	start=$(awk 'NR == 3 { print $1 }' "/sys/bus/pci/devices/$a1/resource")
 	hold=$(mktemp -d)
 	/pd/selftests/unplug "$mode" "$dev" "$hold" &
 	holder=$!
@@ -81,6 +85,9 @@ removal_waits() {
 	grep -q "${range#"${range%%[!0]*}"}.*peerdirect" /proc/iomem
 	res $? "the BAR stays requested while $who"
 	[ "$mode" = hold ] && hot_add_while_held
+	# Nothing binds the function again (the waiting rescan, a hot-add)
+	# until the range was checked: a new binding would map it anew.
+	echo 0 > /sys/bus/pci/drivers_autoprobe
 	touch "$hold/release"
 	wait "$holder"
 	# The remover's write returns once remove() has finished.  The device's
@@ -89,9 +96,25 @@ removal_waits() {
 	for _ in $(seq 1 100); do kill -0 "$remover" 2>/dev/null || break; sleep 0.1; done
 	! kill -0 "$remover" 2>/dev/null && wait "$remover"
 	res $? "the removal completes once the holder lets go ($mode)"
-	exec 7<&-
+	# fd 7 still holds the device's structures: the kernel's
+	# write-combining mapping of the BAR must be gone with remove() all
+	# the same, or its PAT entry turns the next user's uncached mapping
+	# of the range write-combining (review N2).
+	pat=$(grep -a "mem $start-.*write-combining" /sys/kernel/debug/x86/pat_memtype_list 2>&1)
+	[ -r /sys/kernel/debug/x86/pat_memtype_list ] && [ -z "$pat" ]
+	res $? "no write-combining PAT entry for the removed BAR at $start while a file is open${pat:+ ($pat)}"
 	wait "$rescanner"
 	echo 1 > /sys/bus/pci/rescan
+	sleep 1
+	# The function back, unbound: its sysfs resource2 mapped by a user is
+	# uncached, not write-combining.
+	/pd/selftests/unplug memtype "/sys/bus/pci/devices/$a1/resource2"
+	res $? "a new mapping of the function's BAR after the removal is uncached-minus"
+	exec 7<&-
+	echo 1 > /sys/bus/pci/drivers_autoprobe
+	for d in $(ivshmem_devices); do
+		[ -e "/sys/bus/pci/devices/$d/driver" ] || echo "$d" > /sys/bus/pci/drivers_probe
+	done
 	sleep 1
 	[ -n "$(dev_of "$a1")" ]
 	res $? "rescan rebinds the device ($(ls /dev/peerdirect* 2>/dev/null | tr '\n' ' '))"
