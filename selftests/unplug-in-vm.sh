@@ -85,9 +85,6 @@ removal_waits() {
 	grep -q "${range#"${range%%[!0]*}"}.*peerdirect" /proc/iomem
 	res $? "the BAR stays requested while $who"
 	[ "$mode" = hold ] && hot_add_while_held
-	# Nothing binds the function again (the waiting rescan, a hot-add)
-	# until the range was checked: a new binding would map it anew.
-	echo 0 > /sys/bus/pci/drivers_autoprobe
 	touch "$hold/release"
 	wait "$holder"
 	# The remover's write returns once remove() has finished.  The device's
@@ -96,25 +93,28 @@ removal_waits() {
 	for _ in $(seq 1 100); do kill -0 "$remover" 2>/dev/null || break; sleep 0.1; done
 	! kill -0 "$remover" 2>/dev/null && wait "$remover"
 	res $? "the removal completes once the holder lets go ($mode)"
-	# fd 7 still holds the device's structures: the kernel's
-	# write-combining mapping of the BAR must be gone with remove() all
-	# the same, or its PAT entry turns the next user's uncached mapping
-	# of the range write-combining (review N2).
-	pat=$(grep -a "mem $start-.*write-combining" /sys/kernel/debug/x86/pat_memtype_list 2>&1)
-	[ -r /sys/kernel/debug/x86/pat_memtype_list ] && [ -z "$pat" ]
-	res $? "no write-combining PAT entry for the removed BAR at $start while a file is open${pat:+ ($pat)}"
+	# The rescan waiting behind the removal adds the function back and
+	# binds it (6.1's pci_bus_add_device() probes whatever
+	# drivers_autoprobe says), mapping the BAR anew: unbind that binding,
+	# whose remove() has no holder to wait for.
 	wait "$rescanner"
 	echo 1 > /sys/bus/pci/rescan
 	sleep 1
-	# The function back, unbound: its sysfs resource2 mapped by a user is
+	[ -e "/sys/bus/pci/devices/$a1/driver" ] &&
+		echo "$a1" > "/sys/bus/pci/devices/$a1/driver/unbind"
+	# fd 7 still holds the removed device's structures: its kernel
+	# write-combining mapping of the BAR must be gone with its remove()
+	# all the same, or the PAT entry turns the next user's uncached
+	# mapping of the range write-combining (review N2).
+	pat=$(grep -a "mem $start-.*write-combining" /sys/kernel/debug/x86/pat_memtype_list 2>&1)
+	[ -r /sys/kernel/debug/x86/pat_memtype_list ] && [ -z "$pat" ]
+	res $? "no write-combining PAT entry for the removed BAR at $start while a file is open${pat:+ ($pat)}"
+	# The function, unbound: its sysfs resource2 mapped by a user is
 	# uncached, not write-combining.
 	/pd/selftests/unplug memtype "/sys/bus/pci/devices/$a1/resource2"
 	res $? "a new mapping of the function's BAR after the removal is uncached-minus"
 	exec 7<&-
-	echo 1 > /sys/bus/pci/drivers_autoprobe
-	for d in $(ivshmem_devices); do
-		[ -e "/sys/bus/pci/devices/$d/driver" ] || echo "$d" > /sys/bus/pci/drivers_probe
-	done
+	echo "$a1" > /sys/bus/pci/drivers_probe
 	sleep 1
 	[ -n "$(dev_of "$a1")" ]
 	res $? "rescan rebinds the device ($(ls /dev/peerdirect* 2>/dev/null | tr '\n' ' '))"
