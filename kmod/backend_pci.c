@@ -344,12 +344,19 @@ static pgprot_t pd_bar_pgprot(struct pd_device *pd, pgprot_t prot)
 	return pgprot_writecombine(prot);
 }
 
+/*
+ * Called only for an export that is not revoked (under its vmap_lock), so
+ * never after unplug, when the mapping may be gone.
+ */
 static int pd_bar_vmap(struct pd_device *pd, u64 offset, u64 length,
 		       struct iosys_map *map)
 {
 	struct pd_bar *bar = pd->backend;
+	void __iomem *va = READ_ONCE(bar->va);
 
-	iosys_map_set_vaddr_iomem(map, bar->va + offset);
+	if (WARN_ON_ONCE(!va))
+		return -ENODEV;
+	iosys_map_set_vaddr_iomem(map, va + offset);
 	return 0;
 }
 
@@ -498,12 +505,33 @@ static void pd_bar_unplug(struct pd_device *pd)
 	wake_up_all(&bar->hw_wq);
 }
 
-/* The kernel mapping and the PCI device outlive remove() until the last user. */
+/*
+ * The kernel's write-combining mapping of the BAR goes as soon as nothing
+ * can use it, not with the last open file or dma-buf: after unplug (gone:
+ * no zeroing, no new mapping; every export revoked, so a vmap is of a
+ * scratch page) and once no importer reaches device memory (no vmap of
+ * it left).  On x86 its PAT reservation would otherwise outlive remove()
+ * and turn the next mapping of the range (a device hot-added there, the
+ * function rebound to vfio-pci or its own driver, a sysfs resource mmap)
+ * write-combining, registers included.  Under the device lock (remove and
+ * the error handlers), or from the final release.
+ */
+static void pd_bar_iounmap(struct pd_bar *bar)
+{
+	void __iomem *va = bar->va;
+
+	if (!va)
+		return;
+	WRITE_ONCE(bar->va, NULL);
+	iounmap(va);
+}
+
+/* The bookkeeping and the PCI device outlive remove() until the last user. */
 static void pd_bar_release(struct pd_device *pd)
 {
 	struct pd_bar *bar = pd->backend;
 
-	iounmap(bar->va);
+	pd_bar_iounmap(bar);
 	kfree(bar->saved);
 	pci_dev_put(bar->pdev);
 	kfree(bar);
@@ -642,6 +670,7 @@ static void pd_bar_remove(struct pci_dev *pdev)
 
 	pd_device_unplug(pd);
 	pd_device_wait_unreachable(pd);
+	pd_bar_iounmap(pd->backend);
 	pci_release_region(pdev, PD_BAR_INDEX);
 	pd_bar_disable(pd->backend);
 	pd_device_put(pd);
@@ -697,8 +726,17 @@ static void pd_bar_reset_end(struct pci_dev *pdev)
  */
 static void pd_bar_give_up(struct pci_dev *pdev, const char *why)
 {
+	struct pd_device *pd = pci_get_drvdata(pdev);
+
 	dev_err_ratelimited(&pdev->dev, "giving the device up: %s\n", why);
-	pd_device_unplug(pci_get_drvdata(pdev));
+	pd_device_unplug(pd);
+	/*
+	 * Unmapped now if no importer reaches the BAR (none can start to:
+	 * every export is revoked); else by the removal that follows, once
+	 * they let go.
+	 */
+	if (pd_device_unreachable(pd))
+		pd_bar_iounmap(pd->backend);
 }
 
 /* The config space probe stored, back in the function after a reset. */

@@ -213,6 +213,12 @@ void pd_device_reach(struct pd_device *pd, int delta)
 		wake_up_all(&pd->reach_wq);
 }
 
+/* No importer mapping or vmap of device memory is left (after unplug: for good). */
+bool pd_device_unreachable(struct pd_device *pd)
+{
+	return !atomic_read(&pd->nr_reach);
+}
+
 /*
  * After unplug, until no importer can reach device memory any more: no DMA
  * mapping and no vmap of it is left.  Without bound, as vfio-pci waits for

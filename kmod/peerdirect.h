@@ -276,6 +276,7 @@ struct pd_device *pd_device_create(const struct pd_backend_ops *ops,
 				   u64 mem_size, u64 page_size);
 int pd_device_register(struct pd_device *pd);
 void pd_device_unplug(struct pd_device *pd);
+bool pd_device_unreachable(struct pd_device *pd);
 void pd_device_wait_unreachable(struct pd_device *pd);
 void pd_device_reach(struct pd_device *pd, int delta);
 void pd_device_put(struct pd_device *pd);

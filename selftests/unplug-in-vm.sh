@@ -112,7 +112,7 @@ removal_waits() {
 	# The function, unbound: its sysfs resource2 mapped by a user is
 	# uncached, not write-combining.
 	/pd/selftests/unplug memtype "/sys/bus/pci/devices/$a1/resource2"
-	res $? "a new mapping of the function's BAR after the removal is uncached-minus"
+	res $? "a new mapping of the function's BAR after the removal is uncached-minus (BAR at $(awk 'NR == 3 { print $1 }' "/sys/bus/pci/devices/$a1/resource"), was $start)"
 	exec 7<&-
 	echo "$a1" > /sys/bus/pci/drivers_probe
 	sleep 1
