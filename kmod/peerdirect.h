@@ -132,6 +132,11 @@ struct pd_device {
 	bool dead;			/* unplugged: no new work */
 	unsigned int resetting;		/* resets in progress: exports wait */
 	atomic64_t nr_resets;		/* resets begun (ioctl, FLR, AER) */
+	/*
+	 * files has a lock of its own: misc_open() calls pd_open() under the
+	 * global misc_mtx, which must never wait for pd_device.lock.
+	 */
+	struct mutex files_lock;
 	struct list_head files;
 	struct list_head owners;
 	struct list_head allocs;
@@ -228,6 +233,13 @@ struct pd_export {
 	/* On the list of the call that revoked it, which alone touches it. */
 	struct list_head revoke_node;
 	/*
+	 * The revocation's end (invalidating importers, zapping PTEs), done
+	 * under the reservation lock once an importer that held it past the
+	 * call's deadline lets go (revoke.c).  Owns the revoking call's
+	 * dentry reference from then on.
+	 */
+	struct delayed_work revoke_work;
+	/*
 	 * The revoking call's too: it had importers when revoked, and only
 	 * then are the reservation's fences (shared with every export of the
 	 * allocation) its business to wait for.
@@ -247,9 +259,13 @@ struct pd_export {
 	u64 created_ns;			/* CLOCK_BOOTTIME */
 	bool rdonly;
 
-	/* Under dmabuf->resv. */
+	/*
+	 * Set under pd_device.lock and vmap_lock, never cleared; read under
+	 * dmabuf->resv (READ_ONCE), vmap_lock or pd_device.lock.
+	 */
 	bool revoked;
 	u32 reason;
+	/* Under dmabuf->resv. */
 	struct list_head attachments;
 	/* Its length, for LIST without the reservation lock (BUSY). */
 	atomic_t nr_attachments;
@@ -323,6 +339,9 @@ void pd_revoke_device(struct pd_device *pd, u32 reason,
 		      struct pd_revoke_result *res);
 void pd_reset_prepare(struct pd_device *pd, struct pd_revoke_result *res);
 void pd_reset_done(struct pd_device *pd);
+void pd_revoke_work(struct work_struct *work);
+int pd_revoke_init(void);
+void pd_revoke_exit(void);
 bool pd_attach_pinned(const struct pd_attach *pa);
 bool pd_attach_revocable(const struct pd_attach *pa);
 

@@ -655,11 +655,12 @@ TEST_F(rv, revoke_is_bounded_while_importer_holds_resv)
 	/* the device's open, under misc_mtx */
 	ASSERT_EQ(0, pthread_create(&ot, NULL, timed_open_thread, &pd0));
 	usleep(100 * 1000);
-	/* another misc device's open, behind misc_mtx */
-	timed_open_thread(&misc);
+	/* an export of another allocation released, with pd_device.lock */
 	t0 = pd_now_ms();
 	close(d2);
 	close_ms = pd_now_ms() - t0;
+	/* another misc device's open, behind misc_mtx */
+	timed_open_thread(&misc);
 	pthread_join(ot, NULL);
 	pthread_join(rt, NULL);
 	TH_LOG("REVOKE %lld ms (revoke_timeout_ms 100), open of %s %lld ms, of %s %lld ms, close of another export %lld ms",
