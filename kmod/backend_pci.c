@@ -344,12 +344,19 @@ static pgprot_t pd_bar_pgprot(struct pd_device *pd, pgprot_t prot)
 	return pgprot_writecombine(prot);
 }
 
+/*
+ * Called only for an export that is not revoked (under its vmap_lock), so
+ * never after unplug, when the mapping may be gone.
+ */
 static int pd_bar_vmap(struct pd_device *pd, u64 offset, u64 length,
 		       struct iosys_map *map)
 {
 	struct pd_bar *bar = pd->backend;
+	void __iomem *va = READ_ONCE(bar->va);
 
-	iosys_map_set_vaddr_iomem(map, bar->va + offset);
+	if (WARN_ON_ONCE(!va))
+		return -ENODEV;
+	iosys_map_set_vaddr_iomem(map, va + offset);
 	return 0;
 }
 
@@ -378,12 +385,30 @@ static int pd_bar_wait_reset(struct pd_bar *bar)
 }
 
 /*
+ * Whether the zeros of the last chunk reached the device.  A frozen link
+ * (the AER core marks the channel offline before it calls error_detected())
+ * or a removed device drops posted writes silently.  A read is not posted
+ * and does not pass the writes before it (PCIe ordering), so reading the
+ * chunk's first and last words back both flushes them and shows a link
+ * that dropped them: it reads all-ones.  Under hw_lock (read).
+ */
+static bool pd_bar_zero_landed(struct pd_bar *bar, u64 offset, u64 n)
+{
+	if (pci_channel_offline(bar->pdev))
+		return false;
+	return !readl(bar->va + offset) && !readl(bar->va + offset + n - 4);
+}
+
+/*
  * hw_lock is dropped between 1 MiB chunks, so that a reset or a removal
  * waits for one chunk, not for a multi-GiB allocation, and the zeroing
  * then waits out the reset like any other hardware access.  A reset may
  * scrub or re-initialise device memory, so the zeroing starts over after
  * one, at most PD_ZERO_RESTARTS times (then EIO).  A fatal signal ends
- * it: the caller gives the memory back.
+ * it: the caller gives the memory back.  A link found frozen before the
+ * AER handler blocked the hardware, or zeros that did not land, fail it
+ * with EIO: memory whose zeroing may have been dropped is never handed
+ * out, and the caller may ask again once the device recovered.
  */
 #define PD_ZERO_RESTARTS	3
 
@@ -402,6 +427,10 @@ static int pd_bar_zero(struct pd_device *pd, u64 offset, u64 length)
 			ret = -EINTR;
 			break;
 		}
+		if (pci_channel_offline(bar->pdev)) {
+			ret = -EIO;
+			break;
+		}
 		n = min_t(u64, length - done, SZ_1M);
 		memset_io(bar->va + offset + done, 0, n);
 		done += n;
@@ -412,8 +441,11 @@ static int pd_bar_zero(struct pd_device *pd, u64 offset, u64 length)
 		 * another CPU mapping can see what was there before.
 		 */
 		wmb();
-		if (done == length)
+		if (done == length) {
+			if (!pd_bar_zero_landed(bar, offset + done - n, n))
+				ret = -EIO;
 			break;
+		}
 		up_read(&bar->hw_lock);
 		cond_resched();
 		down_read(&bar->hw_lock);
@@ -429,6 +461,10 @@ static int pd_bar_zero(struct pd_device *pd, u64 offset, u64 length)
 		}
 	}
 	up_read(&bar->hw_lock);
+	if (ret == -EIO)
+		dev_warn_ratelimited(&bar->pdev->dev,
+				     "zeroing %llu bytes at %#llx failed: link offline or writes lost\n",
+				     length, offset);
 	return ret;
 }
 
@@ -469,12 +505,33 @@ static void pd_bar_unplug(struct pd_device *pd)
 	wake_up_all(&bar->hw_wq);
 }
 
-/* The kernel mapping and the PCI device outlive remove() until the last user. */
+/*
+ * The kernel's write-combining mapping of the BAR goes as soon as nothing
+ * can use it, not with the last open file or dma-buf: after unplug (gone:
+ * no zeroing, no new mapping; every export revoked, so a vmap is of a
+ * scratch page) and once no importer reaches device memory (no vmap of
+ * it left).  On x86 its PAT reservation would otherwise outlive remove()
+ * and turn the next mapping of the range (a device hot-added there, the
+ * function rebound to vfio-pci or its own driver, a sysfs resource mmap)
+ * write-combining, registers included.  Under the device lock (remove and
+ * the error handlers), or from the final release.
+ */
+static void pd_bar_iounmap(struct pd_bar *bar)
+{
+	void __iomem *va = bar->va;
+
+	if (!va)
+		return;
+	WRITE_ONCE(bar->va, NULL);
+	iounmap(va);
+}
+
+/* The bookkeeping and the PCI device outlive remove() until the last user. */
 static void pd_bar_release(struct pd_device *pd)
 {
 	struct pd_bar *bar = pd->backend;
 
-	iounmap(bar->va);
+	pd_bar_iounmap(bar);
 	kfree(bar->saved);
 	pci_dev_put(bar->pdev);
 	kfree(bar);
@@ -613,6 +670,7 @@ static void pd_bar_remove(struct pci_dev *pdev)
 
 	pd_device_unplug(pd);
 	pd_device_wait_unreachable(pd);
+	pd_bar_iounmap(pd->backend);
 	pci_release_region(pdev, PD_BAR_INDEX);
 	pd_bar_disable(pd->backend);
 	pd_device_put(pd);
@@ -627,13 +685,24 @@ static void pd_bar_remove(struct pci_dev *pdev)
  * and offsets, not necessarily their contents: a zeroing under way starts
  * over).
  */
-static void pd_bar_reset_begin(struct pci_dev *pdev)
+static void pd_bar_reset_begin(struct pci_dev *pdev, bool frozen)
 {
 	struct pd_device *pd = pci_get_drvdata(pdev);
 	struct pd_revoke_result res = {};
 
+	/*
+	 * A frozen link drops every write: block the hardware (zeroing, new
+	 * mappings) at once, not after the revoke's wait for importers, which
+	 * may last revoke_timeout_ms, so that no ALLOC "zeroes" a dead link
+	 * meanwhile and hands out the previous owner's bytes.  Before a
+	 * function reset the device still works: importers may finish their
+	 * DMA first, and a zeroing under way starts over after the reset.
+	 */
+	if (frozen)
+		pd_bar_hw_block(pd->backend);
 	pd_reset_prepare(pd, &res);
-	pd_bar_hw_block(pd->backend);
+	if (!frozen)
+		pd_bar_hw_block(pd->backend);
 	if (res.revoked)
 		dev_info_ratelimited(&pdev->dev, "reset: revoked %u export(s), %u still mapped\n",
 				     res.revoked, res.pending);
@@ -657,8 +726,17 @@ static void pd_bar_reset_end(struct pci_dev *pdev)
  */
 static void pd_bar_give_up(struct pci_dev *pdev, const char *why)
 {
+	struct pd_device *pd = pci_get_drvdata(pdev);
+
 	dev_err_ratelimited(&pdev->dev, "giving the device up: %s\n", why);
-	pd_device_unplug(pci_get_drvdata(pdev));
+	pd_device_unplug(pd);
+	/*
+	 * Unmapped now if no importer reaches the BAR (none can start to:
+	 * every export is revoked); else by the removal that follows, once
+	 * they let go.
+	 */
+	if (pd_device_unreachable(pd))
+		pd_bar_iounmap(pd->backend);
 }
 
 /* The config space probe stored, back in the function after a reset. */
@@ -698,7 +776,7 @@ static void pd_bar_reset_prepare(struct pci_dev *pdev)
 	struct pd_bar *bar = ((struct pd_device *)pci_get_drvdata(pdev))->backend;
 
 	if (!READ_ONCE(bar->resetting))
-		pd_bar_reset_begin(pdev);
+		pd_bar_reset_begin(pdev, false);
 }
 
 static void pd_bar_reset_done(struct pci_dev *pdev)
@@ -728,7 +806,7 @@ static pci_ers_result_t pd_bar_error_detected(struct pci_dev *pdev,
 	}
 	/* Once per recovery: a second report while reset waits for resume(). */
 	if (!READ_ONCE(bar->resetting))
-		pd_bar_reset_begin(pdev);
+		pd_bar_reset_begin(pdev, true);
 	/* slot_reset() enables it again: one enable of ours either way. */
 	pd_bar_disable(bar);
 	return PCI_ERS_RESULT_NEED_RESET;

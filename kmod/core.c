@@ -97,6 +97,7 @@ struct pd_device *pd_device_create(const struct pd_backend_ops *ops,
 	pd->max_events = clamp(max_events, 16U, 65536U);
 	pd->max_subscriptions = min(max_subscriptions, 1048576U);
 	mutex_init(&pd->lock);
+	mutex_init(&pd->files_lock);
 	INIT_LIST_HEAD(&pd->files);
 	INIT_LIST_HEAD(&pd->owners);
 	INIT_LIST_HEAD(&pd->allocs);
@@ -161,6 +162,7 @@ static void pd_device_release(struct kref *ref)
 		pd->ops->release(pd);
 	if (pd->index >= 0)
 		ida_free(&pd_ida, pd->index);
+	mutex_destroy(&pd->files_lock);
 	mutex_destroy(&pd->lock);
 	kfree(pd);
 }
@@ -197,10 +199,10 @@ void pd_device_unplug(struct pd_device *pd)
 	if (pd->ops->unplug)
 		pd->ops->unplug(pd);
 
-	mutex_lock(&pd->lock);
+	mutex_lock(&pd->files_lock);
 	list_for_each_entry(pfile, &pd->files, node)
 		pd_file_gone(pfile);
-	mutex_unlock(&pd->lock);
+	mutex_unlock(&pd->files_lock);
 
 	pd_debugfs_remove(pd);
 	pd->registered = false;
@@ -211,6 +213,12 @@ void pd_device_reach(struct pd_device *pd, int delta)
 {
 	if (atomic_add_return(delta, &pd->nr_reach) == 0)
 		wake_up_all(&pd->reach_wq);
+}
+
+/* No importer mapping or vmap of device memory is left (after unplug: for good). */
+bool pd_device_unreachable(struct pd_device *pd)
+{
+	return !atomic_read(&pd->nr_reach);
 }
 
 /*
@@ -268,6 +276,9 @@ static int __init peerdirect_init(void)
 {
 	int ret;
 
+	ret = pd_revoke_init();
+	if (ret)
+		return ret;
 	pd_debugfs_init();
 	ret = pd_sim_init();
 	if (ret)
@@ -281,6 +292,7 @@ err_sim:
 	pd_sim_exit();
 err_debugfs:
 	pd_debugfs_exit();
+	pd_revoke_exit();
 	return ret;
 }
 
@@ -289,6 +301,7 @@ static void __exit peerdirect_exit(void)
 	pd_pci_exit();
 	pd_sim_exit();
 	pd_debugfs_exit();
+	pd_revoke_exit();
 	ida_destroy(&pd_ida);
 }
 

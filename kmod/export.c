@@ -2,8 +2,10 @@
 /*
  * The dma-buf exporter.  Every export is dynamic (it has pin/unpin), so in
  * every kernel we support map, unmap, pin and unpin arrive with the
- * reservation lock held; the revoked flag lives under that lock and is
- * checked by attach, pin, map, CPU faults and CPU access.
+ * reservation lock held.  The revoked flag is set under pd_device.lock
+ * (revoke.c: never waiting for an importer's reservation) and checked under
+ * the reservation lock by pin, map, CPU faults and CPU access, racily by
+ * attach; what was mapped before it was set is undone under that lock.
  */
 #include <linux/dma-resv.h>
 #include <linux/file.h>
@@ -98,7 +100,7 @@ static int pd_dmabuf_pin(struct dma_buf_attachment *attach)
 	struct pd_attach *pa = attach->priv;
 
 	dma_resv_assert_held(attach->dmabuf->resv);
-	if (exp->revoked) {
+	if (READ_ONCE(exp->revoked)) {
 		trace_peerdirect_pin(exp_pd(exp)->index, exp->id,
 				     dev_name(attach->dev), pa->pins, -ENODEV);
 		return -ENODEV;
@@ -141,7 +143,7 @@ static struct sg_table *pd_dmabuf_map(struct dma_buf_attachment *attach,
 	struct pd_map *m;
 
 	dma_resv_assert_held(attach->dmabuf->resv);
-	if (exp->revoked) {
+	if (READ_ONCE(exp->revoked)) {
 		sgt = ERR_PTR(-ENODEV);
 		goto out;
 	}
@@ -303,14 +305,14 @@ static vm_fault_t pd_vm_fault(struct vm_fault *vmf)
 		return VM_FAULT_SIGBUS;
 
 	/*
-	 * Revoke sets the flag and zaps the PTEs under the reservation lock,
-	 * so a fault that sees "not revoked" here cannot leave a PTE behind
-	 * the zap.
+	 * Revoke zaps the PTEs once more under the reservation lock after it
+	 * set the flag, so a fault that sees "not revoked" here cannot leave
+	 * a PTE behind that zap.
 	 */
 	ret = pd_vm_fault_lock(vmf, exp);
 	if (ret)
 		return ret;
-	if (exp->revoked) {
+	if (READ_ONCE(exp->revoked)) {
 		ret = VM_FAULT_SIGBUS;
 		goto out;
 	}
@@ -459,7 +461,7 @@ static int pd_dmabuf_cpu_access(struct dma_buf *dmabuf,
 	int ret = 0;
 
 	dma_resv_lock(dmabuf->resv, NULL);
-	if (exp->revoked) {
+	if (READ_ONCE(exp->revoked)) {
 		ret = -ENODEV;
 	} else if (pd->ops->sync && (begin || cpu_dir != DMA_FROM_DEVICE)) {
 		list_for_each_entry(pa, &exp->attachments, node)
@@ -538,6 +540,7 @@ struct dma_buf *pd_export_create(struct pd_file *pfile, struct pd_alloc *alloc,
 	atomic_set(&exp->nr_attachments, 0);
 	INIT_LIST_HEAD(&exp->subs);
 	INIT_LIST_HEAD(&exp->revoke_node);
+	INIT_DELAYED_WORK(&exp->revoke_work, pd_revoke_work);
 	mutex_init(&exp->vmap_lock);
 	init_waitqueue_head(&exp->unmap_wq);
 	atomic_set(&exp->nr_maps, 0);

@@ -14,7 +14,11 @@
 
 static int pd_open(struct inode *inode, struct file *filp)
 {
-	/* misc_open() holds misc_mtx, which unplug's misc_deregister() takes. */
+	/*
+	 * misc_open() holds the global misc_mtx, which unplug's
+	 * misc_deregister() takes: only files_lock here, never
+	 * pd_device.lock, so no open of any misc device waits for this one.
+	 */
 	struct pd_device *pd = container_of(filp->private_data,
 					      struct pd_device, misc);
 	struct pd_file *pfile;
@@ -31,15 +35,15 @@ static int pd_open(struct inode *inode, struct file *filp)
 	INIT_LIST_HEAD(&pfile->subs);
 	pfile->pd = pd;
 
-	mutex_lock(&pd->lock);
-	if (pd->dead) {
-		mutex_unlock(&pd->lock);
+	mutex_lock(&pd->files_lock);
+	if (READ_ONCE(pd->dead)) {
+		mutex_unlock(&pd->files_lock);
 		kfree(pfile);
 		return -ENODEV;
 	}
 	kref_get(&pd->ref);
 	list_add_tail(&pfile->node, &pd->files);
-	mutex_unlock(&pd->lock);
+	mutex_unlock(&pd->files_lock);
 
 	filp->private_data = pfile;
 	return nonseekable_open(inode, filp);
@@ -83,9 +87,9 @@ static int pd_release(struct inode *inode, struct file *filp)
 	xa_for_each(&pfile->allocs, handle, alloc)
 		pd_alloc_free(pfile, handle);
 
-	mutex_lock(&pd->lock);
+	mutex_lock(&pd->files_lock);
 	list_del(&pfile->node);
-	mutex_unlock(&pd->lock);
+	mutex_unlock(&pd->files_lock);
 
 	pd_file_put(pfile);
 	return 0;

@@ -10,6 +10,7 @@
 #include <linux/sched.h>
 #include <linux/slab.h>
 #include <linux/timekeeping.h>
+#include <linux/user_namespace.h>
 #include "peerdirect.h"
 #include "trace.h"
 
@@ -19,7 +20,15 @@
  * resources to.  Processes cannot multiply it (fork children, fds passed
  * with SCM_RIGHTS: same user, same quota) nor inherit another's usage
  * through a recycled pid.
+ *
+ * Nor can user namespaces: an allocation is also charged to the owner of
+ * each user namespace between the caller and the initial one, as the
+ * kernel's ucounts rlimits are (inc_rlimit_ucounts()), and must fit every
+ * quota it is charged to.  A user who maps 65536 subordinate uids into a
+ * namespace gets one quota for all of them, the user's own.
  */
+#define PD_OWNER_LEVELS 33	/* the caller, then 32 nested namespaces */
+
 static struct pd_owner *pd_owner_find(struct pd_device *pd, kuid_t uid)
 {
 	struct pd_owner *owner;
@@ -29,6 +38,24 @@ static struct pd_owner *pd_owner_find(struct pd_device *pd, kuid_t uid)
 		if (uid_eq(owner->uid, uid))
 			return owner;
 	return NULL;
+}
+
+/* The users a charge by the current task goes to, each once; [0] its uid. */
+static unsigned int pd_charge_uids(kuid_t *uids)
+{
+	const struct user_namespace *ns;
+	unsigned int n = 0, i;
+
+	uids[n++] = current_uid();
+	for (ns = current_user_ns(); ns != &init_user_ns && n < PD_OWNER_LEVELS;
+	     ns = ns->parent) {
+		for (i = 0; i < n; i++)
+			if (uid_eq(uids[i], ns->owner))
+				break;
+		if (i == n)
+			uids[n++] = ns->owner;
+	}
+	return n;
 }
 
 static struct pd_owner *pd_owner_get(struct pd_device *pd, kuid_t uid)
@@ -63,15 +90,58 @@ static void pd_owner_release(struct kref *ref)
 	kfree(owner);
 }
 
-/* What the calling process's user has charged on @pd. */
+static void pd_owners_put(struct pd_device *pd, struct pd_owner **owners,
+			  unsigned int n)
+{
+	mutex_lock(&pd->lock);
+	while (n--)
+		kref_put(&owners[n]->ref, pd_owner_release);
+	mutex_unlock(&pd->lock);
+}
+
+/* The owners a charge by the current task goes to, referenced; or NULL. */
+static struct pd_owner **pd_owners_get(struct pd_device *pd, unsigned int *np)
+{
+	kuid_t uids[PD_OWNER_LEVELS];
+	struct pd_owner **owners;
+	unsigned int n, i;
+
+	n = pd_charge_uids(uids);
+	owners = kcalloc(n, sizeof(*owners), GFP_KERNEL_ACCOUNT);
+	if (!owners)
+		return NULL;
+	for (i = 0; i < n; i++) {
+		owners[i] = pd_owner_get(pd, uids[i]);
+		if (!owners[i]) {
+			pd_owners_put(pd, owners, i);
+			kfree(owners);
+			return NULL;
+		}
+	}
+	*np = n;
+	return owners;
+}
+
+/*
+ * What the calling process's user has charged on @pd, as the quota sees
+ * it: the most any level it is charged to has used (inside a user
+ * namespace, usually its owner's), so quota - quota_used is what it may
+ * still allocate.
+ */
 u64 pd_owner_used(struct pd_device *pd)
 {
+	kuid_t uids[PD_OWNER_LEVELS];
 	struct pd_owner *owner;
-	u64 used;
+	unsigned int n, i;
+	u64 used = 0;
 
+	n = pd_charge_uids(uids);
 	mutex_lock(&pd->lock);
-	owner = pd_owner_find(pd, current_uid());
-	used = owner ? owner->used : 0;
+	for (i = 0; i < n; i++) {
+		owner = pd_owner_find(pd, uids[i]);
+		if (owner)
+			used = max(used, owner->used);
+	}
 	mutex_unlock(&pd->lock);
 	return used;
 }
@@ -84,8 +154,9 @@ u64 pd_owner_used(struct pd_device *pd)
 int pd_alloc_create(struct pd_file *pfile, u64 size, u64 *handlep, u64 *sizep)
 {
 	struct pd_device *pd = pfile->pd;
-	struct pd_owner *owner;
+	struct pd_owner **owners;
 	struct pd_alloc *alloc;
+	unsigned int i, n;
 	unsigned long addr;
 	u32 handle;
 	int ret;
@@ -98,8 +169,8 @@ int pd_alloc_create(struct pd_file *pfile, u64 size, u64 *handlep, u64 *sizep)
 	alloc = kzalloc(sizeof(*alloc), GFP_KERNEL_ACCOUNT);
 	if (!alloc)
 		return -ENOMEM;
-	owner = pd_owner_get(pd, current_uid());
-	if (!owner) {
+	owners = pd_owners_get(pd, &n);
+	if (!owners) {
 		kfree(alloc);
 		return -ENOMEM;
 	}
@@ -117,17 +188,22 @@ int pd_alloc_create(struct pd_file *pfile, u64 size, u64 *handlep, u64 *sizep)
 		ret = -ENODEV;
 		goto err_unlock;
 	}
-	if (owner->used + size > pd->quota) {
-		ret = -EDQUOT;
-		goto err_unlock;
+	for (i = 0; i < n; i++) {
+		if (owners[i]->used + size > pd->quota) {
+			ret = -EDQUOT;
+			goto err_unlock;
+		}
 	}
 	addr = gen_pool_alloc(pd->pool, size);
 	if (!addr) {
 		ret = -ENOMEM;
 		goto err_unlock;
 	}
-	owner->used += size;
-	alloc->owner = owner;
+	for (i = 0; i < n; i++)
+		owners[i]->used += size;
+	alloc->owners = owners;
+	alloc->nr_owners = n;
+	alloc->owner = owners[0];
 	alloc->offset = addr - pd->page_size;
 	list_add_tail(&alloc->node, &pd->allocs);
 	WRITE_ONCE(pd->nr_allocs, pd->nr_allocs + 1);
@@ -165,8 +241,10 @@ int pd_alloc_create(struct pd_file *pfile, u64 size, u64 *handlep, u64 *sizep)
 	return 0;
 
 err_unlock:
-	kref_put(&owner->ref, pd_owner_release);
+	while (n--)
+		kref_put(&owners[n]->ref, pd_owner_release);
 	mutex_unlock(&pd->lock);
+	kfree(owners);
 	put_pid(alloc->pid);
 	dma_resv_fini(&alloc->resv);
 	kfree(alloc);
@@ -177,18 +255,21 @@ static void pd_alloc_release(struct kref *ref)
 {
 	struct pd_alloc *alloc = container_of(ref, struct pd_alloc, ref);
 	struct pd_device *pd = alloc->pd;
-	struct pd_owner *owner = alloc->owner;
+	unsigned int i;
 
 	mutex_lock(&pd->lock);
 	list_del(&alloc->node);
 	WRITE_ONCE(pd->nr_allocs, pd->nr_allocs - 1);
 	gen_pool_free(pd->pool, alloc->offset + pd->page_size, alloc->size);
-	owner->used -= alloc->size;
+	for (i = 0; i < alloc->nr_owners; i++) {
+		alloc->owners[i]->used -= alloc->size;
+		kref_put(&alloc->owners[i]->ref, pd_owner_release);
+	}
 	if (alloc->freed)
 		atomic64_sub(alloc->size, &pd->quarantined);
-	kref_put(&owner->ref, pd_owner_release);
 	mutex_unlock(&pd->lock);
 
+	kfree(alloc->owners);
 	put_pid(alloc->pid);
 	dma_resv_fini(&alloc->resv);
 	kfree(alloc);

@@ -83,7 +83,11 @@ struct pd_backend_ops {
 	void (*release)(struct pd_device *pd);
 };
 
-/* Per-user memory accounting on one device (the quota's key: a real uid). */
+/*
+ * Per-user memory accounting on one device (the quota's key: a real uid).
+ * An allocation is charged to the caller's uid and to the owner of each
+ * user namespace up to the initial one (memory.c).
+ */
 struct pd_owner {
 	struct kref ref;	/* one per allocation charged */
 	struct list_head node;	/* pd_device.owners */
@@ -128,6 +132,11 @@ struct pd_device {
 	bool dead;			/* unplugged: no new work */
 	unsigned int resetting;		/* resets in progress: exports wait */
 	atomic64_t nr_resets;		/* resets begun (ioctl, FLR, AER) */
+	/*
+	 * files has a lock of its own: misc_open() calls pd_open() under the
+	 * global misc_mtx, which must never wait for pd_device.lock.
+	 */
+	struct mutex files_lock;
 	struct list_head files;
 	struct list_head owners;
 	struct list_head allocs;
@@ -172,7 +181,10 @@ struct pd_file {
 struct pd_alloc {
 	struct kref ref;
 	struct pd_device *pd;
-	struct pd_owner *owner;
+	struct pd_owner *owner;		/* the allocating uid: owners[0] */
+	/* Every user charged: the uid, then each user namespace's owner. */
+	struct pd_owner **owners;
+	unsigned int nr_owners;
 	struct list_head node;		/* pd_device.allocs */
 	struct list_head exports;	/* under pd_device.lock */
 	u32 nr_exports;
@@ -221,6 +233,13 @@ struct pd_export {
 	/* On the list of the call that revoked it, which alone touches it. */
 	struct list_head revoke_node;
 	/*
+	 * The revocation's end (invalidating importers, zapping PTEs), done
+	 * under the reservation lock once an importer that held it past the
+	 * call's deadline lets go (revoke.c).  Owns the revoking call's
+	 * dentry reference from then on.
+	 */
+	struct delayed_work revoke_work;
+	/*
 	 * The revoking call's too: it had importers when revoked, and only
 	 * then are the reservation's fences (shared with every export of the
 	 * allocation) its business to wait for.
@@ -240,9 +259,13 @@ struct pd_export {
 	u64 created_ns;			/* CLOCK_BOOTTIME */
 	bool rdonly;
 
-	/* Under dmabuf->resv. */
+	/*
+	 * Set under pd_device.lock and vmap_lock, never cleared; read under
+	 * dmabuf->resv (READ_ONCE), vmap_lock or pd_device.lock.
+	 */
 	bool revoked;
 	u32 reason;
+	/* Under dmabuf->resv. */
 	struct list_head attachments;
 	/* Its length, for LIST without the reservation lock (BUSY). */
 	atomic_t nr_attachments;
@@ -269,6 +292,7 @@ struct pd_device *pd_device_create(const struct pd_backend_ops *ops,
 				   u64 mem_size, u64 page_size);
 int pd_device_register(struct pd_device *pd);
 void pd_device_unplug(struct pd_device *pd);
+bool pd_device_unreachable(struct pd_device *pd);
 void pd_device_wait_unreachable(struct pd_device *pd);
 void pd_device_reach(struct pd_device *pd, int delta);
 void pd_device_put(struct pd_device *pd);
@@ -315,6 +339,9 @@ void pd_revoke_device(struct pd_device *pd, u32 reason,
 		      struct pd_revoke_result *res);
 void pd_reset_prepare(struct pd_device *pd, struct pd_revoke_result *res);
 void pd_reset_done(struct pd_device *pd);
+void pd_revoke_work(struct work_struct *work);
+int pd_revoke_init(void);
+void pd_revoke_exit(void);
 bool pd_attach_pinned(const struct pd_attach *pa);
 bool pd_attach_revocable(const struct pd_attach *pa);
 

@@ -2,27 +2,33 @@
 /*
  * Revocation: take device memory away from importers and CPU mappings.
  *
- * Phase 1 runs under pd_device.lock, export by export under its reservation
- * lock: mark it revoked (attach, pin, map, fault, CPU access and vmap refuse
- * it from now on), invalidate the importers the kernel's contract lets us
- * invalidate, zap CPU PTEs, and queue the owner's event.  Holding
- * pd_device.lock over the walk means it allocates nothing (it links the
- * exports it revoked through pd_export.revoke_node) and no export can be
- * created or released in the middle of it.
+ * Phase 1 runs under pd_device.lock and never waits for an importer: it
+ * marks each export revoked (pin, map, faults, CPU access and vmap refuse
+ * it from then on), takes a dentry reference that keeps it alive, links it
+ * through pd_export.revoke_node (no allocation) and queues the owner's
+ * event.  Holding pd_device.lock over the walk means no export can be
+ * created or released in the middle of it; it is held for that walk only.
  *
- * Phase 2 runs with no lock held: wait, bounded by revoke_timeout_ms for
- * the whole call and killable, for fences to signal and for importers to
- * unmap (not for a free, see below).  It waits only for the exports this
- * call revoked; "pending" counts those still mapped.  An importer that does
- * not let go (a pinned one such as an RDMA MR, or a static one such as a
- * PRIME import) keeps its mapping; the memory under it stays quarantined
- * until its dma-buf is released, so it is never handed to anyone else.
+ * Phase 2 runs with no device lock held, with one deadline for the whole
+ * call (revoke_timeout_ms), killable: zap CPU PTEs, then take each
+ * reservation lock (polled: an importer may hold it as long as it likes,
+ * and a ww_mutex has no timed lock) to invalidate the importers the
+ * kernel's contract lets us invalidate and zap again, then wait for fences
+ * to signal and for importers to unmap (not for a free, see below).  An
+ * export whose reservation an importer still holds at the deadline (or
+ * when the caller is killed) is finished by revoke_work once the importer
+ * lets go, and counts as pending.  "pending" counts the exports this call
+ * revoked that are still mapped.  An importer that does not let go (a
+ * pinned one such as an RDMA MR, or a static one such as a PRIME import)
+ * keeps its mapping; the memory under it stays quarantined until its
+ * dma-buf is released, so it is never handed to anyone else.
  */
 #include <linux/dcache.h>
 #include <linux/dma-resv.h>
 #include <linux/mm.h>
 #include <linux/sched/signal.h>
 #include <linux/timekeeping.h>
+#include <linux/workqueue.h>
 #include "compat.h"
 #include "peerdirect.h"
 #include "trace.h"
@@ -32,6 +38,10 @@ struct pd_revoke_ctx {
 	u32 revoked;
 	struct list_head list;	/* exports this call revoked, dentries held */
 };
+
+/* Revocations an importer's reservation held past their call's deadline. */
+static struct workqueue_struct *pd_revoke_wq;
+#define PD_REVOKE_RETRY_MS	10
 
 static void pd_revoke_ctx_init(struct pd_revoke_ctx *ctx, u32 reason)
 {
@@ -90,38 +100,26 @@ static void pd_invalidate(struct pd_export *exp)
 #endif
 
 /*
- * Under pd_device.lock, which keeps @exp and its dma-buf from being
- * released (release waits for it to unlink the export).  A dma-buf whose
- * dentry is already dying has no fd, mapping or importer left and is
+ * Phase 1, under pd_device.lock, which keeps @exp and its dma-buf from
+ * being released (release waits for it to unlink the export).  A dma-buf
+ * whose dentry is already dying has no fd, mapping or importer left and is
  * skipped.  The dentry reference taken for a newly revoked export keeps it
- * alive through phase 2.
+ * alive until its revocation is complete.  Takes no reservation lock and
+ * calls no importer.
  */
-static void pd_revoke_locked(struct pd_revoke_ctx *ctx, struct pd_export *exp)
+static void pd_revoke_mark(struct pd_revoke_ctx *ctx, struct pd_export *exp)
 {
-	struct dma_resv *resv = exp->dmabuf->resv;
-	bool first = false, earlier;
-	u32 nr_attach = 0;
+	bool earlier = exp->revoked;
 
-	dma_resv_lock(resv, NULL);
-	earlier = exp->revoked;
+	lockdep_assert_held(&exp->alloc->pd->lock);
 	if (!earlier && lockref_get_not_dead(&exp->dentry->d_lockref)) {
+		/* vmap_lock orders it against a vmap (scratch page after). */
 		mutex_lock(&exp->vmap_lock);
-		exp->revoked = true;
-		exp->reason = ctx->reason;
+		WRITE_ONCE(exp->reason, ctx->reason);
+		WRITE_ONCE(exp->revoked, true);
 		mutex_unlock(&exp->vmap_lock);
-		/* Counted under this lock, as attach and detach do. */
-		nr_attach = atomic_read(&exp->nr_attachments);
-		exp->revoked_attached = nr_attach != 0;
-		pd_invalidate(exp);
-		/* Under the lock, so a racing fault cannot reinstall a PTE. */
-		unmap_mapping_range(d_inode(exp->dentry)->i_mapping, 0, 0, 1);
-		first = true;
-	}
-	dma_resv_unlock(resv);
-
-	if (first) {
 		trace_peerdirect_revoke(exp->alloc->pd->index, exp->id, exp->tgid,
-					ctx->reason, nr_attach,
+					ctx->reason, atomic_read(&exp->nr_attachments),
 					atomic_read(&exp->nr_maps));
 		list_add_tail(&exp->revoke_node, &ctx->list);
 		ctx->revoked++;
@@ -137,6 +135,55 @@ static void pd_revoke_locked(struct pd_revoke_ctx *ctx, struct pd_export *exp)
 		 */
 		pd_file_queue_event(exp->pfile, exp, PD_REVOKE_UNPLUG);
 	}
+}
+
+/*
+ * What a mapping made before the mark still holds, undone under the
+ * reservation lock, which pin, map and the fault handler hold while they
+ * check the flag: importers invalidated, CPU PTEs zapped (a fault that saw
+ * "not revoked" has let go of the lock by now, so its PTE goes too).
+ */
+static void pd_revoke_complete(struct pd_export *exp)
+{
+	dma_resv_assert_held(exp->dmabuf->resv);
+	/* Counted under this lock, as attach and detach do. */
+	exp->revoked_attached = atomic_read(&exp->nr_attachments) != 0;
+	pd_invalidate(exp);
+	unmap_mapping_range(d_inode(exp->dentry)->i_mapping, 0, 0, 1);
+}
+
+/* The end of a revocation whose call's deadline passed; owns its dentry. */
+void pd_revoke_work(struct work_struct *work)
+{
+	struct pd_export *exp = container_of(to_delayed_work(work),
+					     struct pd_export, revoke_work);
+	struct dma_resv *resv = exp->dmabuf->resv;
+
+	/* Polled, not waited for: a kworker must not sleep for an importer. */
+	if (!dma_resv_trylock(resv)) {
+		queue_delayed_work(pd_revoke_wq, &exp->revoke_work,
+				   msecs_to_jiffies(PD_REVOKE_RETRY_MS));
+		return;
+	}
+	pd_revoke_complete(exp);
+	dma_resv_unlock(resv);
+	dput(exp->dentry);
+}
+
+/*
+ * The reservation lock by @deadline, polled once a jiffy, killably (a
+ * ww_mutex has no timed lock); tried once when !@wait.
+ */
+static bool pd_revoke_lock(struct dma_resv *resv, unsigned long deadline,
+			   bool wait)
+{
+	while (!dma_resv_trylock(resv)) {
+		if (!wait || time_after_eq(jiffies, deadline) ||
+		    fatal_signal_pending(current))
+			return false;
+		schedule_timeout_killable(1);
+	}
+	return true;
 }
 
 /* Fences of every usage, in slices so that a fatal signal ends the wait. */
@@ -177,8 +224,40 @@ static void pd_revoke_finish(struct pd_device *pd, struct pd_revoke_ctx *ctx,
 		msecs_to_jiffies(READ_ONCE(pd_revoke_timeout_ms));
 	struct pd_export *exp, *tmp;
 	u64 start = ktime_get_ns();
+	LIST_HEAD(held);
 	u32 pending = 0;
 	bool busy;
+
+	/* CPU mappings first, everywhere: no lock needed to zap. */
+	list_for_each_entry(exp, &ctx->list, revoke_node)
+		unmap_mapping_range(d_inode(exp->dentry)->i_mapping, 0, 0, 1);
+	/* Every reservation free now, then the held ones until the deadline. */
+	list_for_each_entry_safe(exp, tmp, &ctx->list, revoke_node) {
+		if (!dma_resv_trylock(exp->dmabuf->resv)) {
+			list_move_tail(&exp->revoke_node, &held);
+			continue;
+		}
+		pd_revoke_complete(exp);
+		dma_resv_unlock(exp->dmabuf->resv);
+	}
+	list_for_each_entry_safe(exp, tmp, &held, revoke_node) {
+		if (pd_revoke_lock(exp->dmabuf->resv, deadline, wait)) {
+			pd_revoke_complete(exp);
+			dma_resv_unlock(exp->dmabuf->resv);
+			list_move_tail(&exp->revoke_node, &ctx->list);
+			continue;
+		}
+		/* revoke_work finishes it, with the dentry reference. */
+		list_del_init(&exp->revoke_node);
+		trace_peerdirect_revoke_done(pd->index, exp->id, ctx->reason, wait,
+					     div_u64(ktime_get_ns() - start,
+						     NSEC_PER_USEC), true);
+		pending++;
+		if (wait)
+			pr_warn_ratelimited("%s: export %llu (pid %d): an importer holds its reservation past revoke_timeout_ms; its revocation completes when it lets go\n",
+					    pd->name, exp->id, exp->tgid);
+		queue_delayed_work(pd_revoke_wq, &exp->revoke_work, 0);
+	}
 
 	list_for_each_entry_safe(exp, tmp, &ctx->list, revoke_node) {
 		if (wait)
@@ -199,11 +278,8 @@ static void pd_revoke_finish(struct pd_device *pd, struct pd_revoke_ctx *ctx,
 		dput(exp->dentry);
 	}
 
-	if (wait && pending) {
-		mutex_lock(&pd->lock);
+	if (wait && pending)
 		atomic64_add(pending, &pd->nr_revoke_timeouts);
-		mutex_unlock(&pd->lock);
-	}
 	res->revoked += ctx->revoked;
 	res->pending += pending;
 }
@@ -224,7 +300,7 @@ int pd_revoke_alloc(struct pd_alloc *alloc, u32 reason,
 	pd_revoke_ctx_init(&ctx, reason);
 	mutex_lock(&pd->lock);
 	list_for_each_entry(exp, &alloc->exports, node)
-		pd_revoke_locked(&ctx, exp);
+		pd_revoke_mark(&ctx, exp);
 	pd_revoke_count(pd, &ctx);
 	mutex_unlock(&pd->lock);
 
@@ -248,7 +324,7 @@ int pd_revoke_export_id(struct pd_device *pd, struct pd_file *owner,
 			if (exp->id != export_id)
 				continue;
 			if (!owner || exp->pfile == owner) {
-				pd_revoke_locked(&ctx, exp);
+				pd_revoke_mark(&ctx, exp);
 				ret = 0;
 			}
 			goto found;
@@ -275,7 +351,7 @@ static void pd_revoke_all(struct pd_device *pd, struct pd_revoke_ctx *ctx,
 	}
 	list_for_each_entry(alloc, &pd->allocs, node)
 		list_for_each_entry(exp, &alloc->exports, node)
-			pd_revoke_locked(ctx, exp);
+			pd_revoke_mark(ctx, exp);
 	pd_revoke_count(pd, ctx);
 	mutex_unlock(&pd->lock);
 }
@@ -311,4 +387,16 @@ void pd_reset_done(struct pd_device *pd)
 		WRITE_ONCE(pd->resetting, pd->resetting - 1);
 	mutex_unlock(&pd->lock);
 	wake_up_all(&pd->reset_wq);
+}
+
+int pd_revoke_init(void)
+{
+	pd_revoke_wq = alloc_workqueue("peerdirect_revoke", WQ_UNBOUND, 0);
+	return pd_revoke_wq ? 0 : -ENOMEM;
+}
+
+/* After every dma-buf is gone: nothing is queued any more. */
+void pd_revoke_exit(void)
+{
+	destroy_workqueue(pd_revoke_wq);
 }

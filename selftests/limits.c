@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * Limits and identity: the quota's key (per user, not multiplied by fork
- * and SCM_RIGHTS, not inherited through a recycled pid, reported for the
- * caller), kernel memory charged to the caller's memory cgroup, read-only
+ * and SCM_RIGHTS nor by a user namespace's uids, not inherited through a
+ * recycled pid, reported for the caller), kernel memory charged to the caller's memory cgroup, read-only
  * exports as importers see them, and user-set names in debugfs.
  */
 #define _GNU_SOURCE
@@ -258,6 +258,138 @@ TEST_F(lim, quota_is_not_multiplied_by_user_namespaces)
 	EXPECT_EQ(0, WEXITSTATUS(status)) TH_LOG("step %d", WEXITSTATUS(status));
 out:
 	EXPECT_EQ(0, pd_free(self->fd, h));
+}
+
+/*
+ * A namespace that maps a range of subordinate uids does not get one quota
+ * per uid it maps: every allocation is charged to its own uid and to the
+ * owner of each user namespace up to the initial one, as the kernel's
+ * ucounts rlimits are.  Here the namespace's owner is the test (root), its
+ * uids 1 and 2 are host uids 100000 and 100001, and the two share the
+ * test's one quota.
+ */
+static int ns_alloc_as(int fd, uid_t uid, uint64_t size, int64_t *h,
+		       uint64_t *used)
+{
+	struct peerdirect_query q;
+	int status;
+	int p[2];
+	pid_t pid;
+
+	if (pipe(p))
+		return -errno;
+	pid = fork();
+	if (pid < 0)
+		return -errno;
+	if (!pid) {
+		int64_t r;
+
+		close(p[0]);
+		if (setresuid(uid, uid, uid))
+			_exit(1);
+		r = pd_alloc(fd, size);
+		if (pd_query(fd, &q))
+			_exit(1);
+		if (write(p[1], &r, sizeof(r)) != sizeof(r) ||
+		    write(p[1], &q.quota_used, sizeof(q.quota_used)) != sizeof(q.quota_used))
+			_exit(1);
+		_exit(0);
+	}
+	close(p[1]);
+	if (read(p[0], h, sizeof(*h)) != sizeof(*h) ||
+	    read(p[0], used, sizeof(*used)) != sizeof(*used))
+		*h = -EPIPE;
+	close(p[0]);
+	if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status))
+		return -ECHILD;
+	return 0;
+}
+
+TEST_F(lim, quota_is_charged_up_to_the_initial_user_namespace)
+{
+	uint64_t page = self->q.page_size, quota = self->q.quota;
+	int64_t h1 = 0, h2 = 0, h3 = 0;
+	uint64_t used1 = 0, used2 = 0, used3 = 0;
+	int go[2], ready[2];
+	char path[64], map[64], c;
+	int status, f;
+	pid_t pid;
+
+	if (quota == self->q.mem_size || quota < 2 * page)
+		SKIP(return, "module loaded without quota_mb");
+	if (geteuid())
+		SKIP(return, "needs root to map subordinate uids");
+	ASSERT_EQ(0, pipe(go));
+	ASSERT_EQ(0, pipe(ready));
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (!pid) {
+		int ret;
+
+		close(go[1]);
+		close(ready[0]);
+		c = unshare(CLONE_NEWUSER) ? 'n' : 'y';
+		if (write(ready[1], &c, 1) != 1 || c != 'y')
+			_exit(20);
+		if (read(go[0], &c, 1) != 1 || c != 'y')
+			_exit(21);
+		if (getuid() != 0)
+			_exit(12);
+		/* uid 1 takes all but a page; uid 2 gets that page, no more */
+		ret = ns_alloc_as(self->fd, 1, quota - page, &h1, &used1);
+		if (!ret)
+			ret = ns_alloc_as(self->fd, 2, page, &h2, &used2);
+		if (!ret)
+			ret = ns_alloc_as(self->fd, 2, page, &h3, &used3);
+		if (ret)
+			_exit(13);
+		if (write(ready[1], &h1, sizeof(h1)) != sizeof(h1) ||
+		    write(ready[1], &h2, sizeof(h2)) != sizeof(h2) ||
+		    write(ready[1], &h3, sizeof(h3)) != sizeof(h3) ||
+		    write(ready[1], &used3, sizeof(used3)) != sizeof(used3))
+			_exit(14);
+		_exit(0);
+	}
+	close(go[0]);
+	close(ready[1]);
+	ASSERT_EQ(1, read(ready[0], &c, 1));
+	if (c != 'y') {
+		ASSERT_EQ(pid, waitpid(pid, &status, 0));
+		SKIP(return, "user namespaces unavailable");
+	}
+	snprintf(path, sizeof(path), "/proc/%d/uid_map", pid);
+	f = open(path, O_WRONLY | O_CLOEXEC);
+	ASSERT_LE(0, f);
+	/* 0 is the test itself, 1..1000 are host uids 100000..100999 */
+	snprintf(map, sizeof(map), "0 %u 1\n1 100000 1000\n", getuid());
+	EXPECT_EQ((ssize_t)strlen(map), write(f, map, strlen(map))) TH_LOG("uid_map: %s", strerror(errno));
+	close(f);
+	c = 'y';
+	ASSERT_EQ(1, write(go[1], &c, 1));
+	EXPECT_EQ(sizeof(h1), read(ready[0], &h1, sizeof(h1)));
+	EXPECT_EQ(sizeof(h2), read(ready[0], &h2, sizeof(h2)));
+	EXPECT_EQ(sizeof(h3), read(ready[0], &h3, sizeof(h3)));
+	EXPECT_EQ(sizeof(used3), read(ready[0], &used3, sizeof(used3)));
+	ASSERT_EQ(pid, waitpid(pid, &status, 0));
+	ASSERT_TRUE(WIFEXITED(status));
+	EXPECT_EQ(0, WEXITSTATUS(status)) TH_LOG("step %d", WEXITSTATUS(status));
+	close(go[1]);
+	close(ready[0]);
+
+	EXPECT_LT(0, h1) TH_LOG("ns uid 1 could not allocate: %lld", (long long)h1);
+	EXPECT_LT(0, h2) TH_LOG("ns uid 2 could not share the page left: %lld", (long long)h2);
+	/* two uids of the namespace: one quota, their owner's */
+	EXPECT_EQ(-EDQUOT, h3) TH_LOG("ns uid 2 allocated past its owner's quota");
+	/* QUERY inside reports the level that binds: the owner's */
+	EXPECT_EQ(quota, used3);
+	/* and the owner outside has nothing left either */
+	EXPECT_EQ(-EDQUOT, pd_alloc(self->fd, page));
+	if (h1 > 0)
+		EXPECT_EQ(0, pd_free(self->fd, h1));
+	if (h2 > 0)
+		EXPECT_EQ(0, pd_free(self->fd, h2));
+	if (h3 > 0)
+		EXPECT_EQ(0, pd_free(self->fd, h3));
 }
 
 /* QUERY reports the calling process's usage, whoever opened the file. */

@@ -561,6 +561,142 @@ TEST_F(rv, revoke_wait_is_killable)
 	close(d);
 }
 
+/* Whether LIST reports export @id's reservation taken (1), not (0), or -errno. */
+static int export_busy(int fd, __u64 id)
+{
+	struct peerdirect_export_info e[64];
+	struct peerdirect_list l = {
+		.argsz = sizeof(l), .export_size = sizeof(e[0]),
+		.exports = (uintptr_t)e, .nr_exports = ARRAY_SIZE(e),
+	};
+	__u32 i;
+
+	if (ioctl(fd, PEERDIRECT_IOCTL_LIST, &l))
+		return -errno;
+	for (i = 0; i < l.nr_exports && i < ARRAY_SIZE(e); i++)
+		if (e[i].export_id == id)
+			return !!(e[i].flags & PEERDIRECT_EXPORT_INFO_BUSY);
+	return -ENOENT;
+}
+
+struct timed_revoke {
+	int fd;
+	__u64 id;
+	struct peerdirect_revoke r;
+	int ret;
+	long long ms;
+};
+
+static void *timed_revoke_thread(void *arg)
+{
+	struct timed_revoke *tr = arg;
+	long long t0 = pd_now_ms();
+
+	tr->ret = pd_revoke(tr->fd, PEERDIRECT_REVOKE_EXPORT, 0, tr->id, &tr->r);
+	tr->ms = pd_now_ms() - t0;
+	return NULL;
+}
+
+struct timed_open {
+	const char *path;
+	int fd;
+	long long ms;
+};
+
+static void *timed_open_thread(void *arg)
+{
+	struct timed_open *to = arg;
+	long long t0 = pd_now_ms();
+
+	to->fd = open(to->path, O_RDWR | O_CLOEXEC);
+	to->ms = pd_now_ms() - t0;
+	return NULL;
+}
+
+/*
+ * Review N1: an importer that holds its reservation for 5 s (a GPU driver
+ * evicting, or hung until its timeout) bounds nothing it should not.
+ * REVOKE returns within revoke_timeout_ms and a margin (the revocation
+ * completes once the importer lets go: it is then invalidated), and
+ * meanwhile an open() of the device, of another misc device (misc_open()
+ * holds the global misc_mtx across ->open) and the close() of an export
+ * of another allocation of the device return at once.  Before, REVOKE
+ * held pd_device.lock while it waited, unbounded, for the reservation,
+ * and each of these waited for the importer.
+ */
+TEST_F(rv, revoke_is_bounded_while_importer_holds_resv)
+{
+	struct timed_revoke tr = { .fd = self->fd };
+	struct timed_open pd0 = { .path = PD_DEV0 }, misc = { .path = PD_IMPORTER };
+	long long t0, close_ms;
+	struct pdti_status st;
+	pthread_t rt, ot;
+	int d, d2, imp, i, status;
+	int64_t h2;
+	pid_t holder;
+
+	ASSERT_EQ(0, pd_param_write("revoke_timeout_ms", "100"));
+	d = pd_export_id(self->fd, self->h, 0, 4096, PEERDIRECT_EXPORT_RDWR, &tr.id);
+	ASSERT_LE(0, d);
+	h2 = pd_alloc(self->fd, self->q.page_size);
+	ASSERT_LT(0, h2);
+	d2 = pd_export(self->fd, h2, 0, self->q.page_size);
+	ASSERT_LE(0, d2);
+	imp = fixture_import(d, PDTI_DYNAMIC);
+	ASSERT_LE(0, imp);
+	holder = pdti_fork_holder(imp, 5000);
+	ASSERT_LT(0, holder);
+	for (i = 0; i < 200 && export_busy(self->fd, tr.id) != 1; i++)
+		usleep(10 * 1000);
+	ASSERT_EQ(1, export_busy(self->fd, tr.id)) TH_LOG("the holder never took the reservation");
+
+	ASSERT_EQ(0, pthread_create(&rt, NULL, timed_revoke_thread, &tr));
+	usleep(100 * 1000);
+	/* the device's open, under misc_mtx */
+	ASSERT_EQ(0, pthread_create(&ot, NULL, timed_open_thread, &pd0));
+	usleep(100 * 1000);
+	/* an export of another allocation released, with pd_device.lock */
+	t0 = pd_now_ms();
+	close(d2);
+	close_ms = pd_now_ms() - t0;
+	/* another misc device's open, behind misc_mtx */
+	timed_open_thread(&misc);
+	pthread_join(ot, NULL);
+	pthread_join(rt, NULL);
+	TH_LOG("REVOKE %lld ms (revoke_timeout_ms 100), open of %s %lld ms, of %s %lld ms, close of another export %lld ms",
+	       tr.ms, PD_DEV0, pd0.ms, PD_IMPORTER, misc.ms, close_ms);
+	EXPECT_EQ(0, tr.ret);
+	EXPECT_EQ(1, tr.r.revoked);
+	EXPECT_EQ(1, tr.r.pending);
+	EXPECT_GT(1000, tr.ms);
+	EXPECT_LE(0, pd0.fd);
+	EXPECT_GT(100, pd0.ms);
+	EXPECT_LE(0, misc.fd);
+	EXPECT_GT(100, misc.ms);
+	EXPECT_GT(100, close_ms);
+	/* The holder still holds: nothing waited for it.  Once it lets go,
+	 * the revocation completes: the importer is invalidated. */
+	EXPECT_EQ(0, waitpid(holder, &status, WNOHANG));
+	kill(holder, SIGKILL);
+	waitpid(holder, &status, 0);
+	for (i = 0; i < 200; i++) {
+		ASSERT_EQ(0, pdti_status(imp, &st));
+		if (st.move_notify)
+			break;
+		usleep(10 * 1000);
+	}
+	EXPECT_EQ(1, st.move_notify) TH_LOG("the importer was never invalidated");
+	EXPECT_EQ(0, st.mapped);
+	EXPECT_EQ(-ENODEV, pd_sync(d, DMA_BUF_SYNC_START | DMA_BUF_SYNC_READ));
+	if (pd0.fd >= 0)
+		close(pd0.fd);
+	if (misc.fd >= 0)
+		close(misc.fd);
+	close(imp);
+	close(d);
+	EXPECT_EQ(0, pd_free(self->fd, h2));
+}
+
 struct resetter {
 	int fd;
 	long long start, end;
@@ -1007,6 +1143,92 @@ TEST_F(rv, alloc_waiting_for_a_reset_is_killable)
 	EXPECT_GT(pr.end, reaped) TH_LOG("reaped %lld ms after the reset ended",
 					 reaped - pr.end);
 	EXPECT_EQ(free0, sysfs_value(NULL, "mem_free"));
+}
+
+/*
+ * AER on a frozen channel (review N3): the link is down and writes to the
+ * BAR are dropped.  The hardware is blocked before the revoke waits for
+ * importers, not after: an ALLOC asked for while the recovery's revoke
+ * waits (here for an importer's fence, up to revoke_timeout_ms) zeroes
+ * nothing until resume(), so it cannot hand out memory whose zeroing the
+ * dead link dropped.
+ */
+TEST_F(rv, alloc_during_a_frozen_recovery_waits_for_resume)
+{
+	struct pci_resetter pr = { .kind = PDTI_RESET_AER, .hold_ms = 300 };
+	long long before, t0, asked, done;
+	int64_t h2;
+	pthread_t t;
+	int d, imp;
+
+	if (self->q.backend != PEERDIRECT_BACKEND_PCI_BAR ||
+	    pd_pci_function("peerdirect0", &pr.dev))
+		SKIP(return, "not a PCI device");
+	before = pd_debugfs_value("peerdirect0", "revoked_reset");
+	d = pd_export(self->fd, self->h, 0, self->len);
+	ASSERT_LE(0, d);
+	imp = fixture_import(d, PDTI_DYNAMIC);
+	ASSERT_LE(0, imp);
+	/* pending DMA: the recovery's revoke waits for it */
+	ASSERT_EQ(0, ioctl(imp, PDTI_IOCTL_FENCE));
+	ASSERT_EQ(0, pd_param_write("revoke_timeout_ms", "3000"));
+
+	ASSERT_EQ(0, pthread_create(&t, NULL, pci_reset_thread, &pr));
+	for (t0 = pd_now_ms(); pd_now_ms() - t0 < 10000; usleep(5 * 1000))
+		if (pd_debugfs_value("peerdirect0", "revoked_reset") > before)
+			break;
+	usleep(100 * 1000);
+	asked = pd_now_ms();
+	h2 = pd_alloc(self->fd, 4 * self->q.page_size);
+	done = pd_now_ms();
+	pthread_join(t, NULL);
+	ASSERT_EQ(0, pr.ret) TH_LOG("recovery: %s", strerror(-pr.ret));
+	TH_LOG("recovery %lld ms; ALLOC asked at %lld, done at %lld", pr.end - pr.start,
+	       asked - pr.start, done - pr.start);
+	EXPECT_LE(2000, pr.end - pr.start) TH_LOG("the revoke did not wait for the fence");
+	EXPECT_LT(0, h2);
+	/* resume() comes hold_ms after slot_reset(), just before the end */
+	EXPECT_LE(pr.end - pr.start - 250, done - pr.start)
+		TH_LOG("ALLOC zeroed a frozen device %lld ms before resume()",
+		       pr.end - done);
+	ASSERT_EQ(0, ioctl(imp, PDTI_IOCTL_SIGNAL));
+	close(imp);
+	close(d);
+	if (h2 > 0)
+		EXPECT_EQ(0, pd_free(self->fd, h2));
+}
+
+/*
+ * Between a physical freeze and the AER interrupt the driver is told
+ * nothing; only pci_channel_offline() shows it (on real hardware the
+ * writes are dropped and a read-back gives all-ones).  A zeroing that ends
+ * then fails with EIO instead of handing out memory it may not have
+ * zeroed; once the channel is back, ALLOC works.
+ */
+TEST_F(rv, alloc_on_a_frozen_link_fails_with_eio)
+{
+	struct pci_resetter pr = { .kind = PDTI_RESET_FREEZE, .hold_ms = 1500 };
+	long long free0;
+	int64_t h2;
+	pthread_t t;
+
+	if (self->q.backend != PEERDIRECT_BACKEND_PCI_BAR ||
+	    pd_pci_function("peerdirect0", &pr.dev))
+		SKIP(return, "not a PCI device");
+	free0 = sysfs_value(NULL, "mem_free");
+	ASSERT_EQ(0, pthread_create(&t, NULL, pci_reset_thread, &pr));
+	usleep(300 * 1000);
+	h2 = pd_alloc(self->fd, 4 * self->q.page_size);
+	pthread_join(t, NULL);
+	ASSERT_EQ(0, pr.ret) TH_LOG("freeze: %s", strerror(-pr.ret));
+	EXPECT_EQ(-EIO, h2) TH_LOG("ALLOC on a frozen link: %lld", (long long)h2);
+	if (h2 > 0)
+		EXPECT_EQ(0, pd_free(self->fd, h2));
+	EXPECT_EQ(free0, sysfs_value(NULL, "mem_free"));
+	h2 = pd_alloc(self->fd, 4 * self->q.page_size);
+	EXPECT_LT(0, h2);
+	if (h2 > 0)
+		EXPECT_EQ(0, pd_free(self->fd, h2));
 }
 
 static int write_str(const char *path, const char *s)

@@ -12,6 +12,11 @@
  *                             DEVICE: creates DIR/ready, lets go once
  *                             DIR/release exists (unplug-in-vm.sh)
  *   unplug hold-vmap DEVICE DIR   the same with a kernel vmap of the export
+ *   unplug memtype RESOURCE   mmap a page of a PCI resource file (sysfs
+ *                             resourceN: uncached) and print the PAT
+ *                             entries starting at its address while it is
+ *                             mapped; exit 0 if there is one and each is
+ *                             uncached-minus (unplug-in-vm.sh)
  */
 #include <poll.h>
 #include <stdbool.h>
@@ -96,6 +101,56 @@ static int wait_gone(const char *path, int ms)
 	return access(path, F_OK) != 0;
 }
 
+/*
+ * A PCI function's sysfs resource file mapped for userspace asks x86 PAT
+ * for uncached-minus; a write-combining reservation left over the range
+ * (a driver's ioremap_wc() outliving its remove()) would turn it into
+ * write-combining silently.
+ */
+static int memtype(const char *resource)
+{
+	char start[32], line[256], want[48], path[256];
+	unsigned long long addr = 0;
+	int f, n = 0, bad = 0;
+	void *p;
+	FILE *pat;
+
+	snprintf(path, sizeof(path), "%.*s/resource", (int)(strrchr(resource, '/') - resource),
+		 resource);
+	pat = fopen(path, "r");
+	/* the BAR's line: the file's name ends with its index */
+	for (f = atoi(strrchr(resource, 'e') + 1); pat && f >= 0; f--)
+		if (!fgets(line, sizeof(line), pat) || sscanf(line, "%llx", &addr) != 1)
+			addr = 0;
+	if (pat)
+		fclose(pat);
+	f = open(resource, O_RDWR | O_CLOEXEC);
+	if (!addr || f < 0) {
+		printf("# %s: %s\n", resource, addr ? strerror(errno) : "no address");
+		return 2;
+	}
+	p = mmap(NULL, 4096, PROT_READ, MAP_SHARED, f, 0);
+	if (p == MAP_FAILED) {
+		printf("# mmap %s: %s\n", resource, strerror(errno));
+		return 2;
+	}
+	snprintf(start, sizeof(start), "0x%016llx-", addr);
+	snprintf(want, sizeof(want), "mem %s", start);
+	pat = fopen("/sys/kernel/debug/x86/pat_memtype_list", "r");
+	while (pat && fgets(line, sizeof(line), pat)) {
+		if (!strstr(line, want))
+			continue;
+		n++;
+		bad += !strstr(line, "uncached-minus");
+		printf("# %s", line);
+	}
+	if (pat)
+		fclose(pat);
+	munmap(p, 4096);
+	close(f);
+	return n && !bad ? 0 : 1;
+}
+
 int main(int argc, char **argv)
 {
 	const char *devpath = argc > 2 ? argv[1] : "/dev/peerdirect0";
@@ -116,6 +171,8 @@ int main(int argc, char **argv)
 		return hold(argv[2], argv[3], false);
 	if (argc == 4 && !strcmp(argv[1], "hold-vmap"))
 		return hold(argv[2], argv[3], true);
+	if (argc == 3 && !strcmp(argv[1], "memtype"))
+		return memtype(argv[2]);
 
 	ksft_print_header();
 	ksft_set_plan(10);

@@ -477,7 +477,7 @@ static int pdti_pci_reset(struct pdti_pci_reset __user *uarg)
 	if (copy_from_user(&r, uarg, sizeof(r)))
 		return -EFAULT;
 	if (r.dev.pad || r.dev.domain < 0 || r.dev.bus > 0xff || r.dev.devfn > 0xff ||
-	    r.kind > PDTI_RESET_AER_CAN_RECOVER || r.hold_ms > 10000)
+	    r.kind > PDTI_RESET_FREEZE || r.hold_ms > 10000)
 		return -EINVAL;
 	pci = pci_get_domain_bus_and_slot(r.dev.domain, r.dev.bus, r.dev.devfn);
 	if (!pci)
@@ -485,7 +485,12 @@ static int pdti_pci_reset(struct pdti_pci_reset __user *uarg)
 	device_lock(&pci->dev);
 	if (pci->dev.driver)
 		err = to_pci_driver(pci->dev.driver)->err_handler;
-	if (r.kind == PDTI_RESET_FUNCTION) {
+	if (r.kind == PDTI_RESET_FREEZE) {
+		/* What pcie_do_recovery() sets first, under the device lock. */
+		pci->error_state = pci_channel_io_frozen;
+		msleep(r.hold_ms);
+		pci->error_state = pci_channel_io_normal;
+	} else if (r.kind == PDTI_RESET_FUNCTION) {
 		if (!err || !err->reset_prepare || !err->reset_done) {
 			ret = -EOPNOTSUPP;
 			goto out;
@@ -517,11 +522,14 @@ static int pdti_pci_reset(struct pdti_pci_reset __user *uarg)
 			ret = -EOPNOTSUPP;
 			goto out;
 		}
+		/* Frozen from error_detected() to resume(), as the core has it. */
+		pci->error_state = state;
 		if (err->error_detected(pci, state) !=
 		    (normal ? PCI_ERS_RESULT_CAN_RECOVER : PCI_ERS_RESULT_NEED_RESET) ||
 		    err->slot_reset(pci) != PCI_ERS_RESULT_RECOVERED)
 			ret = -EIO;
 		msleep(r.hold_ms);
+		pci->error_state = pci_channel_io_normal;
 		err->resume(pci);
 	}
 out:

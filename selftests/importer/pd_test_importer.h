@@ -120,6 +120,14 @@ struct pdti_device {
  * reset then: pcie_do_recovery() resets the link for frozen ones only).
  */
 #define PDTI_RESET_AER_CAN_RECOVER	4
+/*
+ * The link frozen for @hold_ms with no handler called: the window between
+ * a physical freeze (writes to the BAR dropped, reads all-ones on real
+ * hardware) and the AER interrupt, seen by drivers only through
+ * pci_channel_offline().  PDTI_RESET_AER marks the channel frozen from
+ * error_detected() to resume() as the core does.
+ */
+#define PDTI_RESET_FREEZE	5
 
 struct pdti_pci_reset {
 	struct pdti_device dev;
