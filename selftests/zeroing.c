@@ -191,7 +191,15 @@ TEST_F_TIMEOUT(zero, a_removal_does_not_wait_for_the_zeroing, ZERO_TIMEOUT_S)
 	close(rfd);
 	TH_LOG("removed as a %lld ms zeroing began, in %lld ms",
 	       (long long)self->full, (long long)took);
-	EXPECT_GT(self->full / 4, took);
+	/*
+	 * The ALLOC failing with ENODEV (below) is the proof that the
+	 * removal did not wait for the zeroing: one that had waited would
+	 * have let it finish.  The time is a second check, with room for a
+	 * loaded host: a removal that waited would take a whole zeroing
+	 * (about 450-850 ms here); one that does not took 75-250 ms, the
+	 * BAR's iounmap and the shared machine included.
+	 */
+	EXPECT_GT(self->full / 2, took);
 	ASSERT_EQ(pid, waitpid(pid, &st, 0));
 	EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0)
 		TH_LOG("the ALLOC did not fail with ENODEV (status 0x%x)", st);
