@@ -22,7 +22,7 @@
 #include <linux/peerdirect.h>
 
 #include "pdctl.h"
-#include "pdctl_ext.h"
+#include "json.h"
 
 struct ps_row {
 	int dev, tgid;
