@@ -17,7 +17,19 @@
 #include <linux/tracepoint.h>
 #include <linux/types.h>
 
+#include "../uapi/linux/peerdirect.h"
+
 #define PD_TRACE_DEVNAME	32
+
+/* A PEERDIRECT_REASON_* by its name, as the uapi header has it. */
+#define pd_trace_reason(reason)						\
+	__print_symbolic(reason,					\
+			 { PEERDIRECT_REASON_FREE, "free" },		\
+			 { PEERDIRECT_REASON_REVOKE, "revoke" },	\
+			 { PEERDIRECT_REASON_RESET, "reset" },		\
+			 { PEERDIRECT_REASON_ADMIN, "admin" },		\
+			 { PEERDIRECT_REASON_UNPLUG, "unplug" },	\
+			 { PEERDIRECT_REASON_OVERFLOW, "overflow" })
 
 TRACE_EVENT(peerdirect_alloc,
 	    TP_PROTO(int dev, pid_t tgid, u64 handle, u64 offset, u64 size),
@@ -217,10 +229,7 @@ TRACE_EVENT(peerdirect_revoke,
 			   __entry->id = id;),
 	    TP_printk("dev=%d export=%llu tgid=%d reason=%s attachments=%u maps=%u",
 		      __entry->dev, __entry->id, __entry->tgid,
-		      __print_symbolic(__entry->reason, { 1, "free" },
-				       { 2, "revoke" }, { 3, "reset" },
-				       { 4, "admin" }, { 5, "unplug" },
-				       { 6, "overflow" }),
+		      pd_trace_reason(__entry->reason),
 		      __entry->attachments, __entry->maps)
 );
 
@@ -249,10 +258,7 @@ TRACE_EVENT(peerdirect_revoke_done,
 			   __entry->wait_us = wait_us;),
 	    TP_printk("dev=%d export=%llu reason=%s waited=%d wait_us=%llu pending=%d",
 		      __entry->dev, __entry->id,
-		      __print_symbolic(__entry->reason, { 1, "free" },
-				       { 2, "revoke" }, { 3, "reset" },
-				       { 4, "admin" }, { 5, "unplug" },
-				       { 6, "overflow" }),
+		      pd_trace_reason(__entry->reason),
 		      __entry->waited, __entry->wait_us, __entry->pending)
 );
 
@@ -281,10 +287,7 @@ TRACE_EVENT(peerdirect_event,
 			   __entry->seq = seq;),
 	    TP_printk("dev=%d export=%llu reason=%s flags=0x%x seq=%llu %s",
 		      __entry->dev, __entry->id,
-		      __print_symbolic(__entry->reason, { 1, "free" },
-				       { 2, "revoke" }, { 3, "reset" },
-				       { 4, "admin" }, { 5, "unplug" },
-				       { 6, "overflow" }),
+		      pd_trace_reason(__entry->reason),
 		      __entry->flags, __entry->seq,
 		      __print_symbolic(__entry->queued, { 1, "queued" },
 				       { 0, "dropped" }, { -1, "overflow" }))

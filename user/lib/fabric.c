@@ -288,7 +288,7 @@ static struct fi_info *make_hints(const struct settings *s, const struct pd_want
  * (smr_ep.c, libfabric 1.13 to 2.6 and main).  On libfabric 2.1 that cost
  * pd-coll's host allreduce 1.2x-1.4x its time at 1-8 MiB, and
  * device memory on the dmabuf path (two CPU copies) was no faster than
- * bounce with CMA (performance.md, section S).  shm has no NIC to give a
+ * bounce with CMA (results/performance-log.md, section S).  shm has no NIC to give a
  * dma-buf to, so it gets FI_HMEM only where CMA is off anyway
  * (FI_SHM_DISABLE_CMA) or the fabric is opened with path dmabuf.
  */

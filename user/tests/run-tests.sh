@@ -24,25 +24,33 @@ drop_stale_shm() {
 	done
 }
 
-for t in "$@"; do
-	echo "# ---- $t"
-	drop_stale_shm
-	t0=$SECONDS
+# One binary, its output and exit status into DIR/N.out and DIR/N.rc.
+run_one() {
+	local t=$1 dir=$2 n=$3 t0=$SECONDS rc
 	if [ -n "$VALGRIND" ]; then
-		out=$(PEERDIRECT_TEST_QUICK=1 valgrind -q --error-exitcode=99 --leak-check=full \
+		PEERDIRECT_TEST_QUICK=1 valgrind -q --error-exitcode=99 --leak-check=full \
 			--errors-for-leak-kinds=definite --show-leak-kinds=definite \
-			--suppressions="$(dirname "$0")/valgrind.supp" "$t" 2>&1)
+			--suppressions="$(dirname "$0")/valgrind.supp" "$t" > "$dir/$n.out" 2>&1
 	else
-		out=$("$t" 2>&1)
+		"$t" > "$dir/$n.out" 2>&1
 	fi
 	rc=$?
+	echo "# ---- $t: exit $rc after $((SECONDS - t0)) s" >> "$dir/$n.out"
+	echo "$rc" > "$dir/$n.rc"
+}
+
+# Its KTAP, and its totals added to the run's.
+report_one() {
+	local t=$1 dir=$2 n=$3 out rc totals p f s
+	out=$(cat "$dir/$n.out")
+	rc=$(cat "$dir/$n.rc")
+	echo "# ---- $t"
 	echo "$out"
-	echo "# ---- $t: exit $rc after $((SECONDS - t0)) s"
 	totals=$(echo "$out" | grep -E '^# Totals: pass:[0-9]+ fail:[0-9]+' | tail -1)
 	if [ -z "$totals" ]; then
 		echo "# $t: no totals line (exit $rc): counted as one failure"
 		fail=$((fail + 1))
-		continue
+		return
 	fi
 	p=$(echo "$totals" | sed -E 's/.*Totals: pass:([0-9]+).*/\1/')
 	f=$(echo "$totals" | sed -E 's/.* fail:([0-9]+).*/\1/')
@@ -52,6 +60,35 @@ for t in "$@"; do
 		f=1
 	fi
 	pass=$((pass + p)) fail=$((fail + f)) skip=$((skip + s))
+}
+
+# PD_TEST_JOBS binaries at once (default 2): most of them wait on sockets,
+# peers and deadlines, not on a CPU, and each binary's tests run in turn
+# inside it.  Nothing they share is fixed (ports are drawn at random and
+# checked free, files are per process), and the suite holds beside two CPU
+# hogs (Documentation/testing.md, "Under load").  Output is shown per
+# binary, in the order given, as each one ends.
+jobs=${PD_TEST_JOBS:-2}
+[[ $jobs =~ ^[1-9][0-9]*$ ]] || jobs=1
+dir=$(mktemp -d) || exit 1
+trap 'rm -rf "$dir"' EXIT
+args=("$@")
+next=0 shown=0 running=0
+while [ "$shown" -lt "${#args[@]}" ]; do
+	while [ "$running" -lt "$jobs" ] && [ "$next" -lt "${#args[@]}" ]; do
+		drop_stale_shm
+		run_one "${args[$next]}" "$dir" "$next" &
+		next=$((next + 1)) running=$((running + 1))
+	done
+	wait -n 2>/dev/null || true
+	running=0
+	for ((i = shown; i < next; i++)); do
+		[ -e "$dir/$i.rc" ] || running=$((running + 1))
+	done
+	while [ "$shown" -lt "$next" ] && [ -e "$dir/$shown.rc" ]; do
+		report_one "${args[$shown]}" "$dir" "$shown"
+		shown=$((shown + 1))
+	done
 done
 [ "$skip" -gt 0 ] && echo "# $skip skipped (not counted as passed)"
 echo "$pass passed, $fail failed"

@@ -14,7 +14,7 @@
 
 #include "bench_report.h"
 #include "dmabuf_source.h"
-#include "fabric.h"
+#include "peerdirect_ext.h"
 
 enum lc_step {
 	LC_ALLOC, LC_EXPORT, LC_MISS, LC_HIT_FD, LC_IMPORT, LC_HIT_HANDLE, LC_DEREG,
@@ -119,7 +119,7 @@ static inline int lc_once(struct pd_fabric *fab, struct pd_device *dev, size_t l
 	} else {
 		fstat(b.fd, &st);
 		t0 = now_ns();
-		pd_mr_cache_invalidate_dmabuf(fab->cache, st.st_dev, st.st_ino, PD_REASON_REVOKE);
+		pd_fabric_ext_invalidate_dmabuf(fab, st.st_dev, st.st_ino);
 	}
 	pd_mr_dereg(mr);
 	t[LC_TEARDOWN] = now_ns() - t0;

@@ -10,17 +10,9 @@
 #include <stdio.h>
 #include <time.h>
 
-static char cmdline[1024];
-
-static inline void record_cmdline(int argc, char **argv)
-{
-	size_t n = 0;
-	int i;
-
-	for (i = 0; i < argc; i++)
-		n += (size_t)snprintf(cmdline + n, n < sizeof(cmdline) ? sizeof(cmdline) - n : 0,
-				      "%s%s", i ? " " : "", argv[i]);
-}
+/* The command line, recorded by record_cmdline() (bench_report.c). */
+extern char cmdline[1024];
+void record_cmdline(int argc, char **argv);
 
 static inline uint64_t now_ns(void)
 {

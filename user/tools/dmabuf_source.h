@@ -25,7 +25,7 @@
 #include <linux/udmabuf.h>
 
 #include "peerdirect.h"
-#include "bounce_pool.h"
+#include "peerdirect_ext.h"
 #include "tool_args.h"
 #include "tool_device.h"
 
@@ -126,7 +126,7 @@ static inline int source_open(struct dmabuf_source *s, const char *spec, size_t 
 		s->fd = memfd_create("pd-tool", MFD_CLOEXEC);
 		if (s->fd < 0 || ftruncate(s->fd, (off_t)len))
 			return -errno;
-		pd_set_dmabuf_sync(memfd_sync);
+		pd_ext_set_dmabuf_sync(memfd_sync);
 	} else if (!strcmp(spec, "udmabuf")) {
 		size_t pg = (size_t)sysconf(_SC_PAGESIZE);
 
@@ -181,7 +181,7 @@ static inline int source_write(struct dmabuf_source *s, const void *src, size_t 
 		memcpy(s->map, src, len);
 		return 0;
 	}
-	return pd_dmabuf_copy_to(s->fd, s->map, src, len);
+	return pd_ext_dmabuf_copy_to(s->fd, s->map, src, len);
 }
 
 static inline int source_read(struct dmabuf_source *s, void *dst, size_t len)
@@ -190,7 +190,7 @@ static inline int source_read(struct dmabuf_source *s, void *dst, size_t len)
 		memcpy(dst, s->map, len);
 		return 0;
 	}
-	return pd_dmabuf_copy_from(s->fd, dst, s->map, len);
+	return pd_ext_dmabuf_copy_from(s->fd, dst, s->map, len);
 }
 
 static inline int source_register(struct dmabuf_source *s, struct pd_fabric *fab,

@@ -19,7 +19,7 @@
 #include "tool_cli.h"
 #include "tool_env.h"
 #include "tool_version.h"
-#include "errors.h"
+#include "peerdirect_ext.h"
 
 #define TOOL_NAME "pd-xfer"
 
@@ -96,7 +96,7 @@ static int parse(int argc, char **argv, struct opts *o, char *devbuf, size_t dev
 				return TOOL_EX_USAGE;
 			break;
 		case 's':
-			if (pd_parse_size(optarg, &o->size) || !o->size) {
+			if (pd_ext_parse_size(optarg, &o->size) || !o->size) {
 				fprintf(stderr, "--size '%s' is not a size\n", optarg);
 				return TOOL_EX_USAGE;
 			}
@@ -173,7 +173,7 @@ static int one_transfer(const struct opts *o, struct pd_fabric *fab, struct pd_m
 	ret = pd_wait(req, o->timeout_ms, &got);
 	pd_req_free(req);
 	if (!ret && got != o->size)
-		ret = pd_error(-EIO, "completed %zu of %zu bytes", got, o->size);
+		ret = pd_ext_error(-EIO, "completed %zu of %zu bytes", got, o->size);
 	return ret;
 }
 

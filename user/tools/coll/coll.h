@@ -2,7 +2,9 @@
 /*
  * pd-coll: nccl-tests' collectives over libpeerdirect, with the paths side
  * by side.  Files:
- *   main.c    options, the sweep, the nccl-tests table, CSV and plot
+ *   main.c    the run: setup, one table per collective, type and op, teardown
+ *   options.c the command line, the sweep of sizes, a provider's defaults
+ *   report.c  what rank 0 prints: header, rows, ratios, footers; CSV and plot
  *   launch.c  rank and size (mpirun, Slurm, PMI, flags, --np), bootstrap
  *   lane.c    one fabric per path, pipelined exchange, barrier, waiting
  *   algo.c    the collectives (ring, chain, pairwise, recursive doubling)
@@ -18,6 +20,7 @@
 #include <stdint.h>
 
 #include "peerdirect.h"
+#include "stats.h"
 #include "../dmabuf_source.h"
 
 #define TOOL_NAME "pd-coll"
@@ -112,6 +115,82 @@ struct geom {
 	size_t send_ip_off, recv_ip_off;	/* in elements, times the rank */
 	double alg_factor, bus_factor;	/* algbw = bytes * alg_factor / t */
 };
+
+static inline bool coll_reducing(enum coll_kind k)
+{
+	return k == C_ALLREDUCE || k == C_REDUCESCATTER || k == C_REDUCE;
+}
+
+static inline bool coll_rooted(enum coll_kind k)
+{
+	return k == C_BROADCAST || k == C_REDUCE;
+}
+
+/* options.c */
+struct launch_opts {
+	const char *rdv;
+	int rank, nranks, np;
+};
+
+/* 0, 'h' for --help and --version (printed), -1 after saying what is wrong. */
+int coll_parse(int argc, char **argv, struct opts *o, struct launch_opts *lo);
+bool coll_in_path(const char *prog);
+int coll_sweep_sizes(const struct opts *o, size_t *sizes, int *n);
+uint64_t coll_sweep_plan(const struct opts *o, const size_t *sizes, int nsizes);
+void coll_provider_defaults(struct opts *o, const char *prov, int nranks, bool shm_without_cma);
+
+/* report.c */
+struct rankinfo {
+	int32_t pid, ready;	/* ready: its sample buffers are there */
+	char host[56];
+	uint64_t piece, small_chunk, small_max, rd_max;	/* every rank must agree */
+};
+
+struct result {
+	double us, alg, bus;
+	uint64_t wrong;
+	bool checked;
+};
+
+/* One size of one table, measured: what its rows print. */
+struct table_row {
+	enum coll_kind k;
+	enum dtype t;
+	int op, nranks;
+	size_t esz, size;
+	const struct geom *g;
+	struct result res[NLANES][2];
+	const struct coll_ratio *ratio;	/* [NLANES], direct over each */
+};
+
+/* A table's sums so far, for its footer. */
+struct table_sums {
+	double avg[NLANES], rsize[64], pbus[NLANES][64];
+	struct coll_ratio ratio[64][NLANES];
+	int nrat, rows;
+	uint64_t wrong;
+};
+
+/* The run's: nccl-tests' one average line. */
+struct run_sums {
+	double sum[NLANES];
+	int rows;
+};
+
+bool report_open_outputs(const struct opts *o, char *datpath, size_t len);
+void report_run_header(const char *cmd, const struct opts *o, const struct boot *b,
+		       const struct rankinfo *ris, const struct lane *lanes, struct pd_fabric *first);
+void report_table_header(const struct opts *o, enum coll_kind k, enum dtype t, int op);
+void report_rows(const struct opts *o, const struct table_row *row, const struct lane *lanes,
+		 struct table_sums *t);
+void report_table_footer(const struct opts *o, enum coll_kind k, enum dtype type, int op,
+			 const struct table_sums *t, bool ended, struct run_sums *run);
+void report_run_footer(const struct opts *o, const struct run_sums *run, bool ended);
+int report_close_outputs(const struct opts *o, bool began, const char *datpath);
+void report_drop_outputs(void);
+
+/* main.c */
+void coll_copy_bandwidth(const struct lane *l, size_t len, double *to_dev, double *from_dev);
 
 /* launch.c */
 int launch(int argc, char **argv, const char *rdv_spec, int rank_opt, int nranks_opt, int np,

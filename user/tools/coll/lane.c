@@ -18,7 +18,7 @@
 #include <time.h>
 
 #include "coll.h"
-#include "errors.h"
+#include "peerdirect_ext.h"
 
 #define SPIN_NS 20000	/* then yield: the peer may need this core (test_wait) */
 
@@ -78,7 +78,7 @@ int lane_open(struct lane *l, enum lane_kind kind, const struct opts *o, struct 
 	l->kind = kind;
 	ret = source_open(&l->src, kind == LANE_HOST ? "host" : o->memory, region);
 	if (ret) {
-		pd_error(ret, "%s lane: memory %s of %zu bytes: %s", lane_names[kind],
+		pd_ext_error(ret, "%s lane: memory %s of %zu bytes: %s", lane_names[kind],
 			 kind == LANE_HOST ? "host" : o->memory, region, strerror(-ret));
 		/* What it opened before failing: main closes only lanes with a map. */
 		source_close(&l->src);
@@ -94,7 +94,7 @@ int lane_open(struct lane *l, enum lane_kind kind, const struct opts *o, struct 
 		ret = pd_fabric_open(&attr, &l->fab) ?: pd_fabric_addr(l->fab, mine.addr, &len);
 	}
 	if (!ret && (!len || len > sizeof(mine.addr)))
-		ret = pd_error(-EPROTO, "%s lane: an address of %zu bytes", lane_names[kind], len);
+		ret = pd_ext_error(-EPROTO, "%s lane: an address of %zu bytes", lane_names[kind], len);
 	if (!ret)
 		mine.len = (uint32_t)len;
 	xret = b->allgather(b, &mine, sizeof(mine), all);
@@ -119,7 +119,7 @@ int lane_open(struct lane *l, enum lane_kind kind, const struct opts *o, struct 
 		}
 	}
 	/* An address no rank owned up to failing: a rank of another build. */
-	return missing ? pd_error(-EPROTO, "%s lane: an empty address came without a failure",
+	return missing ? pd_ext_error(-EPROTO, "%s lane: an empty address came without a failure",
 				  lane_names[kind]) : 0;
 }
 
@@ -162,7 +162,7 @@ static int wait_all(struct run *r, struct pd_req **req, int n)
 			req[i] = NULL;
 		}
 		if (left && coll_now_ns() > end) {
-			ret = pd_error(-ETIMEDOUT, "barrier: no completion after %d ms", r->o->timeout_ms);
+			ret = pd_ext_error(-ETIMEDOUT, "barrier: no completion after %d ms", r->o->timeout_ms);
 			break;
 		}
 		if (left)
@@ -274,7 +274,7 @@ int pend_wait(struct run *r, size_t off, size_t len)
 		if (t > 0)
 			continue;
 		if (coll_now_ns() > end)
-			return pd_error(-ETIMEDOUT, "a send of %zu bytes: no completion after %d ms",
+			return pd_ext_error(-ETIMEDOUT, "a send of %zu bytes: no completion after %d ms",
 					r->pend[i].len, r->o->timeout_ms);
 		spin_or_yield(t0);
 	}
@@ -315,7 +315,7 @@ int xchg(struct run *r, const struct xchg *x)
 	 * first could make its peer wait for the whole copy before the peer's
 	 * own data could move: over shm, 8 and 16 MiB allreduce took 18% and
 	 * 26% longer.  One rule for every path; its one measured cost, shm's
-	 * bounce path at 1 MiB, is in performance.md, section M.
+	 * bounce path at 1 MiB, is in results/performance-log.md, section M.
 	 */
 	while (!ret && (ps < ns || dr < nr)) {
 		bool moved = false;
@@ -365,7 +365,7 @@ int xchg(struct run *r, const struct xchg *x)
 		}
 		end = last + (uint64_t)r->o->timeout_ms * 1000000ULL;
 		if (coll_now_ns() > end)
-			ret = pd_error(-ETIMEDOUT, "step %d: no progress for %d ms (%zu of %zu pieces posted to rank %d, %zu of %zu received from rank %d)",
+			ret = pd_ext_error(-ETIMEDOUT, "step %d: no progress for %d ms (%zu of %zu pieces posted to rank %d, %zu of %zu received from rank %d)",
 				       x->step, r->o->timeout_ms, ps, ns, x->speer, dr, nr, x->rpeer);
 		else
 			spin_or_yield(last);
