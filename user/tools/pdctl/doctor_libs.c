@@ -252,6 +252,8 @@ bool libs_fabric_missing(const struct doctor *dr, struct pair *p)
 void libs_pair_rdma(struct doctor *dr, const struct dev *d, const struct nic *nic,
 		    struct pair *p)
 {
+	const char *prov;
+
 	if (libs_fabric_missing(dr, p))
 		return;
 	if (!load_verbs(dr)) {
@@ -263,7 +265,7 @@ void libs_pair_rdma(struct doctor *dr, const struct dev *d, const struct nic *ni
 		return;
 	}
 	try_dmabuf_mr(dr, d, nic, p);
-	const char *prov = rdma_provider(nic);
+	prov = rdma_provider(nic);
 
 	/* The NIC takes dma-bufs; the library needs libfabric to, too. */
 	if (p->verdict == VERDICT_DMABUF && !dr->lf.dmabuf) {
