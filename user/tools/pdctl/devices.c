@@ -75,13 +75,11 @@ static void json_place(int idx)
 
 static void json_device(int idx, bool full)
 {
-	char s[64], name[32];
 	unsigned long long f = attr_u64(idx, "features");
 	unsigned int i;
+	char s[64];
 
-	snprintf(name, sizeof(name), "peerdirect%d", idx);
-	jopen(NULL, '{');
-	jstr("device", name);
+	jopen_device(idx);
 	ji64("index", idx);
 	jstr("backend", attr_str(idx, "backend", s, sizeof(s)) ? NULL : s);
 	jstr("abi_version", attr_str(idx, "abi_version", s, sizeof(s)) ? NULL : s);
@@ -154,10 +152,8 @@ int cmd_list(int argc, char **argv)
 	int devs[MAX_DEVS], n, i, ret;
 
 	(void)argv;
-	if (argc > 1) {
-		err("list takes no arguments");
+	if (no_args("list", argc))
 		return EX_USAGE;
-	}
 	ret = select_devices(devs, &n);
 	if (ret)
 		return ret;
@@ -254,10 +250,8 @@ int cmd_version(int argc, char **argv)
 	char mod[64], path[256], s[32];
 
 	(void)argv;
-	if (argc > 1) {
-		err("version takes no arguments");
+	if (no_args("version", argc))
 		return EX_USAGE;
-	}
 	snprintf(path, sizeof(path), "%s/module/peerdirect/version", sysroot);
 	if (read_file(path, mod, sizeof(mod)))
 		mod[0] = 0;
@@ -272,11 +266,7 @@ int cmd_version(int argc, char **argv)
 		jstr("module", mod[0] ? mod : NULL);
 		jopen("devices", '[');
 		for (i = 0; i < n; i++) {
-			char name[32];
-
-			snprintf(name, sizeof(name), "peerdirect%d", devs[i]);
-			jopen(NULL, '{');
-			jstr("device", name);
+			jopen_device(devs[i]);
 			jstr("abi_version", attr_str(devs[i], "abi_version", s, sizeof(s)) ? NULL : s);
 			jclose('}');
 		}

@@ -119,12 +119,8 @@ static int events_counters(const int *devs, int n)
 		       "RESET", "ADMIN", "UNPLUG", "TIMEOUTS");
 	}
 	for (i = 0; i < n; i++) {
-		char name[32];
-
-		snprintf(name, sizeof(name), "peerdirect%d", devs[i]);
 		if (json) {
-			jopen(NULL, '{');
-			jstr("device", name);
+			jopen_device(devs[i]);
 			jopen("revoked", '{');
 			for (k = 0; k < NR_REVOKED_ATTRS; k++)
 				jattr(revoked_attrs[k] + 8, devs[i], revoked_attrs[k]);
@@ -133,7 +129,7 @@ static int events_counters(const int *devs, int n)
 			jclose('}');
 			continue;
 		}
-		printf("%-12s", name);
+		printf("peerdirect%-2d", devs[i]);
 		for (k = 0; k < NR_REVOKED_ATTRS; k++)
 			printf(" %8llu", attr_u64(devs[i], revoked_attrs[k]));
 		printf(" %9llu\n", attr_u64(devs[i], "revoke_timeouts"));

@@ -305,10 +305,8 @@ int cmd_exports(int argc, char **argv)
 	int n, i, ret;
 
 	(void)argv;
-	if (argc > 1) {
-		err("exports takes no arguments");
+	if (no_args("exports", argc))
 		return EX_USAGE;
-	}
 	ret = gather(xs, &n);
 	if (ret)
 		return ret;
@@ -341,10 +339,8 @@ int cmd_allocs(int argc, char **argv)
 	uint32_t k;
 
 	(void)argv;
-	if (argc > 1) {
-		err("allocs takes no arguments");
+	if (no_args("allocs", argc))
 		return EX_USAGE;
-	}
 	ret = gather(xs, &n);
 	if (ret)
 		return ret;
@@ -389,12 +385,10 @@ int cmd_allocs(int argc, char **argv)
 		jopen(NULL, '{');
 		jopen("allocations", '[');
 		for (r = 0; r < nrows; r++) {
-			char name[32], comm[32];
+			char comm[32];
 
-			snprintf(name, sizeof(name), "peerdirect%d", rows[r].dev);
 			proc_comm(rows[r].tgid, comm, sizeof(comm));
-			jopen(NULL, '{');
-			jstr("device", name);
+			jopen_device(rows[r].dev);
 			ji64("tgid", rows[r].tgid);
 			jstr("comm", comm);
 			ju64("uid", rows[r].uid);

@@ -49,6 +49,10 @@ unsigned long long attr_u64(int idx, const char *name);
 int attr_num(int idx, const char *name, unsigned long long *out);
 /* A counter in JSON: its value, or null when the module does not have it. */
 void jattr(const char *k, int idx, const char *name);
+/* An object for device idx, its first member "device": "peerdirectIDX". */
+void jopen_device(int idx);
+/* Whether a command that takes no arguments was given some (said). */
+bool no_args(const char *cmd, int argc);
 int link_base(const char *path, char *buf, size_t len);
 void dev_parent(int idx, char *buf, size_t len);
 bool module_loaded(void);

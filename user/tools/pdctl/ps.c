@@ -268,12 +268,10 @@ static void ps_json(const struct ps_table *t, const char *source, const int *sel
 	jstr("source", source);
 	jopen("processes", '[');
 	for (r = 0; r < t->n; r++) {
-		char name[32], comm[32];
+		char comm[32];
 
-		snprintf(name, sizeof(name), "peerdirect%d", t->rows[r].dev);
 		proc_comm(t->rows[r].tgid, comm, sizeof(comm));
-		jopen(NULL, '{');
-		jstr("device", name);
+		jopen_device(t->rows[r].dev);
 		ji64("pid", t->rows[r].tgid);
 		jstr("comm", comm);
 		ju64("uid", t->rows[r].uid);
@@ -285,11 +283,7 @@ static void ps_json(const struct ps_table *t, const char *source, const int *sel
 	jclose(']');
 	jopen("not_attributed", '[');
 	for (i = 0; i < nd; i++) {
-		char name[32];
-
-		snprintf(name, sizeof(name), "peerdirect%d", sel[i]);
-		jopen(NULL, '{');
-		jstr("device", name);
+		jopen_device(sel[i]);
 		ju64("bytes", unattr[i]);
 		jclose('}');
 	}

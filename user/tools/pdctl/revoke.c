@@ -43,11 +43,7 @@ static int admin_ioctl(int dev, unsigned long req, void *arg, const char *what,
 /* A revocation's outcome as one JSON object; export_id 0 for a reset. */
 static void print_revoked_json(int dev, uint64_t export_id, uint64_t revoked, uint64_t pending)
 {
-	char name[32];
-
-	snprintf(name, sizeof(name), "peerdirect%d", dev);
-	jopen(NULL, '{');
-	jstr("device", name);
+	jopen_device(dev);
 	if (export_id)
 		ju64("export_id", export_id);
 	ju64("revoked", revoked);

@@ -102,6 +102,22 @@ void jattr(const char *k, int idx, const char *name)
 		ju64(k, v);
 }
 
+void jopen_device(int idx)
+{
+	char name[32];
+
+	snprintf(name, sizeof(name), "peerdirect%d", idx);
+	jopen(NULL, '{');
+	jstr("device", name);
+}
+
+bool no_args(const char *cmd, int argc)
+{
+	if (argc > 1)
+		err("%s takes no arguments", cmd);
+	return argc > 1;
+}
+
 bool module_loaded(void)
 {
 	char path[256];
