@@ -20,6 +20,10 @@
  *
  * PDCTL_SYSFS (default /sys) and PDCTL_DEV (default /dev) let the tests
  * point it at a fake tree.
+ *
+ * This file: the global options, the command table and main(); the JSON
+ * writer is json.c, the sysfs and device-node access sysfs.c, and each
+ * command group a file of its own (pdctl.h lists them).
  */
 #include <errno.h>
 #include <getopt.h>
@@ -42,6 +46,18 @@ bool json;
 int want_dev = -1;		/* -d N */
 const char *sysroot = "/sys";
 const char *devroot = "/dev";
+
+/* The commands, each in the file of its group (pdctl.h). */
+static const struct {
+	const char *name;
+	int (*fn)(int argc, char **argv);
+} cmds[] = {
+	{ "list", cmd_list }, { "info", cmd_info }, { "exports", cmd_exports },
+	{ "allocs", cmd_allocs }, { "events", cmd_events }, { "revoke", cmd_revoke },
+	{ "reset", cmd_reset }, { "version", cmd_version }, { "doctor", cmd_doctor },
+	{ "bind", cmd_bind }, { "unbind", cmd_unbind }, { "ps", cmd_ps },
+	{ "topo", cmd_topo },
+};
 
 /* The first error, for --json's {"error": ...} when nothing else printed. */
 static char first_err[512];
@@ -204,16 +220,6 @@ static int global_opts(int *argc, char **argv)
 
 static int run(int argc, char **argv)
 {
-	static const struct {
-		const char *name;
-		int (*fn)(int argc, char **argv);
-	} cmds[] = {
-		{ "list", cmd_list }, { "info", cmd_info }, { "exports", cmd_exports },
-		{ "allocs", cmd_allocs }, { "events", cmd_events }, { "revoke", cmd_revoke },
-		{ "reset", cmd_reset }, { "version", cmd_version }, { "doctor", cmd_doctor },
-		{ "bind", cmd_bind }, { "unbind", cmd_unbind }, { "ps", cmd_ps },
-		{ "topo", cmd_topo },
-	};
 	unsigned int i;
 	int ret;
 
