@@ -81,11 +81,15 @@ int pd_subscribe(struct pd_file *pfile, struct peerdirect_subscribe *s)
 			pd_sub_unlink(old);
 		else
 			ret = -ENOENT;
+	} else if (READ_ONCE(exp->revoked)) {
+		/*
+		 * Set before the revoke walk takes this lock to notify.  Ahead
+		 * of EEXIST: a subscriber asking again after lost events must
+		 * not read "still subscribed" as "live" in that window.
+		 */
+		ret = -ENODEV;
 	} else if (old) {
 		ret = -EEXIST;
-	} else if (READ_ONCE(exp->revoked)) {
-		/* Set before the revoke walk takes this lock to notify. */
-		ret = -ENODEV;
 	} else if (pfile->nr_subs >= pfile->pd->max_subscriptions) {
 		ret = -ENOSPC;
 	} else {

@@ -188,7 +188,8 @@ struct peerdirect_event {
  * reported on this file, as the owner's is on the exporter's.  One record,
  * then the subscription ends; it also ends when the dma-buf is released,
  * with PEERDIRECT_SUBSCRIBE_CANCEL, or when this file closes.  ENODEV if the
- * dma-buf is already revoked, EEXIST if this file subscribed to it already,
+ * dma-buf is already revoked (even if this file is still subscribed: so
+ * EEXIST means not revoked), EEXIST if this file subscribed to it already,
  * ENOENT on a cancel of nothing, ENOSPC beyond max_subscriptions per file,
  * EINVAL for a dma-buf peerdirect did not export, EBADF for a bad fd.
  */

@@ -561,22 +561,24 @@ size_t pd_monitor_nr_recs(struct pd_monitor *m)
  * A subscription an overflow made suspect, still held by registrations:
  * the kernel ends a subscription when it reports the revocation, so asking
  * again tells.  EEXIST (still there) or 0 (ended some other way, and made
- * again) mean live; ENODEV revoked.  Anything else leaves it suspect.
+ * again) mean live; ENODEV revoked.  Returns 0 when that is settled, else
+ * the errno of an answer that settles nothing (the record stays suspect).
  * Exports are revalidated by the listing instead (one call for all).
  */
-static void revalidate_subscription_locked(struct pd_monitor *m, struct rec *r, int fd)
+static int revalidate_subscription_locked(struct pd_monitor *m, struct rec *r, int fd)
 {
 	struct peerdirect_subscribe s = {
 		.argsz = sizeof(s), .fd = fd, .cookie = r->st_ino,
 	};
 
 	if (fd < 0 || m->fd < 0)
-		return;
+		return EBADF;
 	if (!ioctl(m->fd, PEERDIRECT_IOCTL_SUBSCRIBE, &s) || errno == EEXIST)
 		r->revoked = false;
 	else if (errno != ENODEV)
-		return;
+		return errno;
 	r->suspect = false;
+	return 0;
 }
 
 /* 1 with the record pinned, 0 if m does not know the dma-buf, -ENODEV if
@@ -584,13 +586,15 @@ static void revalidate_subscription_locked(struct pd_monitor *m, struct rec *r, 
 static int lookup_export(struct pd_monitor *m, int fd, uint64_t st_dev, uint64_t st_ino)
 {
 	struct rec *r;
-	int ret = 0;
+	int ret = 0, err;
 
 	pthread_mutex_lock(&m->recs_lock);
 	r = find_ino(&m->recs, st_dev, st_ino, 0);
-	if (r && r->revoked && r->suspect && r->subscribed)
-		revalidate_subscription_locked(m, r, fd);
-	if (r && r->revoked)
+	if (r && r->revoked && r->suspect && r->subscribed &&
+	    (err = revalidate_subscription_locked(m, r, fd)))
+		ret = pd_error(-err, "dma-buf inode %llu: events of /dev/peerdirect%u were lost, and asking the kernel whether it is still live failed: %s; try again",
+			       (unsigned long long)st_ino, m->index, strerror(err));
+	else if (r && r->revoked)
 		ret = pd_error(-ENODEV, "dma-buf inode %llu (%s %llu of /dev/peerdirect%u) was revoked, or its device went: re-export and register again",
 			       (unsigned long long)st_ino, r->subscribed ? "subscribed, export" : "export",
 			       (unsigned long long)r->export_id, m->index);

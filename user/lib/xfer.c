@@ -1763,15 +1763,17 @@ int pd_progress(struct pd_fabric *fab)
 	return ret;
 }
 
-static int start(struct pd_fabric *fab, enum req_kind kind, struct pd_mr *mr,
-		 size_t off, size_t len, uint64_t peer, uint64_t tag,
-		 const struct pd_rkey *rk, uint64_t roff, struct pd_req **out)
+/*
+ * What a caller can get wrong, and what the fabric cannot carry, before
+ * anything is allocated: 0 with *nchunks set, or the error.
+ */
+static int check_start(struct pd_fabric *fab, enum req_kind kind, struct pd_mr *mr,
+		       size_t off, size_t len, uint64_t peer, uint64_t tag,
+		       const struct pd_rkey *rk, uint64_t roff, struct pd_req **out,
+		       size_t *nchunks_out)
 {
 	const char *fn = kind_ops[kind].fn;
-	struct pd_peer *p;
-	struct pd_req *r;
-	size_t nchunks, i;
-	char why[200];
+	size_t nchunks;
 	int ret;
 
 	if (!fab || !mr || !out)
@@ -1819,9 +1821,20 @@ static int start(struct pd_fabric *fab, enum req_kind kind, struct pd_mr *mr,
 	    !(fab->source && fab->directed_recv))
 		return pd_error(-EOPNOTSUPP, "%s: %s lacks FI_SOURCE or FI_DIRECTED_RECV, so a message of %zu chunks from PD_ANY_PEER could mix senders: name the peer, or receive at most %zu bytes",
 				fn, fab->provider, nchunks, fab->chunk);
+	*nchunks_out = nchunks;
+	return 0;
+}
+
+static struct pd_req *new_req(struct pd_fabric *fab, enum req_kind kind, struct pd_mr *mr,
+			      size_t off, size_t len, uint64_t peer, uint64_t tag,
+			      const struct pd_rkey *rk, uint64_t roff, size_t nchunks)
+{
+	struct pd_req *r;
+	size_t i;
+
 	r = calloc(1, sizeof(*r) + nchunks * sizeof(r->ops[0]));
 	if (!r)
-		return pd_error(-ENOMEM, "%s: out of memory", fn);
+		return NULL;
 	*r = (struct pd_req) {
 		.fab = fab, .kind = kind, .entry = mr->entry, .reg = mr->reg,
 		.cpu = pd_mr_cpu(mr) ? pd_mr_cpu(mr) + off : NULL,
@@ -1839,28 +1852,56 @@ static int start(struct pd_fabric *fab, enum req_kind kind, struct pd_mr *mr,
 	pd_list_init(&r->anyl);
 	if (fab->peer_timeout_ms >= 0)
 		r->start_ms = now_ms();
-	/* Its own staging buffer: a pool slot, else one registered for it
-	 * (outside the lock), so it never waits for another request's. */
-	if (r->path == PD_PATH_BOUNCE) {
-		size_t slen = stage_len(fab, len);
+	return r;
+}
 
-		ret = 0;
-		pthread_mutex_lock(&fab->lock);
-		/* A closed fabric fails the request below, with ESHUTDOWN. */
-		if (!fab->closed) {
-			r->own_slot = pd_bounce_slot_get(fab->bounce);
-			if (r->own_slot < 0)
-				ret = reserve_staging_locked(r, fn, slen);
+/* Its own staging buffer: a pool slot, else one registered for it
+ * (outside the lock), so it never waits for another request's.  0 or the
+ * error. */
+static int own_staging(struct pd_req *r, const char *fn)
+{
+	struct pd_fabric *fab = r->fab;
+	size_t slen = stage_len(fab, r->len);
+	int ret = 0;
+
+	pthread_mutex_lock(&fab->lock);
+	/* A closed fabric fails the request below, with ESHUTDOWN. */
+	if (!fab->closed) {
+		r->own_slot = pd_bounce_slot_get(fab->bounce);
+		if (r->own_slot < 0)
+			ret = reserve_staging_locked(r, fn, slen);
+	}
+	pthread_mutex_unlock(&fab->lock);
+	if (!ret && r->stage_bytes && !r->own_stage) {
+		ret = pd_stage_alloc(fab->domain, slen, pd_next_mr_key(), &r->own_stage);
+		if (ret) {
+			pthread_mutex_lock(&fab->lock);
+			fab->staging_bytes -= r->stage_bytes;
+			pthread_mutex_unlock(&fab->lock);
 		}
-		pthread_mutex_unlock(&fab->lock);
-		if (!ret && r->stage_bytes && !r->own_stage) {
-			ret = pd_stage_alloc(fab->domain, slen, pd_next_mr_key(), &r->own_stage);
-			if (ret) {
-				pthread_mutex_lock(&fab->lock);
-				fab->staging_bytes -= r->stage_bytes;
-				pthread_mutex_unlock(&fab->lock);
-			}
-		}
+	}
+	return ret;
+}
+
+static int start(struct pd_fabric *fab, enum req_kind kind, struct pd_mr *mr,
+		 size_t off, size_t len, uint64_t peer, uint64_t tag,
+		 const struct pd_rkey *rk, uint64_t roff, struct pd_req **out)
+{
+	const char *fn = kind_ops[kind].fn;
+	struct pd_peer *p;
+	struct pd_req *r;
+	size_t nchunks = 0;
+	char why[200];
+	int ret;
+
+	ret = check_start(fab, kind, mr, off, len, peer, tag, rk, roff, out, &nchunks);
+	if (ret)
+		return ret;
+	r = new_req(fab, kind, mr, off, len, peer, tag, rk, roff, nchunks);
+	if (!r)
+		return pd_error(-ENOMEM, "%s: out of memory", fn);
+	if (r->path == PD_PATH_BOUNCE) {
+		ret = own_staging(r, fn);
 		if (ret) {
 			free(r);
 			return ret;

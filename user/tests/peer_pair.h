@@ -120,11 +120,14 @@ static inline int memfd_of(size_t len, uint64_t seed)
 	int fd = memfd_create("pd-test-dmabuf", MFD_CLOEXEC);
 	char *p;
 
-	if (fd < 0 || ftruncate(fd, (off_t)len))
+	if (fd < 0)
 		return -1;
-	p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	if (p == MAP_FAILED)
+	p = ftruncate(fd, (off_t)len) ? MAP_FAILED :
+	    mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (p == MAP_FAILED) {
+		close(fd);
 		return -1;
+	}
 	fill(p, len, seed);
 	munmap(p, len);
 	return fd;

@@ -9,9 +9,8 @@ pass=0 fail=0 skip=0
 # libfabric's shm provider names its region /dev/shm/PID:N:N and fails
 # fi_enable with EBUSY while a file of that name is left by a dead process
 # that had the same pid (one that ended without fi_close): once pids wrap
-# (pid_max is 32768 on small machines) a test fails at random.  Between
-# two test binaries none of ours runs, so a region whose pid is gone is
-# stale.
+# (pid_max is 32768 on small machines) a test fails at random.  A region
+# whose pid is gone is stale, whatever else runs.
 drop_stale_shm() {
 	local f pid
 	[ -d /proc/self ] || return 0
@@ -24,26 +23,29 @@ drop_stale_shm() {
 	done
 }
 
-# One binary, its output and exit status into DIR/N.out and DIR/N.rc.
+# One binary, its output into DIR/N.out; its exit status is the job's.
+# Through a pipe, as the old `out=$(...)` was: the job ends when every
+# process writing the output has, so what a test leaves running is shown
+# and waited for instead of lingering beside the next binaries.
 run_one() {
 	local t=$1 dir=$2 n=$3 t0=$SECONDS rc
 	if [ -n "$VALGRIND" ]; then
 		PEERDIRECT_TEST_QUICK=1 valgrind -q --error-exitcode=99 --leak-check=full \
 			--errors-for-leak-kinds=definite --show-leak-kinds=definite \
-			--suppressions="$(dirname "$0")/valgrind.supp" "$t" > "$dir/$n.out" 2>&1
+			--suppressions="$(dirname "$0")/valgrind.supp" "$t" 2>&1 | cat > "$dir/$n.out"
 	else
-		"$t" > "$dir/$n.out" 2>&1
+		"$t" 2>&1 | cat > "$dir/$n.out"
 	fi
-	rc=$?
+	rc=${PIPESTATUS[0]}
 	echo "# ---- $t: exit $rc after $((SECONDS - t0)) s" >> "$dir/$n.out"
-	echo "$rc" > "$dir/$n.rc"
+	return "$rc"
 }
 
 # Its KTAP, and its totals added to the run's.
 report_one() {
 	local t=$1 dir=$2 n=$3 out rc totals p f s
-	out=$(cat "$dir/$n.out")
-	rc=$(cat "$dir/$n.rc")
+	out=$(cat "$dir/$n.out" 2>/dev/null)
+	rc=${rcs[$n]}
 	echo "# ---- $t"
 	echo "$out"
 	totals=$(echo "$out" | grep -E '^# Totals: pass:[0-9]+ fail:[0-9]+' | tail -1)
@@ -73,22 +75,34 @@ jobs=${PD_TEST_JOBS:-2}
 dir=$(mktemp -d) || exit 1
 trap 'rm -rf "$dir"' EXIT
 args=("$@")
-next=0 shown=0 running=0
+pids=() rcs=()
+next=0 shown=0
+# Each job's status comes from `wait PID`, which bash keeps for a child
+# that has already ended: a job killed before it could write anything
+# still ends, with its signal's status, and is counted.
 while [ "$shown" -lt "${#args[@]}" ]; do
-	while [ "$running" -lt "$jobs" ] && [ "$next" -lt "${#args[@]}" ]; do
-		drop_stale_shm
-		run_one "${args[$next]}" "$dir" "$next" &
-		next=$((next + 1)) running=$((running + 1))
-	done
-	wait -n 2>/dev/null || true
 	running=0
 	for ((i = shown; i < next; i++)); do
-		[ -e "$dir/$i.rc" ] || running=$((running + 1))
+		[ -n "${rcs[$i]}" ] && continue
+		if kill -0 "${pids[$i]}" 2>/dev/null; then
+			running=$((running + 1))
+		else
+			wait "${pids[$i]}"
+			rcs[$i]=$?
+		fi
 	done
-	while [ "$shown" -lt "$next" ] && [ -e "$dir/$shown.rc" ]; do
+	if [ "$running" -lt "$jobs" ] && [ "$next" -lt "${#args[@]}" ]; then
+		drop_stale_shm
+		run_one "${args[$next]}" "$dir" "$next" &
+		pids[$next]=$!
+		next=$((next + 1))
+		continue
+	fi
+	while [ "$shown" -lt "$next" ] && [ -n "${rcs[$shown]}" ]; do
 		report_one "${args[$shown]}" "$dir" "$shown"
 		shown=$((shown + 1))
 	done
+	[ "$shown" -lt "${#args[@]}" ] && sleep 0.2
 done
 [ "$skip" -gt 0 ] && echo "# $skip skipped (not counted as passed)"
 echo "$pass passed, $fail failed"

@@ -46,6 +46,8 @@ static struct {
 	bool close_instead;	/* close detach_dev rather than detach it */
 	int slow_poll_ms;	/* every poll() waits this long first */
 	uint64_t revoked_ino;	/* SUBSCRIBE of it: ENODEV, its subscription ended */
+	uint64_t fail_ino;	/* SUBSCRIBE of it fails with fail_errno */
+	int fail_errno;
 } fake = { .dev = -1 };
 
 static int fake_list(struct peerdirect_list *l)
@@ -98,6 +100,10 @@ int ioctl(int fd, unsigned long req, ...)
 		}
 		fake.ino[i] = fake.ino[--fake.live];
 		return 0;
+	}
+	if (fake.fail_ino && st.st_ino == fake.fail_ino && !(s->flags & PEERDIRECT_SUBSCRIBE_CANCEL)) {
+		errno = fake.fail_errno;
+		return -1;
 	}
 	if (fake.revoked_ino && st.st_ino == fake.revoked_ino) {
 		if (i < fake.live)
@@ -777,21 +783,42 @@ TEST_F(rev, an_overflow_does_not_leak_subscriptions)
  */
 TEST_F(rev, a_held_subscription_is_revalidated_after_an_overflow)
 {
-	int a = memfd_of(1 << 20, 27), b = memfd_of(1 << 20, 28);
-	struct pd_mr *old_a, *old_b, *m;
+	int a = memfd_of(1 << 20, 27), b = memfd_of(1 << 20, 28), c = memfd_of(1 << 20, 29);
+	struct pd_mr *old_a, *old_b, *old_c, *m;
 	struct stat st;
+	unsigned int i;
 
 	ASSERT_LE(0, a);
 	ASSERT_LE(0, b);
+	ASSERT_LE(0, c);
 	fake.dev = self->sock[0][0];
 	fake.max = 8;
 	ASSERT_EQ(0, pd_fabric_attach_device(self->f1, self->dev[0]));
 	ASSERT_EQ(0, pd_mr_reg_dmabuf(self->f1, a, 0, 4096, 0, &old_a)) TH_LOG("%s", pd_last_error());
 	ASSERT_EQ(0, pd_mr_reg_dmabuf(self->f1, b, 0, 4096, 0, &old_b)) TH_LOG("%s", pd_last_error());
-	EXPECT_EQ(2, fake.live);
+	ASSERT_EQ(0, pd_mr_reg_dmabuf(self->f1, c, 0, 4096, 0, &old_c)) TH_LOG("%s", pd_last_error());
+	EXPECT_EQ(3, fake.live);
 	ASSERT_EQ(0, send_event(self->sock[0][1], PEERDIRECT_REASON_OVERFLOW, 0, 0));
 	pd_fabric_poll_events(self->f1);
 	EXPECT_EQ(-ENODEV, usable(self->f1, self->me1, old_a)) TH_LOG("the overflow spared a registration");
+	/* An answer that settles nothing is that error, not "revoked", and
+	 * the next registration asks again. */
+	ASSERT_EQ(0, fstat(a, &st));
+	fake.fail_ino = st.st_ino;
+	fake.fail_errno = ENOMEM;
+	EXPECT_EQ(-ENOMEM, pd_mr_reg_dmabuf(self->f1, a, 4096, 4096, 0, &m));
+	EXPECT_NE(NULL, strstr(pd_last_error(), "try again")) TH_LOG("%s", pd_last_error());
+	fake.fail_ino = 0;
+	/* c's subscription ended without a revocation: made again, live */
+	ASSERT_EQ(0, fstat(c, &st));
+	for (i = 0; i < fake.live && fake.ino[i] != st.st_ino; i++)
+		;
+	ASSERT_GT(fake.live, i);
+	fake.ino[i] = fake.ino[--fake.live];
+	ASSERT_EQ(0, pd_mr_reg_dmabuf(self->f1, c, 4096, 4096, 0, &m)) TH_LOG("%s", pd_last_error());
+	EXPECT_EQ(0, usable(self->f1, self->me1, m)) TH_LOG("%s", pd_last_error());
+	pd_mr_dereg(m);
+	pd_mr_dereg(old_c);
 	/* a is live: registered again while the old one is held */
 	ASSERT_EQ(0, pd_mr_reg_dmabuf(self->f1, a, 4096, 4096, 0, &m))
 		TH_LOG("a live subscription refused after an overflow: %s", pd_last_error());
@@ -807,11 +834,12 @@ TEST_F(rev, a_held_subscription_is_revalidated_after_an_overflow)
 	EXPECT_EQ(-ENODEV, pd_mr_reg_dmabuf(self->f1, b, 4096, 4096, 0, &m));
 	pd_mr_dereg(old_a);
 	pd_mr_dereg(old_b);
-	/* a's new entry, idle in the cache, is watched; b left nothing */
-	EXPECT_EQ(1, fake.live) TH_LOG("a subscription outlived its registrations");
-	EXPECT_EQ(2, pd_device_nr_recs(self->dev[0]));	/* export 100, and a */
+	/* a's and c's new entries, idle in the cache, are watched; b left nothing */
+	EXPECT_EQ(2, fake.live) TH_LOG("a subscription outlived its registrations");
+	EXPECT_EQ(3, pd_device_nr_recs(self->dev[0]));	/* export 100, a and c */
 	close(a);
 	close(b);
+	close(c);
 }
 
 /*
