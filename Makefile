@@ -38,15 +38,17 @@ selftests: $(SELFTEST_BINS) $(BUILD)/selftests/pdctl
 
 # pdctl for the VMs (selftests/admin.c runs it): static, like the selftests.
 # Static glibc cannot dlopen reliably (the shared libraries must come from
-# the very glibc it was linked with), so this build leaves the doctor's
-# libibverbs/libfabric/libpeerdirect checks out (-DPDCTL_NO_DLOPEN; they
-# report "skip").  The packaged, dynamic pdctl has them.
-PDCTL_VM_SRC := $(addprefix user/tools/,pdctl.c pdctl_doctor.c pdctl_bind.c pdctl_ps.c pdctl_topo.c)
-$(BUILD)/selftests/pdctl: $(PDCTL_VM_SRC) $(wildcard user/tools/pdctl*.h) $(wildcard user/tools/tool_*.h) \
+# the very glibc it was linked with), so this build links
+# user/tools/pdctl/static.c in place of dl.c and doctor_libs.c: it loads no
+# library, and the doctor's libibverbs/libfabric/libpeerdirect checks
+# report "skip".  The packaged, dynamic pdctl has them.
+PDCTL_VM_SRC := $(addprefix user/tools/pdctl/,main.c json.c sysfs.c devices.c exports.c events.c \
+	revoke.c bind.c ps.c topo.c doctor.c doctor_report.c doctor_host.c doctor_pci.c static.c)
+$(BUILD)/selftests/pdctl: $(PDCTL_VM_SRC) $(wildcard user/tools/pdctl/*.h) $(wildcard user/tools/tool_*.h) \
 		uapi/linux/peerdirect.h
 	@mkdir -p $(dir $@)
 	$(CC) -std=c11 -D_GNU_SOURCE -O2 -g -Wall -Wextra -Werror -static -Iuapi \
-		-DPDCTL_NO_DLOPEN -DPD_VERSION='"$(VERSION)"' -o $@ $(PDCTL_VM_SRC)
+		-DPD_VERSION='"$(VERSION)"' -o $@ $(PDCTL_VM_SRC)
 
 # Static, so the VM image needs no libraries for them.
 $(BUILD)/selftests/%: selftests/%.c selftests/pd_test.h uapi/linux/peerdirect.h \

@@ -17,7 +17,7 @@
 #include <linux/peerdirect.h>
 
 #include "kselftest_harness.h"
-#include "../tools/pdctl_pci.h"
+#include "../tools/pdctl/pci_relation.h"
 #include "tool_run.h"
 
 #define SW "/sys/devices/pci0000:00/0000:00:01.0/0000:01:00.0"

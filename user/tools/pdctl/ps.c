@@ -22,7 +22,7 @@
 #include <linux/peerdirect.h>
 
 #include "pdctl.h"
-#include "pdctl_ext.h"
+#include "json.h"
 
 struct ps_row {
 	int dev, tgid;
@@ -205,36 +205,19 @@ static int ps_err(int code, const char *msg)
 	return code;
 }
 
-int cmd_ps(int argc, char **argv)
+/*
+ * The rows of the devices sel[0..nd) into t, from one source for every
+ * device (so that the rows compare): *source, "exports" or "allocations";
+ * unattr[i] the used memory of sel[i] that no row holds.  0, else the
+ * exit code (the reason said).
+ */
+static int ps_gather(const int *sel, int nd, struct ps_table *t, const char **source,
+		     unsigned long long *unattr)
 {
-	static const struct option opts[] = {
-		{ "json", no_argument, NULL, 'j' },
-		{ NULL, 0, NULL, 0 },
-	};
-	struct ps_table t = { 0 };
-	unsigned long long unattr[MAX_DEVS];
-	int idx[MAX_DEVS], sel[MAX_DEVS], n, nd = 0, i, c, ret = 0;
-	const char *source = "exports";
 	char path[128], msg[256];
+	int i, ret = 0;
 	size_t r;
 
-	optind = 0;	/* glibc: re-initialize, so options may follow operands */
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, "j", opts, NULL)) != -1) {
-		if (c != 'j')
-			return ps_err(EX_USAGE, "usage: ps [--json]");
-		json = true;
-	}
-	if (optind < argc)
-		return ps_err(EX_USAGE, "usage: ps [--json]");
-	if (!module_loaded())
-		return ps_err(EX_NODEV, "the peerdirect module is not loaded (modprobe peerdirect)");
-	n = list_devices(idx, MAX_DEVS);
-	for (i = 0; i < n; i++)
-		if (want_dev < 0 || idx[i] == want_dev)
-			sel[nd++] = idx[i];
-	if (!nd)
-		return ps_err(EX_NODEV, "no peerdirect device (pdctl list)");
 	for (i = 0; i < nd && !ret; i++) {
 		unsigned long long size = attr_u64(sel[i], "mem_size");
 		unsigned long long free_b = attr_u64(sel[i], "mem_free"), sum = 0;
@@ -257,9 +240,9 @@ int cmd_ps(int argc, char **argv)
 		}
 		/* one source for every device, so the rows compare */
 		if (i == 0 && (features(fd) & PEERDIRECT_FEAT_LIST_ALLOCS))
-			source = "allocations";
-		e = strcmp(source, "exports") ? from_allocs(fd, sel[i], &t) :
-						from_exports(fd, sel[i], &t);
+			*source = "allocations";
+		e = strcmp(*source, "exports") ? from_allocs(fd, sel[i], t) :
+						 from_exports(fd, sel[i], t);
 		close(fd);
 		if (e) {
 			snprintf(msg, sizeof(msg), "peerdirect%d: PEERDIRECT_IOCTL_LIST: %s",
@@ -267,79 +250,122 @@ int cmd_ps(int argc, char **argv)
 			ret = ps_err(e == -EACCES || e == -EPERM ? EX_PERM : EX_FAIL, msg);
 			break;
 		}
-		for (r = 0; r < t.n; r++)
-			if (t.rows[r].dev == sel[i])
-				sum += t.rows[r].bytes;
+		for (r = 0; r < t->n; r++)
+			if (t->rows[r].dev == sel[i])
+				sum += t->rows[r].bytes;
 		unattr[i] = size > free_b && size - free_b > sum ? size - free_b - sum : 0;
 	}
+	return ret;
+}
+
+static void ps_json(const struct ps_table *t, const char *source, const int *sel, int nd,
+		    const unsigned long long *unattr)
+{
+	size_t r;
+	int i;
+
+	jopen(NULL, '{');
+	jstr("source", source);
+	jopen("processes", '[');
+	for (r = 0; r < t->n; r++) {
+		char comm[32];
+
+		proc_comm(t->rows[r].tgid, comm, sizeof(comm));
+		jopen_device(t->rows[r].dev);
+		ji64("pid", t->rows[r].tgid);
+		jstr("comm", comm);
+		ju64("uid", t->rows[r].uid);
+		ju64("allocations", t->rows[r].allocs);
+		ju64("exports", t->rows[r].exports);
+		ju64("bytes", t->rows[r].bytes);
+		jclose('}');
+	}
+	jclose(']');
+	jopen("not_attributed", '[');
+	for (i = 0; i < nd; i++) {
+		jopen_device(sel[i]);
+		ju64("bytes", unattr[i]);
+		jclose('}');
+	}
+	jclose(']');
+	jclose('}');
+	putchar('\n');
+}
+
+static void ps_text(const struct ps_table *t, const char *source, const int *sel, int nd,
+		    const unsigned long long *unattr)
+{
+	size_t r;
+	int i;
+
+	printf("%-12s %7s %-15s %6s %6s %7s %10s\n", "DEVICE", "PID", "COMM", "UID",
+	       "ALLOCS", "EXPORTS", "MEMORY");
+	for (r = 0; r < t->n; r++) {
+		char comm[32], b[24];
+
+		proc_comm(t->rows[r].tgid, comm, sizeof(comm));
+		human(t->rows[r].bytes, b, sizeof(b));
+		printf("peerdirect%-2d %7d %-15.15s %6u %6u %7u %10s\n", t->rows[r].dev,
+		       t->rows[r].tgid, comm, t->rows[r].uid, t->rows[r].allocs,
+		       t->rows[r].exports, b);
+	}
+	for (i = 0; i < nd; i++) {
+		char b[24];
+
+		if (!unattr[i])
+			continue;
+		human(unattr[i], b, sizeof(b));
+		printf("peerdirect%-2d %7s %-15s %6s %6s %7s %10s\n", sel[i], "-",
+		       !strcmp(source, "exports") ? "(not exported)" :
+		       /* LIST shows others only to CAP_SYS_ADMIN */
+		       geteuid() ? "(not yours)" : "(quarantined)",
+		       "-", "-", "-", b);
+	}
+	if (strcmp(source, "exports"))
+		printf("\nsource: LIST of allocations (uapi 2.2)\n");
+	else
+		printf("\nsource: LIST of exports (the module lacks uapi 2.2's LIST of "
+		       "allocations): memory never exported is not attributed to a "
+		       "process\n");
+}
+
+int cmd_ps(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "json", no_argument, NULL, 'j' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct ps_table t = { 0 };
+	unsigned long long unattr[MAX_DEVS];
+	int idx[MAX_DEVS], sel[MAX_DEVS], n, nd = 0, i, c, ret;
+	const char *source = "exports";
+
+	optind = 0;	/* glibc: re-initialize, so options may follow operands */
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, "j", opts, NULL)) != -1) {
+		if (c != 'j')
+			return ps_err(EX_USAGE, "usage: ps [--json]");
+		json = true;
+	}
+	if (optind < argc)
+		return ps_err(EX_USAGE, "usage: ps [--json]");
+	if (!module_loaded())
+		return ps_err(EX_NODEV, "the peerdirect module is not loaded (modprobe peerdirect)");
+	n = list_devices(idx, MAX_DEVS);
+	for (i = 0; i < n; i++)
+		if (want_dev < 0 || idx[i] == want_dev)
+			sel[nd++] = idx[i];
+	if (!nd)
+		return ps_err(EX_NODEV, "no peerdirect device (pdctl list)");
+	ret = ps_gather(sel, nd, &t, &source, unattr);
 	if (ret) {
 		free(t.rows);
 		return ret;
 	}
-	if (json) {
-		jopen(NULL, '{');
-		jstr("source", source);
-		jopen("processes", '[');
-		for (r = 0; r < t.n; r++) {
-			char name[32], comm[32];
-
-			snprintf(name, sizeof(name), "peerdirect%d", t.rows[r].dev);
-			proc_comm(t.rows[r].tgid, comm, sizeof(comm));
-			jopen(NULL, '{');
-			jstr("device", name);
-			ji64("pid", t.rows[r].tgid);
-			jstr("comm", comm);
-			ju64("uid", t.rows[r].uid);
-			ju64("allocations", t.rows[r].allocs);
-			ju64("exports", t.rows[r].exports);
-			ju64("bytes", t.rows[r].bytes);
-			jclose('}');
-		}
-		jclose(']');
-		jopen("not_attributed", '[');
-		for (i = 0; i < nd; i++) {
-			char name[32];
-
-			snprintf(name, sizeof(name), "peerdirect%d", sel[i]);
-			jopen(NULL, '{');
-			jstr("device", name);
-			ju64("bytes", unattr[i]);
-			jclose('}');
-		}
-		jclose(']');
-		jclose('}');
-		putchar('\n');
-	} else {
-		printf("%-12s %7s %-15s %6s %6s %7s %10s\n", "DEVICE", "PID", "COMM", "UID",
-		       "ALLOCS", "EXPORTS", "MEMORY");
-		for (r = 0; r < t.n; r++) {
-			char comm[32], b[24];
-
-			proc_comm(t.rows[r].tgid, comm, sizeof(comm));
-			human(t.rows[r].bytes, b, sizeof(b));
-			printf("peerdirect%-2d %7d %-15.15s %6u %6u %7u %10s\n", t.rows[r].dev,
-			       t.rows[r].tgid, comm, t.rows[r].uid, t.rows[r].allocs,
-			       t.rows[r].exports, b);
-		}
-		for (i = 0; i < nd; i++) {
-			char b[24];
-
-			if (!unattr[i])
-				continue;
-			human(unattr[i], b, sizeof(b));
-			printf("peerdirect%-2d %7s %-15s %6s %6s %7s %10s\n", sel[i], "-",
-			       !strcmp(source, "exports") ? "(not exported)" :
-			       /* LIST shows others only to CAP_SYS_ADMIN */
-			       geteuid() ? "(not yours)" : "(quarantined)",
-			       "-", "-", "-", b);
-		}
-		if (strcmp(source, "exports"))
-			printf("\nsource: LIST of allocations (uapi 2.2)\n");
-		else
-			printf("\nsource: LIST of exports (the module lacks uapi 2.2's LIST of "
-			       "allocations): memory never exported is not attributed to a "
-			       "process\n");
-	}
+	if (json)
+		ps_json(&t, source, sel, nd, unattr);
+	else
+		ps_text(&t, source, sel, nd, unattr);
 	free(t.rows);
 	return 0;
 }

@@ -23,7 +23,7 @@
 #include <unistd.h>
 
 #include "pdctl.h"
-#include "pdctl_ext.h"
+#include "json.h"
 
 #define DRIVER "peerdirect"
 #define MAX_FUNCS 256

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
  * pdctl topo: the device x NIC matrix, as nvidia-smi topo -m draws GPUs
- * and NICs.  Each cell: the PCIe relation (pdctl_pci.h), the NUMA affinity
+ * and NICs.  Each cell: the PCIe relation (pci_relation.h), the NUMA affinity
  * (same node, another, unknown) and the doctor's verdict for that pair
  * (doctor_verdicts: the same code as `pdctl doctor`'s table).
  */
@@ -13,8 +13,9 @@
 #include <string.h>
 
 #include "pdctl.h"
-#include "pdctl_ext.h"
-#include "pdctl_pci.h"
+#include "json.h"
+#include "doctor.h"
+#include "pci_relation.h"
 
 #define MAX_TOPO_NICS 32
 
@@ -112,7 +113,7 @@ static void print_json(struct end *devs, int nd, struct end *nics, struct pd_nic
 			jstr("nic", nics[j].name);
 			jstr("relation", rel);
 			jstr("numa_affinity", affinity(&devs[i], &nics[j]));
-			jstr("verdict", v[i * nn + j].verdict);
+			jstr("verdict", verdict_name(v[i * nn + j].verdict));
 			jstr("reason", v[i * nn + j].reason);
 			jclose('}');
 		}
@@ -139,7 +140,8 @@ static void print_matrix(struct end *devs, int nd, struct end *nics, int nn,
 			char cell[48];
 
 			snprintf(cell, sizeof(cell), "%s %s %s", rel ? rel : "-",
-				 aff_mark(affinity(&devs[i], &nics[j])), v[i * nn + j].verdict);
+				 aff_mark(affinity(&devs[i], &nics[j])),
+				 verdict_name(v[i * nn + j].verdict));
 			printf(" %-18s", cell);
 		}
 		if (devs[i].numa >= 0)
