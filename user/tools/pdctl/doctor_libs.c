@@ -22,8 +22,8 @@
 #include <rdma/fabric.h>
 #include <rdma/fi_domain.h>	/* FI_MR_DMABUF (1.20+) is a registration flag */
 #include "peerdirect.h"
-#include "../../lib/fabric_hints.h"
-#include "../../lib/fi_compat.h"
+#include "fabric_hints.h"
+#include "fi_compat.h"
 
 #include "doctor.h"
 
