@@ -305,4 +305,268 @@ TEST(every_version_moves_0_to_16M_host_and_dmabuf)
 	}
 }
 
+/* ---- the tables and their layouts ------------------------------------ */
+
+/*
+ * The offsets NCCL's headers give these structs on LP64 (x86_64, aarch64),
+ * worked out by hand from src/include/plugin/net/net_v8.h ... net_v10.h:
+ * our declarations must match them byte for byte.
+ */
+TEST(tables_and_properties_have_nccls_layouts)
+{
+	int vers[] = VERSIONS;
+	ncclNetProperties_v9_t p;
+	struct net n;
+
+	ASSERT_EQ(64, sizeof(ncclNetProperties_v8_t));
+	ASSERT_EQ(40, offsetof(ncclNetProperties_v8_t, latency));
+	ASSERT_EQ(56, offsetof(ncclNetProperties_v8_t, netDeviceVersion));
+	ASSERT_EQ(104, sizeof(ncclNetProperties_v9_t));
+	ASSERT_EQ(32, offsetof(ncclNetProperties_v9_t, forceFlush));
+	ASSERT_EQ(64, offsetof(ncclNetProperties_v9_t, vProps));
+	ASSERT_EQ(88, offsetof(ncclNetProperties_v9_t, maxP2pBytes));
+	ASSERT_EQ(96, offsetof(ncclNetProperties_v9_t, maxCollBytes));
+	ASSERT_EQ(32, sizeof(ncclNetDeviceHandle_v8_t));
+	/* name and 18 calls; v9 and v10 add makeVDevice */
+	ASSERT_EQ(19 * sizeof(void *), sizeof(ncclNet_v8_t));
+	ASSERT_EQ(20 * sizeof(void *), sizeof(ncclNet_v9_t));
+	ASSERT_EQ(20 * sizeof(void *), sizeof(ncclNet_v10_t));
+	ASSERT_EQ(10 * sizeof(void *), offsetof(ncclNet_v10_t, isend));
+	ASSERT_EQ(13 * sizeof(void *), offsetof(ncclNet_v10_t, test));
+	for (int v = 0; v < 3; v++) {
+		int ndev = 0;
+
+		ASSERT_EQ(0, net_open(&n, vers[v]));
+		/* Before init: no device, and a clear error, not a crash. */
+		EXPECT_EQ(ncclSuccess, NET(&n, devices, &ndev));
+		ASSERT_EQ(ncclSuccess, net_init(&n));
+		ASSERT_EQ(ncclSuccess, NET(&n, devices, &ndev));
+		ASSERT_EQ(1, ndev);
+		ASSERT_EQ(ncclSuccess, net_props(&n, 0, &p));
+		EXPECT_EQ(ncclInternalError, net_props(&n, 1, &p));
+		ASSERT_EQ(ncclSuccess, net_props(&n, 0, &p));
+		EXPECT_STREQ("peerdirect", n.v8 ? n.v8->name : n.v9 ? n.v9->name : n.v10->name);
+		EXPECT_EQ(NCCL_PTR_HOST | NCCL_PTR_DMABUF, p.ptrSupport);
+		EXPECT_EQ(1, p.regIsGlobal);
+		EXPECT_GE(p.maxRecvs, 2);
+		EXPECT_GE(p.maxComms, 1024);
+		EXPECT_GT(p.speed, 0);
+		EXPECT_EQ(NCCL_NET_DEVICE_HOST, p.netDeviceType);
+		if (!n.v8) {
+			EXPECT_EQ(1, p.vProps.ndevs);
+			EXPECT_EQ(NCCL_MAX_NET_SIZE, p.maxP2pBytes);
+		}
+		EXPECT_NE(NULL, strstr(p.name, "tcp"));
+		dlclose(n.dl);
+	}
+}
+
+/* ---- grouped receives, tags, order ----------------------------------- */
+
+#define GROUP 8
+#define GSLOT 65536
+
+static int group_recv(struct pair *p, void *arg)
+{
+	unsigned char *buf = map(GROUP * GSLOT);
+	void *mh, *req[2], *data[GROUP + 1], *mhs[GROUP + 1];
+	size_t cap[GROUP + 1];
+	int tags[GROUP + 1], got[GROUP], i;
+	ncclNetProperties_v9_t pr;
+	ncclResult_t r;
+
+	(void)arg;
+	if (net_props(&p->n, 0, &pr) || pr.maxRecvs != GROUP)
+		FAIL("maxRecvs %d, the test groups %d", pr.maxRecvs, GROUP);
+	if (!buf || NET(&p->n, regMr, p->comm, buf, GROUP * GSLOT, NCCL_PTR_HOST, &mh))
+		FAIL("regMr");
+	for (i = 0; i < GROUP + 1; i++) {
+		data[i] = buf + (size_t)(i % GROUP) * GSLOT;
+		cap[i] = GSLOT;
+		tags[i] = 10 + i;
+		mhs[i] = mh;
+	}
+	/* One more than maxRecvs is NCCL misusing the plugin. */
+	if ((r = net_irecv_once(&p->n, p->comm, GROUP + 1, data, cap, tags, mhs, &req[0])) !=
+	    ncclInternalError || req[0])
+		FAIL("irecv of %d: %d", GROUP + 1, r);
+	if ((r = net_irecv(&p->n, p->comm, GROUP, data, cap, tags, mhs, &req[0])) ||
+	    (r = net_wait(&p->n, req[0], got, LOOP_MS)))
+		FAIL("grouped irecv: %d", r);
+	/* Each buffer got the send of its tag, whatever order they came in. */
+	for (i = 0; i < GROUP; i++)
+		if (got[i] != 100 * (i + 1) || check(data[i], (size_t)got[i], (uint64_t)tags[i]))
+			FAIL("tag %d: %d bytes", tags[i], got[i]);
+	/* Two receives of one tag take that tag's sends in order. */
+	for (i = 0; i < 2; i++)
+		if ((r = net_irecv(&p->n, p->comm, 1, &data[i], cap, &tags[0], mhs, &req[i])))
+			FAIL("irecv: %d", r);
+	for (i = 0; i < 2; i++)
+		if ((r = net_wait(&p->n, req[i], got, LOOP_MS)) || got[0] != 1000 + i ||
+		    check(data[i], (size_t)got[0], 500u + (unsigned)i))
+			FAIL("same-tag receive %d: %d, %d bytes", i, r, got[0]);
+	NET(&p->n, deregMr, p->comm, mh);
+	munmap(buf, GROUP * GSLOT);
+	return sync_pair(p);
+}
+
+static int group_send(struct pair *p, void *arg)
+{
+	unsigned char *buf = map(GROUP * GSLOT);
+	void *mh, *req[GROUP];
+	int i, t, got;
+	ncclResult_t r;
+
+	(void)arg;
+	if (!buf || NET(&p->n, regMr, p->comm, buf, GROUP * GSLOT, NCCL_PTR_HOST, &mh))
+		FAIL("regMr");
+	/* The grouped sends in another order than the receive lists them. */
+	for (i = 0; i < GROUP; i++) {
+		t = (i * 5 + 3) % GROUP;
+		fill(buf + (size_t)t * GSLOT, 100 * (size_t)(t + 1), 10u + (unsigned)t);
+		if ((r = net_isend(&p->n, p->comm, buf + (size_t)t * GSLOT, 100 * (size_t)(t + 1),
+				   10 + t, mh, &req[i])))
+			FAIL("isend tag %d: %d", 10 + t, r);
+	}
+	for (i = 0; i < GROUP; i++)
+		if ((r = net_wait(&p->n, req[i], &got, LOOP_MS)))
+			FAIL("send %d: %d", i, r);
+	for (i = 0; i < 2; i++) {
+		fill(buf + (size_t)i * GSLOT, 1000 + (size_t)i, 500u + (unsigned)i);
+		if ((r = net_isend(&p->n, p->comm, buf + (size_t)i * GSLOT, 1000 + (size_t)i, 10, mh,
+				   &req[i])))
+			FAIL("same-tag isend %d: %d", i, r);
+	}
+	for (i = 0; i < 2; i++)
+		if ((r = net_wait(&p->n, req[i], &got, LOOP_MS)))
+			FAIL("same-tag send %d: %d", i, r);
+	NET(&p->n, deregMr, p->comm, mh);
+	munmap(buf, GROUP * GSLOT);
+	return sync_pair(p);
+}
+
+TEST(grouped_receives_tags_and_order)
+{
+	ASSERT_EQ(0, run_pair(10, group_recv, group_send, NULL));
+	ASSERT_EQ(0, run_pair(8, group_recv, group_send, NULL));
+}
+
+/* ---- many requests outstanding ---------------------------------------- */
+
+/* NCCL_NET_MAX_REQUESTS x maxRecvs sends in flight on one comm, as the
+ * plugin documentation asks a send comm to take. */
+#define MANY (NCCL_NET_MAX_REQUESTS * GROUP)
+#define MSZ 4096
+
+static int many_recv(struct pair *p, void *arg)
+{
+	unsigned char *buf = map((size_t)MANY * MSZ);
+	void *mh, *req[MANY], *data;
+	size_t cap = MSZ;
+	int i, tag, got;
+	ncclResult_t r;
+
+	(void)arg;
+	if (!buf || NET(&p->n, regMr, p->comm, buf, (size_t)MANY * MSZ, NCCL_PTR_HOST, &mh))
+		FAIL("regMr");
+	if (sync_pair(p))	/* every send is posted before any receive */
+		FAIL("sync");
+	for (i = 0; i < MANY; i++) {
+		data = buf + (size_t)i * MSZ;
+		tag = i % 7;
+		if ((r = net_irecv(&p->n, p->comm, 1, &data, &cap, &tag, &mh, &req[i])))
+			FAIL("irecv %d: %d", i, r);
+	}
+	for (i = MANY - 1; i >= 0; i--)		/* tested newest first */
+		if ((r = net_wait(&p->n, req[i], &got, LOOP_MS)) || got != MSZ - i ||
+		    check(buf + (size_t)i * MSZ, (size_t)got, (uint64_t)i))
+			FAIL("receive %d: %d, %d bytes", i, r, got);
+	NET(&p->n, deregMr, p->comm, mh);
+	munmap(buf, (size_t)MANY * MSZ);
+	return sync_pair(p);
+}
+
+static int many_send(struct pair *p, void *arg)
+{
+	unsigned char *buf = map((size_t)MANY * MSZ);
+	void *mh, *req[MANY];
+	int i, got;
+	ncclResult_t r;
+
+	(void)arg;
+	if (!buf || NET(&p->n, regMr, p->comm, buf, (size_t)MANY * MSZ, NCCL_PTR_HOST, &mh))
+		FAIL("regMr");
+	for (i = 0; i < MANY; i++) {
+		fill(buf + (size_t)i * MSZ, (size_t)(MSZ - i), (uint64_t)i);
+		if ((r = net_isend(&p->n, p->comm, buf + (size_t)i * MSZ, (size_t)(MSZ - i), i % 7, mh,
+				   &req[i])))
+			FAIL("isend %d: %d", i, r);
+	}
+	if (sync_pair(p))
+		FAIL("sync");
+	for (i = 0; i < MANY; i++)
+		if ((r = net_wait(&p->n, req[i], &got, LOOP_MS)) || got != MSZ - i)
+			FAIL("send %d: %d", i, r);
+	NET(&p->n, deregMr, p->comm, mh);
+	munmap(buf, (size_t)MANY * MSZ);
+	return sync_pair(p);
+}
+
+TEST(many_requests_outstanding)
+{
+	ASSERT_EQ(0, run_pair(9, many_recv, many_send, NULL));
+}
+
+/* ---- iflush ------------------------------------------------------------ */
+
+static int flush_recv(struct pair *p, void *arg)
+{
+	unsigned char *host = map(MiB), *dbuf;
+	void *mh, *dmh, *req, *data;
+	int fd, sz = 4096, got, done = 0;
+	ncclResult_t r;
+
+	(void)arg;
+	if (!host || !(dbuf = memfd_map(MiB, &fd)) ||
+	    NET(&p->n, regMr, p->comm, host, MiB, NCCL_PTR_HOST, &mh) ||
+	    NET(&p->n, regMrDmaBuf, p->comm, dbuf, MiB, NCCL_PTR_CUDA, 0, fd, &dmh))
+		FAIL("setup");
+	/* Host memory needs no flush: a NULL request, as NCCL's plugins say. */
+	data = host;
+	req = (void *)1;
+	if ((r = NET(&p->n, iflush, p->comm, 1, &data, &sz, &mh, &req)) || req)
+		FAIL("host iflush: %d, request %p", r, req);
+	/* A dma-buf flush is a request that completes. */
+	data = dbuf;
+	if ((r = NET(&p->n, iflush, p->comm, 1, &data, &sz, &dmh, &req)) || !req ||
+	    (r = net_wait(&p->n, req, &got, LOOP_MS)))
+		FAIL("dma-buf iflush: %d", r);
+	/* A handle that is not a registration is an error. */
+	if (NET(&p->n, iflush, p->comm, 1, &data, &sz, &data, &req) != ncclInternalError)
+		FAIL("iflush with a bad handle succeeded");
+	/* A range outside the registration too. */
+	data = dbuf + MiB - 100;
+	if (NET(&p->n, iflush, p->comm, 1, &data, &sz, &dmh, &req) != ncclInternalError)
+		FAIL("iflush past the registration succeeded");
+	if (NET(&p->n, test, (void *)host, &done, NULL) != ncclInternalError)
+		FAIL("test of a pointer that is no request succeeded");
+	NET(&p->n, deregMr, p->comm, mh);
+	NET(&p->n, deregMr, p->comm, dmh);
+	munmap(host, MiB);
+	munmap(dbuf, MiB);
+	close(fd);
+	return sync_pair(p);
+}
+
+static int flush_send(struct pair *p, void *arg)
+{
+	(void)arg;
+	return sync_pair(p);
+}
+
+TEST(iflush_and_bad_arguments)
+{
+	ASSERT_EQ(0, run_pair(10, flush_recv, flush_send, NULL));
+}
+
 TEST_HARNESS_MAIN
