@@ -26,7 +26,7 @@ __attribute__((constructor)) static void test_env(void)
 {
 	setenv("PEERDIRECT_PROVIDER", "tcp", 0);
 	setenv("PEERDIRECT_PEER_TIMEOUT_MS", "2000", 0);
-	setenv("PEERDIRECT_NCCL_CONNECT_TIMEOUT_MS", "3000", 0);
+	setenv("PEERDIRECT_NCCL_CONNECT_TIMEOUT_MS", "1500", 0);
 }
 
 /* ---- two processes ---------------------------------------------------- */
@@ -659,7 +659,7 @@ TEST(bad_handles_fail_in_bounded_time)
 	EXPECT_NE(ncclInProgress, r);
 	EXPECT_LT(now_ms() - t0, 1000);
 	/* A live address but a listen that does not exist: nobody answers,
-	 * and the connect timeout (3 s here) ends it. */
+	 * and the connect timeout (1.5 s here) ends it. */
 	memcpy(bad, h, sizeof(bad));
 	memcpy(&id, bad + 8, sizeof(id));
 	id = (id + 77) % 16384;
@@ -668,7 +668,7 @@ TEST(bad_handles_fail_in_bounded_time)
 	r = net_connect(&n, bad, &sc);
 	ms = now_ms() - t0;
 	EXPECT_EQ(ncclSystemError, r);
-	EXPECT_GE(ms, 2500);
+	EXPECT_GE(ms, 1400);
 	EXPECT_LT(ms, 8000);
 	TH_LOG("an unanswered connect failed after %lld ms", ms);
 	/* The plugin still connects a good handle afterwards. */
@@ -829,23 +829,51 @@ TEST(a_peer_killed_mid_transfer_fails_the_survivor_in_bounded_time)
 
 /* ---- load, unload, load ---------------------------------------------- */
 
-TEST(load_unload_load_in_one_process)
+/* LeakSanitizer's check, when the test runs under it: the harness ends
+ * each test with _exit, which skips the one at exit. */
+int __lsan_do_recoverable_leak_check(void) __attribute__((weak));
+
+static int load_use_unload(void)
 {
 	void *l, *sc, *rc;
 	struct net n;
+	int ret;
 
-	for (int round = 0; round < 2; round++) {
-		ASSERT_EQ(0, net_open(&n, 10));
-		ASSERT_EQ(ncclSuccess, net_init(&n));
-		ASSERT_EQ(0, loopback(&n, &l, &sc, &rc));
-		EXPECT_EQ(0, ping(&n, sc, rc, MiB, (uint64_t)round));
-		EXPECT_EQ(ncclSuccess, NET(&n, closeSend, sc));
-		EXPECT_EQ(ncclSuccess, NET(&n, closeRecv, rc));
-		EXPECT_EQ(ncclSuccess, NET(&n, closeListen, l));
-		ASSERT_EQ(0, dlclose(n.dl));
-		/* Gone, so the next dlopen starts from nothing. */
-		EXPECT_EQ(NULL, dlopen(PD_NET_PLUGIN, RTLD_NOW | RTLD_NOLOAD));
-	}
+	if (net_open(&n, 10) || net_init(&n) || loopback(&n, &l, &sc, &rc))
+		return -1;
+	ret = ping(&n, sc, rc, MiB, 7);
+	if (NET(&n, closeSend, sc) || NET(&n, closeRecv, rc) || NET(&n, closeListen, l) ||
+	    dlclose(n.dl))
+		ret = -1;
+	/* Gone, so the next dlopen starts from nothing. */
+	if (dlopen(PD_NET_PLUGIN, RTLD_NOW | RTLD_NOLOAD))
+		ret = -1;
+	return ret;
+}
+
+TEST(load_unload_load_in_one_process)
+{
+	void *pin[2], *plugin;
+
+	/* First the plugin's own memory: libfabric and libpeerdirect held
+	 * loaded, so that what their own unload leaves is not counted, and
+	 * nothing of two loads may be left. */
+	pin[0] = dlopen("libfabric.so.1", RTLD_NOW);
+	plugin = dlopen(PD_NET_PLUGIN, RTLD_NOW);
+	ASSERT_NE(NULL, plugin);
+	pin[1] = dlopen("libpeerdirect.so.1", RTLD_NOW | RTLD_NOLOAD);	/* as the plugin found it */
+	ASSERT_NE(NULL, pin[1]);
+	dlclose(plugin);
+	ASSERT_EQ(0, load_use_unload());
+	ASSERT_EQ(0, load_use_unload());
+	if (__lsan_do_recoverable_leak_check)
+		EXPECT_EQ(0, __lsan_do_recoverable_leak_check());
+	if (pin[0])
+		dlclose(pin[0]);
+	dlclose(pin[1]);
+	/* Then with everything unloaded in between. */
+	ASSERT_EQ(0, load_use_unload());
+	ASSERT_EQ(0, load_use_unload());
 }
 
 TEST_HARNESS_MAIN
