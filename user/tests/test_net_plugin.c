@@ -356,11 +356,11 @@ TEST(tables_and_properties_have_nccls_layouts)
 	ASSERT_EQ(124, offsetof(ncclNetProperties_v12_t, railId));
 	ASSERT_EQ(126, offsetof(ncclNetProperties_v12_t, planeId));
 	ASSERT_EQ(44, sizeof(ncclNetAttr_v11_t));
-	/* name and 22 calls: finalize and setNetAttr appended */
-	ASSERT_EQ(23 * sizeof(void *), sizeof(ncclNet_v11_t));
-	ASSERT_EQ(23 * sizeof(void *), sizeof(ncclNet_v12_t));
+	/* name and 21 calls: finalize and setNetAttr appended */
+	ASSERT_EQ(22 * sizeof(void *), sizeof(ncclNet_v11_t));
+	ASSERT_EQ(22 * sizeof(void *), sizeof(ncclNet_v12_t));
 	ASSERT_EQ(4 * sizeof(void *), offsetof(ncclNet_v11_t, listen));
-	ASSERT_EQ(21 * sizeof(void *), offsetof(ncclNet_v12_t, finalize));
+	ASSERT_EQ(20 * sizeof(void *), offsetof(ncclNet_v12_t, finalize));
 	for (int v = 0; v < NVERS; v++) {
 		int ndev = 0;
 
