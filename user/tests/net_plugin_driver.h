@@ -104,6 +104,9 @@ static inline int net_open(struct net *n, int ver)
 	((n)->v8 ? (n)->v8->fn(__VA_ARGS__) : (n)->v9 ? (n)->v9->fn(__VA_ARGS__) : \
 	 (n)->v10 ? (n)->v10->fn(__VA_ARGS__) : (n)->v11 ? (n)->v11->fn(__VA_ARGS__) : \
 	 (n)->v12->fn(__VA_ARGS__))
+#define NET_NAME(n) \
+	((n)->v8 ? (n)->v8->name : (n)->v9 ? (n)->v9->name : (n)->v10 ? (n)->v10->name : \
+	 (n)->v11 ? (n)->v11->name : (n)->v12->name)
 /* isend and irecv: v10's signature from v10 on. */
 #define NET10(n, fn, ...) \
 	((n)->v10 ? (n)->v10->fn(__VA_ARGS__) : (n)->v11 ? (n)->v11->fn(__VA_ARGS__) : \

@@ -373,7 +373,7 @@ TEST(tables_and_properties_have_nccls_layouts)
 		ASSERT_EQ(ncclSuccess, net_props(&n, 0, &p));
 		EXPECT_EQ(ncclInternalError, net_props(&n, 1, &p));
 		ASSERT_EQ(ncclSuccess, net_props(&n, 0, &p));
-		EXPECT_STREQ("peerdirect", n.v8 ? n.v8->name : n.v9 ? n.v9->name : n.v10->name);
+		EXPECT_STREQ("peerdirect", (const char *)NET_NAME(&n));
 		EXPECT_EQ(NCCL_PTR_HOST | NCCL_PTR_DMABUF, p.ptrSupport);
 		EXPECT_EQ(1, p.regIsGlobal);
 		EXPECT_GE(p.maxRecvs, 2);
