@@ -368,6 +368,18 @@ ncclResult_t pdn_close_listen(void *listen_comm)
 	return ncclSuccess;
 }
 
+long pdn_connect_pending(void)
+{
+	struct pdn_send *s;
+	long n = 0;
+
+	pthread_mutex_lock(&pdn.lock);
+	for (s = stages; s; s = s->stage_next)
+		n++;
+	pthread_mutex_unlock(&pdn.lock);
+	return n;
+}
+
 void pdn_connect_abandon_all(void)
 {
 	struct pdn_send *s;

@@ -331,16 +331,17 @@ void pdn_buf_bury(struct pdn_dev *d, void *buf, size_t len, struct pd_mr *mr)
 }
 
 /* At dlclose (or exit): free everything, but only when nothing is left
- * open.  With comms or registrations alive another thread (NCCL's proxy)
- * may still be inside the plugin: leaving the fabric is then the safe
- * choice. */
+ * open but connects NCCL abandoned (an attempt it stopped calling connect
+ * for).  With a comm, a registration or a v11 context alive another
+ * thread (NCCL's proxy) may still be inside the plugin: leaving it all is
+ * then the safe choice. */
 __attribute__((destructor)) static void pdn_unload(void)
 {
 	int i;
 
-	pdn_connect_abandon_all();
-	if (__atomic_load_n(&pdn.live, __ATOMIC_ACQUIRE))
+	if (__atomic_load_n(&pdn.live, __ATOMIC_ACQUIRE) > pdn_connect_pending())
 		return;
+	pdn_connect_abandon_all();
 	pthread_mutex_lock(&pdn.lock);
 	for (i = 0; i < pdn.ndevs; i++)
 		dev_close(&pdn.devs[i]);

@@ -167,6 +167,8 @@ ncclResult_t pdn_listen(int dev, void *handle, void **listen_comm);
 ncclResult_t pdn_connect(int dev, void *handle, void **send_comm);
 ncclResult_t pdn_accept(void *listen_comm, void **recv_comm);
 ncclResult_t pdn_close_listen(void *listen_comm);
+/* Connects in progress (each holds a send comm), and their end. */
+long pdn_connect_pending(void);
 void pdn_connect_abandon_all(void);
 
 /* mr.c */

@@ -588,6 +588,60 @@ TEST(many_requests_outstanding)
 	ASSERT_EQ(0, run_pair(9, many_recv, many_send, NULL));
 }
 
+/* ---- a receive smaller than its send --------------------------------- */
+
+/* NCCL's documentation calls it an error: it must be one, at once, and the
+ * comm must refuse what follows rather than let a later receive take the
+ * message's bytes. */
+static int small_recv(struct pair *p, void *arg)
+{
+	unsigned char *buf = map(65536);
+	void *mh, *req, *data = buf;
+	size_t cap = 4096;
+	int tag = 4, got;
+	ncclResult_t r;
+
+	(void)arg;
+	if (!buf || NET(&p->n, regMr, p->comm, buf, 65536, NCCL_PTR_HOST, &mh))
+		FAIL("regMr");
+	memset(buf, CANARY, 65536);
+	if ((r = net_irecv(&p->n, p->comm, 1, &data, &cap, &tag, &mh, &req)))
+		FAIL("irecv: %d", r);
+	r = net_wait(&p->n, req, &got, LOOP_MS);
+	if (r != ncclSystemError)
+		FAIL("a 4096-byte receive of an 8192-byte send: %d", r);
+	for (size_t k = 0; k < 65536; k++)
+		if (buf[k] != CANARY)
+			FAIL("byte %zu of the too small receive was written", k);
+	cap = 65536;
+	if (net_irecv_once(&p->n, p->comm, 1, &data, &cap, &tag, &mh, &req) == ncclSuccess)
+		FAIL("the failed comm took another receive");
+	NET(&p->n, deregMr, p->comm, mh);
+	munmap(buf, 65536);
+	return sync_pair(p);
+}
+
+static int small_send(struct pair *p, void *arg)
+{
+	unsigned char *buf = map(8192);
+	void *mh, *req;
+	int got;
+
+	(void)arg;
+	if (!buf || NET(&p->n, regMr, p->comm, buf, 8192, NCCL_PTR_HOST, &mh) ||
+	    net_isend(&p->n, p->comm, buf, 8192, 4, mh, &req))
+		FAIL("isend");
+	/* The send may complete (the bytes went) or not: the receiver's
+	 * verdict is the test. */
+	net_wait(&p->n, req, &got, 200);
+	return sync_pair(p);
+}
+
+TEST(a_receive_smaller_than_its_send_fails_the_comm)
+{
+	ASSERT_EQ(0, run_pair(9, small_recv, small_send, NULL));
+}
+
 /* ---- iflush ------------------------------------------------------------ */
 
 static int flush_recv(struct pair *p, void *arg)
