@@ -15,9 +15,11 @@
 
 #include "comm.h"
 
+/* NCCL's plugin documentation: a size mismatch is "invalid usage". */
 static ncclResult_t comm_error(struct pdn_comm *c)
 {
-	return c->err == -EINVAL ? ncclInternalError : ncclSystemError;
+	return c->err == -EINVAL ? ncclInternalError :
+	       c->err == -EMSGSIZE ? ncclInvalidUsage : ncclSystemError;
 }
 
 /* ---- send ------------------------------------------------------------ */
