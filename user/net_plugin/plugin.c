@@ -145,7 +145,7 @@ ncclResult_t pdn_init(ncclDebugLogger_t logger)
 	 * the latest logger wins, the fabric stays. */
 	__atomic_store_n(&pdn.logger, logger, __ATOMIC_RELEASE);
 	pthread_mutex_lock(&pdn.lock);
-	if (pdn.ready)
+	if (__atomic_load_n(&pdn.ready, __ATOMIC_ACQUIRE))
 		goto out;
 	t = env_int("PEERDIRECT_NCCL_CONNECT_TIMEOUT_MS", 60000, 1, INT_MAX);
 	s = env_int("PEERDIRECT_NCCL_SPEED_MBPS", 10000, 1, INT_MAX);
@@ -160,7 +160,9 @@ ncclResult_t pdn_init(ncclDebugLogger_t logger)
 		goto out;
 	}
 	pdn.ndevs = 1;
-	pdn.ready = true;
+	/* Readers check ready without the lock (devices, every dev lookup):
+	 * what init set before is theirs once they see it. */
+	__atomic_store_n(&pdn.ready, true, __ATOMIC_RELEASE);
 out:
 	pthread_mutex_unlock(&pdn.lock);
 	return res;
@@ -178,7 +180,7 @@ struct pdn_dev *pdn_dev_get(int dev)
 {
 	if (!__atomic_load_n(&pdn.ready, __ATOMIC_ACQUIRE) || dev < 0 || dev >= pdn.ndevs) {
 		PDN_WARN("device %d does not exist (%d devices%s)", dev, pdn.ndevs,
-			 pdn.ready ? "" : ", init not called");
+			 __atomic_load_n(&pdn.ready, __ATOMIC_ACQUIRE) ? "" : ", init not called");
 		return NULL;
 	}
 	return &pdn.devs[dev];
@@ -346,7 +348,7 @@ __attribute__((destructor)) static void pdn_unload(void)
 	for (i = 0; i < pdn.ndevs; i++)
 		dev_close(&pdn.devs[i]);
 	pdn.ndevs = 0;
-	pdn.ready = false;
+	__atomic_store_n(&pdn.ready, false, __ATOMIC_RELEASE);
 	pthread_mutex_unlock(&pdn.lock);
 	pdn_log_reset();
 }

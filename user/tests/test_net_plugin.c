@@ -772,19 +772,52 @@ TEST(bad_handles_fail_in_bounded_time)
 	EXPECT_NE(ncclSuccess, r);
 	EXPECT_NE(ncclInProgress, r);
 	EXPECT_LT(now_ms() - t0, 1000);
-	/* A live address but a listen that does not exist: nobody answers,
-	 * and the connect timeout (1.5 s here) ends it. */
+	/* A live listen, but a nonce that is not its own (a stranger, or a
+	 * handle of an earlier listen that had this id): the listener drops
+	 * the request, nobody answers, and the connect timeout (1.5 s here)
+	 * ends the attempt.  The listen lives on. */
+	memcpy(bad, h, sizeof(bad));
+	memcpy(&id, bad + 12, sizeof(id));
+	id ^= 0x5a5a;
+	memcpy(bad + 12, &id, sizeof(id));
+	t0 = now_ms();
+	sc = rc = NULL;
+	do {
+		ncclNetDeviceHandle_v8_t *dc = NULL;
+
+		r = net_connect_once(&n, bad, &sc);
+		EXPECT_EQ(ncclSuccess, NET(&n, accept, l, &rc, &dc));
+	} while (r == ncclSuccess && !sc && !rc && now_ms() - t0 < LOOP_MS);
+	ms = now_ms() - t0;
+	EXPECT_EQ(ncclSystemError, r);
+	EXPECT_EQ(NULL, sc);
+	EXPECT_EQ(NULL, rc);
+	EXPECT_GE(ms, 1400);
+	EXPECT_LT(ms, 8000);
+	TH_LOG("an unanswered connect failed after %lld ms", ms);
+	/* A listen id nobody has: the same, without the listener's help. */
 	memcpy(bad, h, sizeof(bad));
 	memcpy(&id, bad + 8, sizeof(id));
 	id = (id + 77) % 16384;
 	memcpy(bad + 8, &id, sizeof(id));
-	t0 = now_ms();
 	r = net_connect(&n, bad, &sc);
-	ms = now_ms() - t0;
 	EXPECT_EQ(ncclSystemError, r);
-	EXPECT_GE(ms, 1400);
-	EXPECT_LT(ms, 8000);
-	TH_LOG("an unanswered connect failed after %lld ms", ms);
+	/* The same listen still takes a good connect. */
+	t0 = now_ms();
+	sc = rc = NULL;
+	while ((!sc || !rc) && now_ms() - t0 < LOOP_MS) {
+		ncclNetDeviceHandle_v8_t *dc = NULL;
+
+		if (!sc)
+			ASSERT_EQ(ncclSuccess, net_connect_once(&n, h, &sc));
+		if (!rc)
+			ASSERT_EQ(ncclSuccess, NET(&n, accept, l, &rc, &dc));
+	}
+	ASSERT_NE(NULL, sc);
+	ASSERT_NE(NULL, rc);
+	EXPECT_EQ(0, ping(&n, sc, rc, 4096, 4));
+	EXPECT_EQ(ncclSuccess, NET(&n, closeSend, sc));
+	EXPECT_EQ(ncclSuccess, NET(&n, closeRecv, rc));
 	/* The plugin still connects a good handle afterwards. */
 	EXPECT_EQ(ncclSuccess, NET(&n, closeListen, l));
 	ASSERT_EQ(0, loopback(&n, &l, &sc, &rc));
