@@ -266,13 +266,16 @@ int pdn_peer_insert(struct pdn_dev *d, const void *addr, size_t len, uint64_t *p
 		PDN_WARN("%s: more than %d peers", d->name, PDN_MAX_PEERS);
 		return -ENOSPC;
 	}
-	if (!(d->npeers & (d->npeers - 1)) || !d->peers) {
-		p = realloc(d->peers, (d->npeers ? d->npeers * 2 : 8) * sizeof(*p));
+	if (d->npeers == d->peers_cap) {
+		size_t cap = d->peers_cap ? d->peers_cap * 2 : 8;
+
+		p = realloc(d->peers, cap * sizeof(*p));
 		if (!p) {
 			pthread_mutex_unlock(&d->lock);
 			return -ENOMEM;
 		}
 		d->peers = p;
+		d->peers_cap = cap;
 	}
 	/* Under the lock: two threads inserting one address get one id. */
 	ret = pd_fabric_insert(d->fab, addr, len, peer);

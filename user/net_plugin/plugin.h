@@ -79,7 +79,7 @@ struct pdn_dev {
 	pthread_mutex_t lock;		/* ids, peers */
 	uint8_t ids[PDN_NIDS / 8];
 	uint32_t next_id;
-	size_t npeers;
+	size_t npeers, peers_cap;
 	struct pdn_peer *peers;
 	struct pd_device *pddev;	/* attached for revocation events, or NULL */
 	struct pdn_grave *graves;	/* buffers a cancelled receive may still hit */
