@@ -475,6 +475,17 @@ static int group_recv(struct pair *p, void *arg)
 		if ((r = net_wait(&p->n, req[i], got, LOOP_MS)) || got[0] != 1000 + i ||
 		    check(data[i], (size_t)got[0], 500u + (unsigned)i))
 			FAIL("same-tag receive %d: %d, %d bytes", i, r, got[0]);
+	/* Receives posted in the other order than the sends: each send
+	 * still lands in the buffer of its tag. */
+	for (i = 0; i < 2; i++) {
+		tags[i] = 31 - i;
+		if ((r = net_irecv(&p->n, p->comm, 1, &data[i], cap, &tags[i], mhs, &req[i])))
+			FAIL("irecv: %d", r);
+	}
+	for (i = 1; i >= 0; i--)
+		if ((r = net_wait(&p->n, req[i], got, LOOP_MS)) || got[0] != 2000 + tags[i] ||
+		    check(data[i], (size_t)got[0], (uint64_t)tags[i]))
+			FAIL("receive of tag %d: %d, %d bytes", tags[i], r, got[0]);
 	NET(&p->n, deregMr, p->comm, mh);
 	munmap(buf, GROUP * GSLOT);
 	return sync_pair(p);
@@ -510,6 +521,15 @@ static int group_send(struct pair *p, void *arg)
 	for (i = 0; i < 2; i++)
 		if ((r = net_wait(&p->n, req[i], &got, LOOP_MS)))
 			FAIL("same-tag send %d: %d", i, r);
+	for (i = 0; i < 2; i++) {	/* tag 30, then 31 */
+		fill(buf + (size_t)i * GSLOT, 2030 + (size_t)i, 30u + (unsigned)i);
+		if ((r = net_isend(&p->n, p->comm, buf + (size_t)i * GSLOT, 2030 + (size_t)i, 30 + i,
+				   mh, &req[i])))
+			FAIL("isend tag %d: %d", 30 + i, r);
+	}
+	for (i = 0; i < 2; i++)
+		if ((r = net_wait(&p->n, req[i], &got, LOOP_MS)))
+			FAIL("send of tag %d: %d", 30 + i, r);
 	NET(&p->n, deregMr, p->comm, mh);
 	munmap(buf, GROUP * GSLOT);
 	return sync_pair(p);
