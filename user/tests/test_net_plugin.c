@@ -431,6 +431,29 @@ TEST(tables_and_properties_have_nccls_layouts)
 	dlclose(hold);
 }
 
+/* A malformed setting fails init, saying which (NCCL then falls back to
+ * its own transports); corrected, init succeeds in the same process. */
+TEST(a_malformed_setting_fails_init)
+{
+	ncclNetProperties_v9_t p;
+	struct net n;
+	int ndev = -1;
+
+	setenv("PEERDIRECT_NCCL_SPEED_MBPS", "fast", 1);
+	ASSERT_EQ(0, net_open(&n, 12));
+	EXPECT_EQ(ncclInvalidUsage, net_init(&n));
+	EXPECT_NE(NULL, strstr(logbuf, "PEERDIRECT_NCCL_SPEED_MBPS=fast"));
+	EXPECT_EQ(ncclSuccess, NET(&n, devices, &ndev));
+	EXPECT_EQ(0, ndev);
+	setenv("PEERDIRECT_NCCL_SPEED_MBPS", "25000", 1);
+	ASSERT_EQ(ncclSuccess, net_init(&n));
+	EXPECT_EQ(ncclSuccess, NET(&n, devices, &ndev));
+	EXPECT_EQ(1, ndev);
+	ASSERT_EQ(ncclSuccess, net_props(&n, 0, &p));
+	EXPECT_EQ(25000, p.speed);
+	EXPECT_EQ(0, net_close(&n));
+}
+
 /* ---- grouped receives, tags, order ----------------------------------- */
 
 #define GROUP 8
