@@ -13,12 +13,16 @@
  *
  * Lock order (dma_resv: the allocation's, shared by its exports):
  * mmap_lock -> dma_resv (the fault handler);
- * pd_device.lock -> dma_resv -> pd_export.vmap_lock (revocation);
+ * pd_device.lock -> pd_export.vmap_lock (revocation's mark);
  * dma_resv -> pd_bar.hw_lock (a BAR map); pd_device.lock ->
- * pd_file.ev_lock.  ev_lock is a leaf and never held across a user copy (a
- * reader that stalls in copy_to_user must not stall revocation).
- * Revocation marks exports under pd_device.lock and waits for importers
- * with no lock held; pd_device.lock is never taken under dma_resv.
+ * pd_file.ev_lock; misc_mtx -> pd_device.files_lock -> pd_file.ev_lock
+ * (open).  ev_lock is a leaf and never held across a user copy (a reader
+ * that stalls in copy_to_user must not stall revocation).  Revocation
+ * marks exports under pd_device.lock, then takes each reservation (polled,
+ * against the call's deadline) with no device lock held; pd_device.lock
+ * is never taken under dma_resv.  An export whose reservation an importer
+ * held past the deadline is finished by its revoke_work, which owns a
+ * reference to the dma-buf's dentry until then.
  *
  * Names: pd is a struct pd_device, pdev a struct pci_dev (as everywhere in
  * the kernel), pfile a struct pd_file, filp a struct file.
