@@ -278,23 +278,6 @@ static int read_back(int d, void *buf, size_t len)
 	return 0;
 }
 
-static int export_busy(int fd, __u64 id)
-{
-	struct peerdirect_export_info e[64];
-	struct peerdirect_list l = {
-		.argsz = sizeof(l), .export_size = sizeof(e[0]),
-		.exports = (uintptr_t)e, .nr_exports = ARRAY_SIZE(e),
-	};
-	__u32 i;
-
-	if (ioctl(fd, PEERDIRECT_IOCTL_LIST, &l))
-		return -errno;
-	for (i = 0; i < l.nr_exports && i < ARRAY_SIZE(e); i++)
-		if (e[i].export_id == id)
-			return !!(e[i].flags & PEERDIRECT_EXPORT_INFO_BUSY);
-	return -ENOENT;
-}
-
 /*
  * A new test importer of export fd @d, its import taken now: importing
  * takes the reservation, so it cannot wait until another child holds it.

@@ -489,4 +489,22 @@ static inline int pd_debugfs_export(const char *dev, uint64_t id, int *attach,
 	return found;
 }
 
+/* Whether LIST reports export @id's reservation taken (1), not (0), or -errno. */
+static inline int export_busy(int fd, __u64 id)
+{
+	struct peerdirect_export_info e[64];
+	struct peerdirect_list l = {
+		.argsz = sizeof(l), .export_size = sizeof(e[0]),
+		.exports = (uintptr_t)e, .nr_exports = sizeof(e) / sizeof(e[0]),
+	};
+	__u32 i;
+
+	if (ioctl(fd, PEERDIRECT_IOCTL_LIST, &l))
+		return -errno;
+	for (i = 0; i < l.nr_exports && i < sizeof(e) / sizeof(e[0]); i++)
+		if (e[i].export_id == id)
+			return !!(e[i].flags & PEERDIRECT_EXPORT_INFO_BUSY);
+	return -ENOENT;
+}
+
 #endif

@@ -561,24 +561,6 @@ TEST_F(rv, revoke_wait_is_killable)
 	close(d);
 }
 
-/* Whether LIST reports export @id's reservation taken (1), not (0), or -errno. */
-static int export_busy(int fd, __u64 id)
-{
-	struct peerdirect_export_info e[64];
-	struct peerdirect_list l = {
-		.argsz = sizeof(l), .export_size = sizeof(e[0]),
-		.exports = (uintptr_t)e, .nr_exports = ARRAY_SIZE(e),
-	};
-	__u32 i;
-
-	if (ioctl(fd, PEERDIRECT_IOCTL_LIST, &l))
-		return -errno;
-	for (i = 0; i < l.nr_exports && i < ARRAY_SIZE(e); i++)
-		if (e[i].export_id == id)
-			return !!(e[i].flags & PEERDIRECT_EXPORT_INFO_BUSY);
-	return -ENOENT;
-}
-
 struct timed_revoke {
 	int fd;
 	__u64 id;
