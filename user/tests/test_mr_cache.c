@@ -10,6 +10,7 @@
 #include "kselftest_harness.h"
 #include "mr_cache.h"
 #include "peer_pair.h"
+#include "slab.h"
 
 struct fake {
 	int regs, deregs;		/* atomics */
@@ -824,6 +825,40 @@ TEST_F(cache, no_idle_host_entries_when_the_provider_pins)
 	pd_mr_cache_stats(self->c, &st);
 	EXPECT_EQ(1, st.entries);
 	EXPECT_EQ(2, self->f.deregs);
+}
+
+/*
+ * What a hit costs at 10,000 entries depends on the entries sharing cache
+ * lines and pages (P3): consecutive allocations are neighbours, aligned,
+ * and a freed one is the next one handed out (still in the cache).
+ */
+TEST(entries_are_packed_aligned_and_reused_last_freed_first)
+{
+	enum { N = 3000 };
+	static char *obj[N];
+	struct pd_slab s;
+	size_t i, neighbours = 0;
+
+	pd_slab_init(&s, 150, 64);
+	EXPECT_EQ(192, s.size);
+	for (i = 0; i < N; i++) {
+		obj[i] = pd_slab_alloc(&s);
+		ASSERT_NE(NULL, obj[i]);
+		EXPECT_EQ(0, (uintptr_t)obj[i] % 64);
+		memset(obj[i], 0xa5, 150);	/* ASan: all of it is ours */
+		if (i && obj[i] == obj[i - 1] + s.size)
+			neighbours++;
+	}
+	/* All but the first of each block: blocks of 16, 32, ... 512. */
+	EXPECT_GE(neighbours, N - 12);
+	pd_slab_free(&s, obj[7]);
+	pd_slab_free(&s, obj[1234]);
+	EXPECT_EQ(obj[1234], pd_slab_alloc(&s));
+	EXPECT_EQ(obj[7], pd_slab_alloc(&s));
+	for (i = 0; i < N; i++)
+		pd_slab_free(&s, obj[i]);
+	pd_slab_destroy(&s);	/* LSan: every block went */
+	EXPECT_EQ(NULL, s.blocks);
 }
 
 TEST_HARNESS_MAIN

@@ -26,7 +26,7 @@ struct opts {
 	const char *mode, *provider, *memory;
 	size_t sizes[MAX_SIZES];
 	int nsizes, entries, repeats, iters, window, cpus[2];
-	bool sizes_given;
+	bool sizes_given, repeats_given;
 	uint16_t port;
 };
 

@@ -211,6 +211,7 @@ static int parse(int argc, char **argv, struct opts *o)
 		case 'r':
 			if (tool_number(optarg, 1, MAX_REPEATS, &o->repeats))
 				return bad("--repeats", optarg, "want 1 to 31");
+			o->repeats_given = true;
 			break;
 		case 'i':
 			if (tool_number(optarg, 1, LAT_MAX_ITERS, &o->iters))
