@@ -8,7 +8,11 @@
 # The two alternate REPEATS times and the median of the repeats is shown,
 # so that load from elsewhere hits both.
 #
-#   scripts/coll-vs-mpi.sh [-n RANKS] [-b MIN] [-e MAX] [-i ITERS] [-r REPEATS] [tcp] [net] [shm] [shm-nocma]
+#   scripts/coll-vs-mpi.sh [-n RANKS] [-b MIN] [-e MAX] [-i ITERS] [-r REPEATS] [-H HOGS] [tcp] [net] [shm] [shm-nocma]
+#
+# -H HOGS: that many CPU hogs (busy loops at the same priority) run
+# through every measurement, both programs', as a training node's data
+# loaders and Python threads do.
 #
 # Default: tcp, net where this libfabric has it, and shm.
 # tcp is what libfabric gives for "tcp": ofi_rxm over tcp up to libfabric
@@ -28,17 +32,17 @@
 # (scripts/coll-vs-mpi-stack.sh runs it in the unstable root).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-ranks=2 minb=4096 maxb=$((64 << 20)) iters=20 repeats=3
-while getopts n:b:e:i:r: opt; do
+ranks=2 minb=4096 maxb=$((64 << 20)) iters=20 repeats=3 hogs=0
+while getopts n:b:e:i:r:H: opt; do
 	case $opt in
 	n) ranks=$OPTARG ;; b) minb=$OPTARG ;; e) maxb=$OPTARG ;; i) iters=$OPTARG ;;
-	r) repeats=$OPTARG ;; *) sed -n '2,25p' "$0"; exit 2 ;;
+	r) repeats=$OPTARG ;; H) hogs=$OPTARG ;; *) sed -n '2,30p' "$0"; exit 2 ;;
 	esac
 done
 shift $((OPTIND - 1))
 # Decimal bytes and counts: both programs must time the same sizes, and a
 # size of 0 would never double.
-for v in "$ranks" "$minb" "$maxb" "$iters" "$repeats"; do
+for v in "$ranks" "$minb" "$maxb" "$iters" "$repeats" "$hogs"; do
 	[[ $v =~ ^(0|[1-9][0-9]{0,11})$ ]] || { echo "coll-vs-mpi: '$v' is not a whole decimal number (sizes in bytes: 4096, not 4K)" >&2; exit 2; }
 done
 if ((ranks < 2 || ranks > 64 || minb < 4 || minb % 4 || maxb < minb || maxb > 1 << 32 ||
@@ -46,6 +50,7 @@ if ((ranks < 2 || ranks > 64 || minb < 4 || minb % 4 || maxb < minb || maxb > 1 
 	echo "coll-vs-mpi: want -n 2 to 64 ranks, -b a multiple of 4 B, -e from -b to 4 GiB, -i 1 to 100000, -r 1 or more (got -n $ranks -b $minb -e $maxb -i $iters -r $repeats)" >&2
 	exit 2
 fi
+((hogs <= 64)) || { echo "coll-vs-mpi: -H $hogs: want 0 to 64 CPU hogs" >&2; exit 2; }
 for tr in "$@"; do
 	case $tr in
 	tcp | net | shm | shm-nocma) ;;
@@ -93,7 +98,8 @@ ompi_major=$(mpirun --version 2>/dev/null | head -n 1 | grep -oE '[0-9]+' | head
 [[ $ompi_major =~ ^[0-9]+$ ]] || { echo "coll-vs-mpi: cannot read Open MPI's version from mpirun --version" >&2; exit 2; }
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+hog_pids=()
+trap '((${#hog_pids[@]} == 0)) || kill "${hog_pids[@]}" 2>/dev/null || true; rm -rf "$tmp"' EXIT
 warm=3
 # Open MPI ignores an --mca name it does not know, silently: every
 # transport's names are checked against ompi_info before anything runs,
@@ -133,10 +139,16 @@ for tr in $transports; do
 		fi
 	done
 done
+for ((h = 0; h < hogs; h++)); do
+	(trap - EXIT; while :; do :; done) &
+	hog_pids+=($!)
+done
 median() { sort -g | awk '{ a[NR] = $1 } END { if (NR) print a[int((NR + 1) / 2)] }'; }
 echo "# $(date -u '+%F %T') $(uname -n), $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg), commit ${PD_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo '?')}"
 # Which stack: the figures differ between libfabric 1.x and 2.x.
 echo "# $(fi_info --version 2>/dev/null | grep -m1 'libfabric:' | tr -d ' ' || echo 'libfabric:?'), $(mpirun --version 2>/dev/null | head -n 1)"
+((hogs == 0)) || echo "# beside $hogs CPU hogs (busy loops at the same priority) for the whole run"
+[ -z "${PEERDIRECT_WAIT_SPIN_US:-}" ] || echo "# PEERDIRECT_WAIT_SPIN_US=$PEERDIRECT_WAIT_SPIN_US"
 for tr in $transports; do
 	mpirun_for "$tr"
 	pd=("$pdcoll" --provider "$prov" --paths host --coll allreduce -b "$minb" -e "$maxb" -f 2

@@ -29,7 +29,7 @@ extern "C" {
 #endif
 
 #define PD_ABI_MAJOR 1
-#define PD_ABI_MINOR 2
+#define PD_ABI_MINOR 3
 
 struct pd_device;
 struct pd_fabric;
@@ -134,7 +134,16 @@ struct pd_fabric_attr {
 	size_t max_staging_bytes;	/* staging held by bounce requests
 					 * beyond the pool before new ones
 					 * get -EAGAIN */
+	/* 1.3 */
+	int32_t wait_spin_us;		/* pd_wait polls this long, then sleeps
+					 * until a completion or the library's
+					 * own progress wakes it; 0: default
+					 * (PEERDIRECT_WAIT_SPIN_US, else 50) */
+	uint32_t reserved;		/* must be 0 */
 };
+/* wait_spin_us: sleep without polling first / never sleep (spin). */
+#define PD_WAIT_SPIN_NONE	(-1)
+#define PD_WAIT_SPIN_ALWAYS	(-2)
 void pd_fabric_attr_init(struct pd_fabric_attr *attr);
 
 int pd_fabric_open(const struct pd_fabric_attr *attr, struct pd_fabric **out);
@@ -236,6 +245,15 @@ int pd_wait(struct pd_req *req, int timeout_ms, size_t *bytes);
 /* Frees a request; an unfinished one is cancelled first. */
 void pd_req_free(struct pd_req *req);
 int pd_progress(struct pd_fabric *fab);
+/*
+ * 1.3: waiting on many requests.  Read the count, test the requests, and
+ * when none finished, pd_fabric_wait(fab, count, ...) polls for the
+ * fabric's spin budget (pd_fabric_attr.wait_spin_us), then sleeps until
+ * the fabric progresses past count: a completion, or another thread
+ * settling a request.  0, or -ETIMEDOUT (no message set), or an error.
+ */
+uint64_t pd_fabric_progress_count(struct pd_fabric *fab);
+int pd_fabric_wait(struct pd_fabric *fab, uint64_t count, int timeout_ms);
 
 /* ---- TCP rendezvous for tools (not for production runtimes) ----------- */
 
@@ -382,6 +400,9 @@ struct pd_api {
 	void (*dmabuf_release)(struct pd_dmabuf *);
 	int (*mr_reg_imported)(struct pd_dmabuf *, uint64_t, size_t, unsigned int,
 			       struct pd_mr **);
+	/* 1.3 */
+	uint64_t (*fabric_progress_count)(struct pd_fabric *);
+	int (*fabric_wait)(struct pd_fabric *, uint64_t, int);
 };
 
 /*

@@ -67,6 +67,8 @@ static const struct pd_api api = {
 	.dmabuf_import = pd_dmabuf_import,
 	.dmabuf_release = pd_dmabuf_release,
 	.mr_reg_imported = pd_mr_reg_imported,
+	.fabric_progress_count = pd_fabric_progress_count,
+	.fabric_wait = pd_fabric_wait,
 };
 
 int pd_get_api(uint32_t abi_major, uint32_t abi_minor, const struct pd_api **out)

@@ -42,6 +42,8 @@
 #define DEFAULT_UNIVERSE	32
 #define DEFAULT_MAX_PENDING	4096
 #define DEFAULT_PEER_TIMEOUT_MS	10000
+#define DEFAULT_WAIT_SPIN_US	50
+#define MAX_WAIT_SPIN_US	1000000
 /* Own staging buffers beyond the pool: 256 requests of a 4M chunk.  A
  * caller built before 1.2 never chose a cap and keeps none (SIZE_MAX)
  * unless the environment sets one. */
@@ -193,11 +195,46 @@ struct settings {
 	size_t chunk, slots, max_entries, max_bytes, queue, universe, max_pending;
 	size_t max_staging;
 	int peer_timeout_ms;
+	long wait_spin_ns;	/* <0: never block */
 };
 
 /* Fields past the caller's attr size read as zero (default). */
 #define HAS_FIELD(a, f) ((a)->size >= offsetof(struct pd_fabric_attr, f) + sizeof((a)->f))
 #define ATTR_FIELD(a, f) (HAS_FIELD(a, f) ? (a)->f : 0)
+
+/*
+ * pd_wait's busy-poll budget before it sleeps: the attr's wait_spin_us
+ * when set (PD_WAIT_SPIN_NONE: sleep at once, PD_WAIT_SPIN_ALWAYS: never
+ * sleep), else PEERDIRECT_WAIT_SPIN_US ("always", or microseconds, 0 for
+ * none), else the default.  Documentation/libpeerdirect.md, "Waiting",
+ * has the measurements behind it.
+ */
+static int wait_spin_setting(int32_t attr_us, long *ns)
+{
+	const char *env = getenv("PEERDIRECT_WAIT_SPIN_US");
+	size_t us;
+	int ret;
+
+	if (attr_us == PD_WAIT_SPIN_ALWAYS || (!attr_us && env && !strcmp(env, "always"))) {
+		*ns = -1;
+		return 0;
+	}
+	if (attr_us < 0 && attr_us != PD_WAIT_SPIN_NONE)
+		return pd_error(-EINVAL, "pd_fabric_open: wait_spin_us %d: want microseconds, PD_WAIT_SPIN_NONE or PD_WAIT_SPIN_ALWAYS",
+				(int)attr_us);
+	if (attr_us) {
+		*ns = attr_us == PD_WAIT_SPIN_NONE ? 0 : (long)attr_us * 1000;
+		return 0;
+	}
+	ret = setting(0, "PEERDIRECT_WAIT_SPIN_US", DEFAULT_WAIT_SPIN_US, false, &us);
+	if (ret)
+		return ret;
+	if (us > MAX_WAIT_SPIN_US)
+		return pd_error(-EINVAL, "PEERDIRECT_WAIT_SPIN_US=%zu: at most %d (or \"always\")",
+				us, MAX_WAIT_SPIN_US);
+	*ns = (long)us * 1000;
+	return 0;
+}
 
 static int read_settings(const struct pd_fabric_attr *a, struct settings *s)
 {
@@ -249,6 +286,12 @@ static int read_settings(const struct pd_fabric_attr *a, struct settings *s)
 	    (ret = setting(ATTR_FIELD(a, max_staging_bytes), "PEERDIRECT_MAX_STAGING_BYTES",
 			   HAS_FIELD(a, max_staging_bytes) ? DEFAULT_MAX_STAGING : SIZE_MAX,
 			   true, &s->max_staging)))
+		return ret;
+	if (ATTR_FIELD(a, reserved))
+		return pd_error(-EINVAL, "pd_fabric_open: attr reserved field is %u, must be 0",
+				(unsigned int)a->reserved);
+	ret = wait_spin_setting(ATTR_FIELD(a, wait_spin_us), &s->wait_spin_ns);
+	if (ret)
 		return ret;
 	/* SIZE_MAX, or 0 from the environment: never declare a peer dead. */
 	s->peer_timeout_ms = timeout == SIZE_MAX || timeout == 0 ? -1 :
@@ -354,6 +397,25 @@ int pd_tag_bits_for(uint64_t fmt, unsigned int *user_bits)
 static void fabric_destroy(struct pd_fabric *fab);
 static unsigned int fabric_drop_idle(void *ctx, uint64_t origin);
 
+/*
+ * With a wait fd when the provider has one, so that pd_wait can sleep
+ * until a completion comes (wakeup.c); else without, and waits poll.
+ */
+static int open_cq(struct pd_fabric *fab, struct fi_cq_attr *attr)
+{
+	int ret;
+
+	attr->wait_obj = FI_WAIT_FD;
+	ret = fi_cq_open(fab->domain, attr, &fab->cq, NULL);
+	fab->cq_waits = !ret;
+	if (!ret)
+		return 0;
+	snprintf(fab->cq_why_not, sizeof(fab->cq_why_not), "%s has no CQ wait fd (FI_WAIT_FD: %s)",
+		 fab->provider, fi_strerror(-ret));
+	attr->wait_obj = FI_WAIT_NONE;
+	return fi_cq_open(fab->domain, attr, &fab->cq, NULL);
+}
+
 static int open_objects(struct pd_fabric *fab)
 {
 	struct fi_info *i = fab->info;
@@ -373,7 +435,7 @@ static int open_objects(struct pd_fabric *fab)
 		step = "fi_domain";
 	} else if ((ret = fi_av_open(fab->domain, &av_attr, &fab->av, NULL))) {
 		step = "fi_av_open";
-	} else if ((ret = fi_cq_open(fab->domain, &cq_attr, &fab->cq, NULL))) {
+	} else if ((ret = open_cq(fab, &cq_attr))) {
 		step = "fi_cq_open";
 	} else if ((ret = fi_endpoint(fab->domain, i, &fab->ep, NULL))) {
 		step = "fi_endpoint";
@@ -414,6 +476,8 @@ int pd_fabric_open(const struct pd_fabric_attr *attr, struct pd_fabric **out)
 		return pd_error(-ENOMEM, "pd_fabric_open: out of memory");
 	pthread_mutex_init(&fab->lock, NULL);
 	pthread_cond_init(&fab->jobs_done, NULL);
+	fab->wakeup.event_fd = -1;
+	fab->wakeup.cq_fd = -1;
 	fab->refs = 1;
 	fab->fork_gen = pd_fork_gen();
 	ops.ctx = fab;
@@ -435,7 +499,7 @@ int pd_fabric_open(const struct pd_fabric_attr *attr, struct pd_fabric **out)
 	fab->max_pending = s.max_pending;
 	fab->max_staging = s.max_staging;
 	fab->peer_timeout_ms = s.peer_timeout_ms;
-	ret = open_objects(fab) ?: pd_xfer_init(fab);
+	ret = open_objects(fab) ?: pd_xfer_init(fab) ?: pd_wakeup_init(fab, s.wait_spin_ns);
 	if (ret)
 		goto fail;
 	ret = pd_mr_cache_create(&ops, s.max_entries, s.max_bytes, &fab->cache) ?:
@@ -448,12 +512,20 @@ int pd_fabric_open(const struct pd_fabric_attr *attr, struct pd_fabric **out)
 		goto fail;
 	pd_mr_cache_set_retain_idle_host(fab->cache, !pd_provider_pins_host_pages(fab->provider));
 	if (pd_log_on(PD_LOG_INFO)) {
-		char why[768];
+		char why[768], waits[192];
 		enum pd_path p = pd_paths_plan(fab, why, sizeof(why));
 
-		pd_log(PD_LOG_INFO, "fabric open: provider %s, libfabric %u.%u (API %u.%u asked); host memory: path host (fi_mr_reg); dma-buf: path %s: %s",
+		if (fab->wakeup.spin_ns < 0)
+			snprintf(waits, sizeof(waits), "poll, never sleep");
+		else if (fab->wakeup.cq_fd < 0)
+			snprintf(waits, sizeof(waits), "poll %ld us, then nap 20 us at a time: %s",
+				 fab->wakeup.spin_ns / 1000, fab->wakeup.why_not);
+		else
+			snprintf(waits, sizeof(waits), "poll %ld us, then sleep on the CQ's wait fd",
+				 fab->wakeup.spin_ns / 1000);
+		pd_log(PD_LOG_INFO, "fabric open: provider %s, libfabric %u.%u (API %u.%u asked); waits: %s; host memory: path host (fi_mr_reg); dma-buf: path %s: %s",
 		       fab->provider, FI_MAJOR(fab->fi_runtime), FI_MINOR(fab->fi_runtime),
-		       FI_MAJOR(fab->fi_api), FI_MINOR(fab->fi_api), pd_path_name(p), why);
+		       FI_MAJOR(fab->fi_api), FI_MINOR(fab->fi_api), waits, pd_path_name(p), why);
 	}
 	*out = fab;
 	return 0;
@@ -511,6 +583,7 @@ static void fabric_destroy(struct pd_fabric *fab)
 	pd_mr_cache_destroy(fab->cache);
 	pd_bounce_pool_destroy(fab->bounce);
 	pd_xfer_fini(fab);
+	pd_wakeup_fini(fab);
 	if (fab->domain)
 		fi_close(&fab->domain->fid);
 	if (fab->fabric)

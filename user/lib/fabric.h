@@ -14,6 +14,7 @@
 #include "fork.h"
 #include "mr_cache.h"
 #include "revocation.h"
+#include "wakeup.h"
 
 /*
  * Whether FI_MR_DMABUF can be used is the run-time libfabric's answer
@@ -57,6 +58,9 @@ struct pd_fabric {
 	int peer_timeout_ms;	/* <0: peers are never declared dead */
 	enum pd_path path;	/* forced path for dma-bufs, or AUTO */
 	struct pd_mr_cache *cache;
+	bool cq_waits;		/* the CQ was opened with FI_WAIT_FD */
+	char cq_why_not[128];	/* why not, when it was not */
+	struct pd_wakeup wakeup;	/* pd_wait's sleep (wakeup.c) */
 
 	/* Everything below is under lock: ep and cq calls, request lists and
 	 * the bounce slots.  Registration is not (FI_THREAD_SAFE domain). */

@@ -65,7 +65,6 @@
 #define PROBE_CHUNK	((1ULL << PD_CHUNK_BITS) - 1)
 #define CQ_BURST	32
 #define CQ_MAX_BURSTS	64	/* per progress call: bounded time under the lock */
-#define WAIT_SPIN_NS	20000L	/* pd_wait spins this long, then yields */
 #define SCAN_MS		10	/* how often progress looks for silent peers */
 #define DRAIN_WINDOW	8	/* drains in flight past a receive's own chunks */
 
@@ -883,6 +882,7 @@ void pd_xfer_unlock_and_reap(struct pd_fabric *fab)
 
 	fab->dead = NULL;
 	fab->dead_stages = NULL;
+	pd_wakeup_signal_locked(&fab->wakeup);
 	pthread_mutex_unlock(&fab->lock);
 	for (; stages; stages = snext) {
 		snext = stages->next;
@@ -1250,6 +1250,7 @@ static void run_jobs(struct pd_fabric *fab)
 			}
 		}
 		pthread_cond_broadcast(&fab->jobs_done);
+		pd_wakeup_progress_locked(&fab->wakeup);
 		for (op = jobs; op; op = op->job_next)
 			settle(op->req);
 		post_pending(fab);
@@ -1378,6 +1379,7 @@ static void peer_died(struct pd_fabric *fab, uint64_t addr, const char *why)
 
 	if (!p || p->dead)
 		return;
+	pd_wakeup_progress_locked(&fab->wakeup);
 	p->dead = true;
 	p->posted = p->op.inflight;
 	p->probing = false;
@@ -1744,6 +1746,8 @@ static int progress_locked(struct pd_fabric *fab)
 		}
 		break;
 	}
+	if (events)
+		pd_wakeup_progress_locked(&fab->wakeup);
 	scan_peers(fab);
 	post_pending(fab);
 	return events;
@@ -1761,6 +1765,66 @@ int pd_progress(struct pd_fabric *fab)
 	ret = progress_locked(fab);
 	leave(fab);
 	return ret;
+}
+
+/*
+ * How long one sleep may last: the peer liveness scan runs from progress,
+ * so a sleeper wakes in time for it (an eighth of the peer timeout, a
+ * delay the timeout's accuracy allows); and a request with chunks that
+ * met -FI_EAGAIN polls every SCAN_MS, as a provider may need progress
+ * calls, not only completions, to take them (rxm connecting).
+ */
+static int sleep_slice_ms(struct pd_fabric *fab, int64_t deadline)
+{
+	int64_t left = deadline - now_ms(), slice = INT32_MAX;
+
+	if (fab->peer_timeout_ms > 0)
+		slice = fab->peer_timeout_ms / 8 > SCAN_MS ? fab->peer_timeout_ms / 8 : SCAN_MS;
+	if (__atomic_load_n(&fab->pending, __ATOMIC_RELAXED))
+		slice = SCAN_MS;
+	if (left < slice)
+		slice = left < 0 ? 0 : left;
+	return (int)slice;
+}
+
+uint64_t pd_fabric_progress_count(struct pd_fabric *fab)
+{
+	return fab ? pd_wakeup_gen(&fab->wakeup) : 0;
+}
+
+/*
+ * pd_wait for a caller that watches many requests: it polls the fabric
+ * for the spin budget, then sleeps until progress (wakeup.c).  Returns 0
+ * when the fabric progressed past count, -ETIMEDOUT, or an error.
+ */
+int pd_fabric_wait(struct pd_fabric *fab, uint64_t count, int timeout_ms)
+{
+	int64_t deadline = timeout_ms < 0 ? INT64_MAX : now_ms() + timeout_ms;
+	struct timespec t0, t;
+	int ret;
+
+	if (!fab)
+		return pd_error(-EINVAL, "pd_fabric_wait: fabric is NULL");
+	if (pd_forked_since(fab->fork_gen))
+		return pd_fork_refuse("pd_fabric_wait");
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (;;) {
+		pthread_mutex_lock(&fab->lock);
+		ret = progress_locked(fab);
+		leave(fab);
+		if (ret < 0)
+			return ret;
+		if (pd_wakeup_gen(&fab->wakeup) != count)
+			return 0;
+		if (now_ms() >= deadline)
+			return -ETIMEDOUT;	/* a poll's answer: no message */
+		clock_gettime(CLOCK_MONOTONIC, &t);
+		if (fab->wakeup.spin_ns < 0 ||
+		    (t.tv_sec - t0.tv_sec) * 1000000000L + (t.tv_nsec - t0.tv_nsec) < fab->wakeup.spin_ns)
+			continue;
+		if (!pd_wakeup_block(fab, count, sleep_slice_ms(fab, deadline)))
+			pd_wakeup_nap();
+	}
 }
 
 /*
@@ -2045,30 +2109,35 @@ static int timed_out(struct pd_req *r, int timeout_ms)
 int pd_wait(struct pd_req *r, int timeout_ms, size_t *bytes)
 {
 	int64_t deadline = timeout_ms < 0 ? INT64_MAX : now_ms() + timeout_ms;
+	struct pd_fabric *fab = r ? r->fab : NULL;
+	struct timespec t0, t;
+	uint64_t seen = 0;
+	long spin_ns;
+	bool spin = true;
 	int ret;
 
-	struct timespec t0, t;
-	bool spin = true;
-
 	/*
-	 * Busy polling first, like a raw libfabric loop: yielding on every
-	 * poll gave the core away on a loaded machine (measured: 4 KiB
-	 * bandwidth fell to a sixth).  After WAIT_SPIN_NS, yield between
-	 * polls: the peer this request waits for may need this very core,
-	 * and a waiter that only spins keeps it until the scheduler's tick
-	 * (4 ms at HZ=250 per hand-off: a 4 KiB allreduce took 8 ms;
-	 * test_wait).  On an idle core sched_yield() returns at once.
+	 * Busy polling first, like a raw libfabric loop: a completion that
+	 * comes within the budget costs no system call and no wake-up.  Then
+	 * sleep until one comes (wakeup.c): yielding instead gave the core
+	 * to other runnable threads for the rest of their slice, 4 ms at
+	 * HZ=250 per hand-off.  Without a wait fd, yield as before.
 	 */
+	spin_ns = fab ? fab->wakeup.spin_ns : 0;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
-	while ((ret = pd_test(r, bytes)) == 0) {
+	for (;;) {
+		if (fab && !spin)
+			seen = pd_wakeup_gen(&fab->wakeup);
+		if ((ret = pd_test(r, bytes)) != 0)
+			break;
 		if (now_ms() >= deadline)
 			return timed_out(r, timeout_ms);
 		if (spin) {
 			clock_gettime(CLOCK_MONOTONIC, &t);
-			spin = (t.tv_sec - t0.tv_sec) * 1000000000L + (t.tv_nsec - t0.tv_nsec) <
-			       WAIT_SPIN_NS;
-		} else {
-			sched_yield();
+			spin = spin_ns < 0 ||
+			       (t.tv_sec - t0.tv_sec) * 1000000000L + (t.tv_nsec - t0.tv_nsec) < spin_ns;
+		} else if (!pd_wakeup_block(fab, seen, sleep_slice_ms(fab, deadline))) {
+			pd_wakeup_nap();
 		}
 	}
 	return ret < 0 ? ret : 0;
@@ -2101,6 +2170,9 @@ void pd_req_free(struct pd_req *r)
 		unlink_pending(r);
 		settle(r);
 	}
+	/* What it held (a staging buffer, a place in the queue) may be what
+	 * another request waits for. */
+	pd_wakeup_progress_locked(&fab->wakeup);
 	leave(fab);
 }
 
@@ -2132,4 +2204,5 @@ void pd_xfer_close_locked(struct pd_fabric *fab)
 		fail_req(r, -ECANCELED, "the fabric was closed before it completed");
 		settle(r);
 	}
+	pd_wakeup_progress_locked(&fab->wakeup);
 }

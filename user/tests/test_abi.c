@@ -34,6 +34,8 @@ static const char *const api_slots[] = {
 	"pd_device_query_sz", "pd_device_export_sz", "pd_device_read_events_sz",
 	"pd_fabric_cache_stats_sz", "pd_mr_rkey_sz", "pd_dmabuf_import",
 	"pd_dmabuf_release", "pd_mr_reg_imported",
+	/* 1.3 */
+	"pd_fabric_progress_count", "pd_fabric_wait",
 };
 
 /* Every exported symbol with the version node that added it. */
@@ -67,6 +69,7 @@ static const char *const exported[] = {
 	"pd_fabric_cache_stats_sz@@LIBPEERDIRECT_1.1", "pd_mr_rkey_sz@@LIBPEERDIRECT_1.1",
 	"pd_dmabuf_import@@LIBPEERDIRECT_1.1", "pd_dmabuf_release@@LIBPEERDIRECT_1.1",
 	"pd_mr_reg_imported@@LIBPEERDIRECT_1.1",
+	"pd_fabric_progress_count@@LIBPEERDIRECT_1.3", "pd_fabric_wait@@LIBPEERDIRECT_1.3",
 };
 
 #define N(a) (sizeof(a) / sizeof((a)[0]))
@@ -150,7 +153,9 @@ TEST(layouts_are_frozen)
 	EXPECT_EQ(72, offsetof(struct pd_fabric_attr, max_pending));
 	EXPECT_EQ(80, offsetof(struct pd_fabric_attr, peer_timeout_ms));
 	EXPECT_EQ(88, offsetof(struct pd_fabric_attr, max_staging_bytes));
-	EXPECT_EQ(96, sizeof(struct pd_fabric_attr));
+	EXPECT_EQ(96, offsetof(struct pd_fabric_attr, wait_spin_us));
+	EXPECT_EQ(100, offsetof(struct pd_fabric_attr, reserved));
+	EXPECT_EQ(104, sizeof(struct pd_fabric_attr));
 	EXPECT_EQ(0, offsetof(struct pd_rkey, addr));
 	EXPECT_EQ(8, offsetof(struct pd_rkey, key));
 	EXPECT_EQ(16, offsetof(struct pd_rkey, len));
@@ -174,7 +179,8 @@ TEST(layouts_are_frozen)
 	EXPECT_EQ(272, offsetof(struct pd_api, mr_invalidate_host));
 	EXPECT_EQ(280, offsetof(struct pd_api, device_fd));
 	EXPECT_EQ(408, offsetof(struct pd_api, mr_rkey_sz));
-	EXPECT_EQ(440, sizeof(struct pd_api));
+	EXPECT_EQ(440, offsetof(struct pd_api, fabric_progress_count));
+	EXPECT_EQ(456, sizeof(struct pd_api));
 }
 
 /* The shared object exports exactly the frozen list, each symbol in the

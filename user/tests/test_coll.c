@@ -869,6 +869,8 @@ TEST_F(coll1, coll_vs_mpi_refuses_bad_numbers)
 		{ "-r x", "'x' is not a whole decimal number" },
 		{ "-b 4102 -e 8204", "(got -n 2 -b 4102 " },	/* MPI would not round to floats */
 		{ "-i 100001", "-i 100001 -r 3)" },
+		{ "-H 65", "-H 65: want 0 to 64 CPU hogs" },
+		{ "-H two", "'two' is not a whole decimal number" },
 	};
 
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {

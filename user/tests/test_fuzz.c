@@ -300,10 +300,20 @@ static void op_complete(struct worker *k)
 	size_t bytes;
 	int ret;
 
-	switch (below(k, 4)) {
+	switch (below(k, 5)) {
 	case 0:
 		ok_or_errno(k, pd_progress(any_fab(k, &f)), "pd_progress");
 		break;
+	case 4: {
+		/* A stale count (it returns at once), the current one (a
+		 * sleep of at most 2 ms), or no fabric at all. */
+		struct pd_fabric *fab = below(k, 16) ? any_fab(k, &f) : NULL;
+		uint64_t n = pd_fabric_progress_count(fab) - below(k, 2);
+
+		ret = pd_fabric_wait(fab, n, (int)below(k, 3));
+		ok_or_errno(k, ret == -ETIMEDOUT ? 0 : ret, "pd_fabric_wait");
+		break;
+	}
 	case 1:
 		if (k->req[s]) {
 			ret = pd_wait(k->req[s], (int)below(k, 3), &bytes);

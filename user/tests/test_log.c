@@ -260,6 +260,9 @@ TEST_F(log, fabric_open_says_provider_version_and_paths_on_tcp)
 	EXPECT_NE(NULL, strstr(self->out, pd_have_fi_mr_dmabuf() ? "lacks FI_HMEM" :
 			       "without FI_MR_DMABUF (needs 1.20)")) TH_LOG("%s", self->out);
 	EXPECT_NE(NULL, strstr(self->out, "copies with the CPU\n")) TH_LOG("%s", self->out);
+	/* tcp has a CQ wait fd: waits sleep on it after the default budget */
+	EXPECT_NE(NULL, strstr(self->out, "; waits: poll 50 us, then sleep on the CQ's wait fd; "))
+		TH_LOG("%s", self->out);
 	EXPECT_EQ(1, count(self->out, "fabric open"));
 	pd_fabric_close(fab);
 }
@@ -283,6 +286,9 @@ TEST_F(log, shm_open_plans_bounce_and_the_fallback_is_a_warning)
 	ASSERT_EQ(PD_PATH_BOUNCE, pd_mr_path(mr));
 	slurp(self->file, self->out, sizeof(self->out));
 	expect_open_line(_metadata, self->out, "shm", "bounce");
+	/* shm has no CQ wait fd: waits nap instead, and the line says why */
+	EXPECT_NE(NULL, strstr(self->out, "; waits: poll 50 us, then nap 20 us at a time: shm has no CQ wait fd (FI_WAIT_FD: "))
+		TH_LOG("%s", self->out);
 	EXPECT_NE(NULL, strstr(self->out, "peerdirect WARN dma-buf fd ")) TH_LOG("%s", self->out);
 	EXPECT_NE(NULL, strstr(self->out, " [4096, +8192) on shm falls back to bounce: ")) TH_LOG("%s", self->out);
 	EXPECT_NE(NULL, strstr(self->out, pd_mr_reason(mr))) TH_LOG("%s", self->out);

@@ -8,6 +8,7 @@
  * 8 ms, issue 10).  pd_wait must give the core to the peer it waits for.
  */
 #include <fcntl.h>
+#include <pthread.h>
 #include <sched.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -92,12 +93,24 @@ FIXTURE(wait) {
 FIXTURE_VARIANT(wait) {
 	const char *prov;
 	size_t len;
+	int32_t spin_us;	/* pd_fabric_attr.wait_spin_us */
 };
 
 FIXTURE_VARIANT_ADD(wait, tcp_64) { .prov = "tcp", .len = 64 };
 FIXTURE_VARIANT_ADD(wait, tcp_4k) { .prov = "tcp", .len = 4096 };
 FIXTURE_VARIANT_ADD(wait, shm_64) { .prov = "shm", .len = 64 };
 FIXTURE_VARIANT_ADD(wait, shm_4k) { .prov = "shm", .len = 4096 };
+/*
+ * Every wait sleeps at once, and no peer is ever declared dead, so a
+ * sleep is bounded only by pd_wait's own timeout: one lost wake-up fails
+ * the round trip after WAIT_MS.
+ */
+FIXTURE_VARIANT_ADD(wait, tcp_4k_sleeping) {
+	.prov = "tcp", .len = 4096, .spin_us = PD_WAIT_SPIN_NONE
+};
+FIXTURE_VARIANT_ADD(wait, shm_4k_sleeping) {
+	.prov = "shm", .len = 4096, .spin_us = PD_WAIT_SPIN_NONE
+};
 
 FIXTURE_SETUP(wait) { }
 FIXTURE_TEARDOWN(wait) { }
@@ -189,16 +202,207 @@ static int64_t pipe_ping_pong_ms(void)
 TEST_F_TIMEOUT(wait, shared_core_ping_pong, 60)
 {
 	struct pp a = { .len = variant->len };
+	struct pd_fabric_attr attr;
 	int64_t ref;
 	int status = 0;
 
-	ASSERT_EQ(0, run_pair(variant->prov, NULL, ping_pong, &a, &status));
+	pd_fabric_attr_init_sz(&attr, sizeof(attr));
+	attr.wait_spin_us = variant->spin_us;
+	if (variant->spin_us)
+		attr.peer_timeout_ms = -1;
+	ASSERT_EQ(0, run_pair(variant->prov, &attr, ping_pong, &a, &status));
 	ref = pipe_ping_pong_ms();
 	ASSERT_LE(0, a.cpu_ms);
 	TH_LOG("%d round trips of %zu bytes over %s on one CPU: %lld ms, %lld ms of CPU waiting "
 	       "(yielding pipe hand-offs: %lld ms)", ROUNDS, a.len, variant->prov, (long long)a.ms,
 	       (long long)a.cpu_ms, (long long)ref);
 	EXPECT_LT(a.cpu_ms, ROUNDS / 2);
+}
+
+/* ---- sleeping waits (wakeup.c) ------------------------------------------ */
+
+struct sleeper {
+	struct pd_fabric *fab;
+	struct pd_req *req;
+	int ret;
+	int64_t woke_ms, cpu_ms;
+};
+
+static void *wait_thread(void *arg)
+{
+	struct sleeper *s = arg;
+	int64_t c0 = thread_cpu_ms();
+
+	s->ret = pd_wait(s->req, 10000, NULL);
+	s->woke_ms = mono_ms();
+	s->cpu_ms = thread_cpu_ms() - c0;
+	return NULL;
+}
+
+static int open_self(const char *prov, int32_t spin_us, struct pd_fabric **fab, uint64_t *self)
+{
+	struct pd_fabric_attr attr;
+	char addr[512];
+	size_t len = sizeof(addr);
+
+	pd_fabric_attr_init_sz(&attr, sizeof(attr));
+	attr.provider = prov;
+	attr.wait_spin_us = spin_us;
+	attr.peer_timeout_ms = -1;
+	return pd_fabric_open(&attr, fab) ?: pd_fabric_addr(*fab, addr, &len) ?:
+	       pd_fabric_insert(*fab, addr, len, self);
+}
+
+FIXTURE(sleep) {
+	struct pd_fabric *fab;
+	uint64_t self;
+	char buf[2][4096];
+	struct pd_mr *mr[2];
+};
+
+FIXTURE_VARIANT(sleep) {
+	const char *prov;
+};
+
+FIXTURE_VARIANT_ADD(sleep, tcp) { .prov = "tcp" };
+FIXTURE_VARIANT_ADD(sleep, shm) { .prov = "shm" };
+
+FIXTURE_SETUP(sleep)
+{
+	ASSERT_EQ(0, open_self(variant->prov, 0, &self->fab, &self->self)) {
+		TH_LOG("%s", pd_last_error());
+	}
+	ASSERT_EQ(0, pd_mr_reg_host(self->fab, self->buf[0], 4096, 0, &self->mr[0]));
+	ASSERT_EQ(0, pd_mr_reg_host(self->fab, self->buf[1], 4096, 0, &self->mr[1]));
+}
+
+FIXTURE_TEARDOWN(sleep)
+{
+	pd_mr_dereg(self->mr[0]);
+	pd_mr_dereg(self->mr[1]);
+	pd_fabric_close(self->fab);
+}
+
+/*
+ * A receive whose message comes 300 ms later: its waiter sleeps (tcp: on
+ * the CQ's wait fd; shm, which has none on libfabric 1.x: in short naps)
+ * and returns soon after the message is sent, while another thread waits
+ * on the same fabric for the send.  A waiter that polled or yielded for
+ * the 300 ms would use most of them (a yield returns at once on an idle
+ * core); a lost wake-up would leave it asleep until its 10 s timeout.
+ */
+TEST_F_TIMEOUT(sleep, a_waiter_sleeps_and_wakes_when_its_message_comes, 60)
+{
+	struct sleeper s = { .fab = self->fab };
+	struct pd_req *send = NULL;
+	int64_t sent;
+	pthread_t t;
+
+	memset(self->buf[0], 0x5a, 4096);
+	ASSERT_EQ(0, pd_trecv(self->fab, self->mr[1], 0, 4096, self->self, 42, &s.req));
+	ASSERT_EQ(0, pthread_create(&t, NULL, wait_thread, &s));
+	usleep(300 * 1000);
+	sent = mono_ms();
+	ASSERT_EQ(0, pd_tsend(self->fab, self->mr[0], 0, 4096, self->self, 42, &send));
+	EXPECT_EQ(0, pd_wait(send, 10000, NULL));
+	pthread_join(t, NULL);
+	EXPECT_EQ(0, s.ret);
+	EXPECT_EQ(0, memcmp(self->buf[0], self->buf[1], 4096));
+	TH_LOG("%s: woke %lld ms after the send, %lld ms of CPU over the wait", variant->prov,
+	       (long long)(s.woke_ms - sent), (long long)s.cpu_ms);
+	EXPECT_LT(s.woke_ms - sent, 1000);
+	EXPECT_LT(s.cpu_ms, 100);
+	pd_req_free(send);
+	pd_req_free(s.req);
+}
+
+struct freer {
+	struct pd_req *req;
+	int delay_ms;
+};
+
+static void *free_later(void *arg)
+{
+	struct freer *f = arg;
+
+	usleep((useconds_t)f->delay_ms * 1000);
+	pd_req_free(f->req);
+	return NULL;
+}
+
+/*
+ * pd_fabric_wait: progress made by another thread ends a sleep (here the
+ * other thread frees a receive that nothing will match); without any, the
+ * wait ends at its timeout; a count already passed returns at once.
+ */
+TEST_F_TIMEOUT(sleep, fabric_wait_ends_on_progress_timeout_or_a_passed_count, 60)
+{
+	struct freer f = { .delay_ms = 200 };
+	uint64_t tok;
+	int64_t t0;
+	pthread_t t;
+
+	EXPECT_EQ(-EINVAL, pd_fabric_wait(NULL, 0, 10));
+	EXPECT_EQ(0ULL, pd_fabric_progress_count(NULL));
+
+	tok = pd_fabric_progress_count(self->fab);
+	t0 = mono_ms();
+	EXPECT_EQ(-ETIMEDOUT, pd_fabric_wait(self->fab, tok, 200));
+	EXPECT_GE(mono_ms() - t0, 190);
+	EXPECT_LT(mono_ms() - t0, 2000);
+
+	t0 = mono_ms();
+	EXPECT_EQ(0, pd_fabric_wait(self->fab, tok - 1, 10000));
+	EXPECT_LT(mono_ms() - t0, 100);
+
+	ASSERT_EQ(0, pd_trecv(self->fab, self->mr[1], 0, 4096, self->self, 77, &f.req));
+	tok = pd_fabric_progress_count(self->fab);
+	t0 = mono_ms();
+	ASSERT_EQ(0, pthread_create(&t, NULL, free_later, &f));
+	EXPECT_EQ(0, pd_fabric_wait(self->fab, tok, 10000));
+	TH_LOG("%s: woke %lld ms into a wait ended 200 ms in by another thread", variant->prov,
+	       (long long)(mono_ms() - t0));
+	EXPECT_LT(mono_ms() - t0, 2000);
+	pthread_join(t, NULL);
+}
+
+/* The budget's knobs: the attr's field, its reserved neighbour, and the
+ * environment, each refused with EINVAL when out of range. */
+TEST(wait_spin_settings_are_checked)
+{
+	struct pd_fabric_attr attr;
+	struct pd_fabric *fab = NULL;
+
+	pd_fabric_attr_init_sz(&attr, sizeof(attr));
+	attr.provider = "tcp";
+	attr.wait_spin_us = -3;
+	EXPECT_EQ(-EINVAL, pd_fabric_open(&attr, &fab));
+	EXPECT_NE(NULL, strstr(pd_last_error(), "wait_spin_us"));
+	attr.wait_spin_us = 0;
+	attr.reserved = 1;
+	EXPECT_EQ(-EINVAL, pd_fabric_open(&attr, &fab));
+	EXPECT_NE(NULL, strstr(pd_last_error(), "reserved"));
+	attr.reserved = 0;
+	setenv("PEERDIRECT_WAIT_SPIN_US", "abc", 1);
+	EXPECT_EQ(-EINVAL, pd_fabric_open(&attr, &fab));
+	setenv("PEERDIRECT_WAIT_SPIN_US", "2000000", 1);
+	EXPECT_EQ(-EINVAL, pd_fabric_open(&attr, &fab));
+	EXPECT_NE(NULL, strstr(pd_last_error(), "PEERDIRECT_WAIT_SPIN_US"));
+	/* The attr wins over the environment. */
+	attr.wait_spin_us = 10;
+	EXPECT_EQ(0, pd_fabric_open(&attr, &fab));
+	pd_fabric_close(fab);
+	attr.wait_spin_us = 0;
+	setenv("PEERDIRECT_WAIT_SPIN_US", "always", 1);
+	EXPECT_EQ(0, pd_fabric_open(&attr, &fab));
+	pd_fabric_close(fab);
+	setenv("PEERDIRECT_WAIT_SPIN_US", "0", 1);
+	EXPECT_EQ(0, pd_fabric_open(&attr, &fab));
+	pd_fabric_close(fab);
+	unsetenv("PEERDIRECT_WAIT_SPIN_US");
+	attr.wait_spin_us = PD_WAIT_SPIN_ALWAYS;
+	EXPECT_EQ(0, pd_fabric_open(&attr, &fab));
+	pd_fabric_close(fab);
 }
 
 TEST_HARNESS_MAIN

@@ -226,7 +226,7 @@ int pend_wait(struct run *r, size_t off, size_t len);
 void pend_drop(struct run *r);
 int cpu_begin(struct run *r);
 int cpu_end(struct run *r);
-void spin_or_yield(uint64_t t0);
+int lane_idle(struct run *r, uint64_t tok, uint64_t end);
 uint64_t coll_now_ns(void);
 
 /* algo.c */

@@ -20,7 +20,6 @@
 #include "coll.h"
 #include "peerdirect_ext.h"
 
-#define SPIN_NS 20000	/* then yield: the peer may need this core (test_wait) */
 
 uint64_t coll_now_ns(void)
 {
@@ -30,10 +29,19 @@ uint64_t coll_now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 }
 
-void spin_or_yield(uint64_t t0)
+/*
+ * Nothing moved since tok was read: let the library poll for its spin
+ * budget and then sleep until its fabric progresses (or end), rather than
+ * yield to whatever else wants this core (a rank beside busy threads
+ * waited a whole scheduler slice per yield).
+ */
+int lane_idle(struct run *r, uint64_t tok, uint64_t end)
 {
-	if (coll_now_ns() - t0 > SPIN_NS)
-		sched_yield();
+	uint64_t now = coll_now_ns();
+	int ms = now >= end ? 0 : (int)((end - now + 999999) / 1000000), ret;
+
+	ret = pd_fabric_wait(r->l->fab, tok, ms);
+	return ret == -ETIMEDOUT ? 0 : ret;
 }
 
 int cpu_begin(struct run *r)
@@ -146,6 +154,8 @@ static int wait_all(struct run *r, struct pd_req **req, int n)
 	int i, ret = 0, left;
 
 	do {
+		uint64_t tok = pd_fabric_progress_count(r->l->fab);
+
 		left = 0;
 		for (i = 0; i < n; i++) {
 			int t;
@@ -166,7 +176,7 @@ static int wait_all(struct run *r, struct pd_req **req, int n)
 			break;
 		}
 		if (left)
-			spin_or_yield(t0);
+			ret = lane_idle(r, tok, end);
 	} while (left && !ret);
 	for (i = 0; i < n; i++)
 		pd_req_free(req[i]);
@@ -264,6 +274,8 @@ int pend_wait(struct run *r, size_t off, size_t len)
 	int i = 0, t;
 
 	while (i < r->npend) {
+		uint64_t tok = pd_fabric_progress_count(r->l->fab);
+
 		if (!overlaps(&r->pend[i], off, len)) {
 			i++;
 			continue;
@@ -276,7 +288,9 @@ int pend_wait(struct run *r, size_t off, size_t len)
 		if (coll_now_ns() > end)
 			return pd_ext_error(-ETIMEDOUT, "a send of %zu bytes: no completion after %d ms",
 					r->pend[i].len, r->o->timeout_ms);
-		spin_or_yield(t0);
+		t = lane_idle(r, tok, end);
+		if (t)
+			return t;
 	}
 	return 0;
 }
@@ -318,6 +332,7 @@ int xchg(struct run *r, const struct xchg *x)
 	 * bounce path at 1 MiB, is in results/performance-log.md, section M.
 	 */
 	while (!ret && (ps < ns || dr < nr)) {
+		uint64_t tok = pd_fabric_progress_count(l->fab);
 		bool moved = false;
 
 		for (; !ret && ps < ns && ps - ds < D && (!x->chain || ps < dr); ps++, moved = true) {
@@ -368,7 +383,7 @@ int xchg(struct run *r, const struct xchg *x)
 			ret = pd_ext_error(-ETIMEDOUT, "step %d: no progress for %d ms (%zu of %zu pieces posted to rank %d, %zu of %zu received from rank %d)",
 				       x->step, r->o->timeout_ms, ps, ns, x->speer, dr, nr, x->rpeer);
 		else
-			spin_or_yield(last);
+			ret = lane_idle(r, tok, end);
 	}
 	for (; !ret && ds < ps; ds++) {
 		if (r->npend == r->o->max_pend)
