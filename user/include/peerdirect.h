@@ -250,7 +250,9 @@ int pd_progress(struct pd_fabric *fab);
  * when none finished, pd_fabric_wait(fab, count, ...) polls for the
  * fabric's spin budget (pd_fabric_attr.wait_spin_us), then sleeps until
  * the fabric progresses past count: a completion, or another thread
- * settling a request.  0, or -ETIMEDOUT (no message set), or an error.
+ * settling a request.  As poll(2): 1 when it progressed, 0 when
+ * timeout_ms (<0: none) passed first; <0 an error (-ESHUTDOWN: the fabric
+ * was closed).
  */
 uint64_t pd_fabric_progress_count(struct pd_fabric *fab);
 int pd_fabric_wait(struct pd_fabric *fab, uint64_t count, int timeout_ms);

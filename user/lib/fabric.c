@@ -195,7 +195,7 @@ struct settings {
 	size_t chunk, slots, max_entries, max_bytes, queue, universe, max_pending;
 	size_t max_staging;
 	int peer_timeout_ms;
-	long wait_spin_ns;	/* <0: never block */
+	int64_t wait_spin_ns;	/* <0: never sleep */
 };
 
 /* Fields past the caller's attr size read as zero (default). */
@@ -209,7 +209,7 @@ struct settings {
  * none), else the default.  Documentation/libpeerdirect.md, "Waiting",
  * has the measurements behind it.
  */
-static int wait_spin_setting(int32_t attr_us, long *ns)
+static int wait_spin_setting(int32_t attr_us, int64_t *ns)
 {
 	const char *env = getenv("PEERDIRECT_WAIT_SPIN_US");
 	size_t us;
@@ -219,11 +219,11 @@ static int wait_spin_setting(int32_t attr_us, long *ns)
 		*ns = -1;
 		return 0;
 	}
-	if (attr_us < 0 && attr_us != PD_WAIT_SPIN_NONE)
-		return pd_error(-EINVAL, "pd_fabric_open: wait_spin_us %d: want microseconds, PD_WAIT_SPIN_NONE or PD_WAIT_SPIN_ALWAYS",
-				(int)attr_us);
+	if ((attr_us < 0 && attr_us != PD_WAIT_SPIN_NONE) || attr_us > MAX_WAIT_SPIN_US)
+		return pd_error(-EINVAL, "pd_fabric_open: wait_spin_us %d: want 1 to %d microseconds, PD_WAIT_SPIN_NONE or PD_WAIT_SPIN_ALWAYS",
+				(int)attr_us, MAX_WAIT_SPIN_US);
 	if (attr_us) {
-		*ns = attr_us == PD_WAIT_SPIN_NONE ? 0 : (long)attr_us * 1000;
+		*ns = attr_us == PD_WAIT_SPIN_NONE ? 0 : (int64_t)attr_us * 1000;
 		return 0;
 	}
 	ret = setting(0, "PEERDIRECT_WAIT_SPIN_US", DEFAULT_WAIT_SPIN_US, false, &us);
@@ -232,7 +232,7 @@ static int wait_spin_setting(int32_t attr_us, long *ns)
 	if (us > MAX_WAIT_SPIN_US)
 		return pd_error(-EINVAL, "PEERDIRECT_WAIT_SPIN_US=%zu: at most %d (or \"always\")",
 				us, MAX_WAIT_SPIN_US);
-	*ns = (long)us * 1000;
+	*ns = (int64_t)us * 1000;
 	return 0;
 }
 
@@ -401,22 +401,35 @@ static unsigned int fabric_drop_idle(void *ctx, uint64_t origin);
  * With a wait fd when the provider has one, so that pd_wait can sleep
  * until a completion comes (wakeup.c); else without, and waits poll.
  */
-static int open_cq(struct pd_fabric *fab, struct fi_cq_attr *attr)
+static int open_cq(struct pd_fabric *fab, struct fi_cq_attr *attr, bool sleeps)
 {
-	int ret;
+	int ret, fd = -1;
 
-	attr->wait_obj = FI_WAIT_FD;
-	ret = fi_cq_open(fab->domain, attr, &fab->cq, NULL);
-	fab->cq_waits = !ret;
-	if (!ret)
-		return 0;
-	snprintf(fab->cq_why_not, sizeof(fab->cq_why_not), "%s has no CQ wait fd (FI_WAIT_FD: %s)",
-		 fab->provider, fi_strerror(-ret));
+	fab->cq_wait_fd = -1;
+	/* A CQ with a wait object signals it as completions come, which a
+	 * waiter that never sleeps would pay for nothing. */
+	if (!sleeps) {
+		snprintf(fab->cq_why_not, sizeof(fab->cq_why_not), "waits never sleep (wait_spin_us)");
+	} else {
+		attr->wait_obj = FI_WAIT_FD;
+		ret = fi_cq_open(fab->domain, attr, &fab->cq, NULL);
+		if (!ret && !fi_control(&fab->cq->fid, FI_GETWAIT, &fd) && fd >= 0) {
+			fab->cq_wait_fd = fd;
+			return 0;
+		}
+		if (!ret) {
+			fi_close(&fab->cq->fid);
+			fab->cq = NULL;
+		}
+		snprintf(fab->cq_why_not, sizeof(fab->cq_why_not), "%s has no CQ wait fd (%s: %s)",
+			 fab->provider, ret ? "FI_WAIT_FD" : "FI_GETWAIT",
+			 fi_strerror(ret ? -ret : FI_ENOSYS));
+	}
 	attr->wait_obj = FI_WAIT_NONE;
 	return fi_cq_open(fab->domain, attr, &fab->cq, NULL);
 }
 
-static int open_objects(struct pd_fabric *fab)
+static int open_objects(struct pd_fabric *fab, bool sleeps)
 {
 	struct fi_info *i = fab->info;
 	/* The expected number of peers: the universe size, passed where
@@ -435,7 +448,7 @@ static int open_objects(struct pd_fabric *fab)
 		step = "fi_domain";
 	} else if ((ret = fi_av_open(fab->domain, &av_attr, &fab->av, NULL))) {
 		step = "fi_av_open";
-	} else if ((ret = open_cq(fab, &cq_attr))) {
+	} else if ((ret = open_cq(fab, &cq_attr, sleeps))) {
 		step = "fi_cq_open";
 	} else if ((ret = fi_endpoint(fab->domain, i, &fab->ep, NULL))) {
 		step = "fi_endpoint";
@@ -476,8 +489,8 @@ int pd_fabric_open(const struct pd_fabric_attr *attr, struct pd_fabric **out)
 		return pd_error(-ENOMEM, "pd_fabric_open: out of memory");
 	pthread_mutex_init(&fab->lock, NULL);
 	pthread_cond_init(&fab->jobs_done, NULL);
-	fab->wakeup.event_fd = -1;
 	fab->wakeup.cq_fd = -1;
+	fab->cq_wait_fd = -1;
 	fab->refs = 1;
 	fab->fork_gen = pd_fork_gen();
 	ops.ctx = fab;
@@ -499,9 +512,10 @@ int pd_fabric_open(const struct pd_fabric_attr *attr, struct pd_fabric **out)
 	fab->max_pending = s.max_pending;
 	fab->max_staging = s.max_staging;
 	fab->peer_timeout_ms = s.peer_timeout_ms;
-	ret = open_objects(fab) ?: pd_xfer_init(fab) ?: pd_wakeup_init(fab, s.wait_spin_ns);
+	ret = open_objects(fab, s.wait_spin_ns >= 0) ?: pd_xfer_init(fab);
 	if (ret)
 		goto fail;
+	pd_wakeup_init(fab, s.wait_spin_ns);
 	ret = pd_mr_cache_create(&ops, s.max_entries, s.max_bytes, &fab->cache) ?:
 	      pd_watch_create(&(struct pd_watch_ops) {
 				.revoked = pd_fabric_revoked,
@@ -518,11 +532,11 @@ int pd_fabric_open(const struct pd_fabric_attr *attr, struct pd_fabric **out)
 		if (fab->wakeup.spin_ns < 0)
 			snprintf(waits, sizeof(waits), "poll, never sleep");
 		else if (fab->wakeup.cq_fd < 0)
-			snprintf(waits, sizeof(waits), "poll %ld us, then nap 20 us at a time: %s",
-				 fab->wakeup.spin_ns / 1000, fab->wakeup.why_not);
+			snprintf(waits, sizeof(waits), "poll %lld us, then nap 20-160 us at a time: %s",
+				 (long long)fab->wakeup.spin_ns / 1000, fab->wakeup.why_not);
 		else
-			snprintf(waits, sizeof(waits), "poll %ld us, then sleep on the CQ's wait fd",
-				 fab->wakeup.spin_ns / 1000);
+			snprintf(waits, sizeof(waits), "poll %lld us, then sleep on the CQ's wait fd",
+				 (long long)fab->wakeup.spin_ns / 1000);
 		pd_log(PD_LOG_INFO, "fabric open: provider %s, libfabric %u.%u (API %u.%u asked); waits: %s; host memory: path host (fi_mr_reg); dma-buf: path %s: %s",
 		       fab->provider, FI_MAJOR(fab->fi_runtime), FI_MINOR(fab->fi_runtime),
 		       FI_MAJOR(fab->fi_api), FI_MINOR(fab->fi_api), waits, pd_path_name(p), why);
@@ -583,7 +597,6 @@ static void fabric_destroy(struct pd_fabric *fab)
 	pd_mr_cache_destroy(fab->cache);
 	pd_bounce_pool_destroy(fab->bounce);
 	pd_xfer_fini(fab);
-	pd_wakeup_fini(fab);
 	if (fab->domain)
 		fi_close(&fab->domain->fid);
 	if (fab->fabric)

@@ -58,8 +58,8 @@ struct pd_fabric {
 	int peer_timeout_ms;	/* <0: peers are never declared dead */
 	enum pd_path path;	/* forced path for dma-bufs, or AUTO */
 	struct pd_mr_cache *cache;
-	bool cq_waits;		/* the CQ was opened with FI_WAIT_FD */
-	char cq_why_not[128];	/* why not, when it was not */
+	int cq_wait_fd;		/* the CQ's FI_WAIT_FD, or -1 */
+	char cq_why_not[128];	/* why none, when there is none */
 	struct pd_wakeup wakeup;	/* pd_wait's sleep (wakeup.c) */
 
 	/* Everything below is under lock: ep and cq calls, request lists and

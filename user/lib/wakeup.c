@@ -1,18 +1,26 @@
 // SPDX-License-Identifier: MIT
 /*
- * Blocking waits (issue 37).  pd_wait used to spin, then sched_yield()
+ * Sleeping waits (issue 37).  pd_wait used to spin, then sched_yield()
  * between polls.  On a core shared with runnable threads (a training
  * node's data loaders) a yield hands the core over for the rest of their
- * slice: a 4 KiB allreduce beside two CPU hogs took 8 ms, two scheduler
- * ticks, where Open MPI took 11-25 us.  A waiter that sleeps in poll() is
- * woken by the event it waits for, and the scheduler runs it at once.
+ * slice: a 4 KiB allreduce beside two CPU hogs took 4.4 ms, where Open MPI
+ * took 11-25 us.  A waiter that sleeps in poll() is woken by the event it
+ * waits for, and the scheduler runs a thread that slept at once.
  *
- * The rule libfabric sets for a wait fd: call fi_trywait() first; only
- * when it succeeds may the caller sleep on the fd, because a provider
- * with manual progress signals it only for what arrives after.
+ * The rule libfabric sets for a wait fd (fi_poll(3)): call fi_trywait()
+ * first; only when it succeeds may the caller sleep on the fd, because a
+ * provider with manual progress signals it only for what comes after.
+ *
+ * Every sleeper has its own eventfd (one per thread: a thread sleeps in
+ * one wait at a time) and is on the fabric's list while it sleeps, with
+ * the count it saw.  Progress wakes exactly the sleepers that saw an older
+ * count, each through its own fd, under the fabric's lock; a shared fd
+ * with a token per sleeper let one sleeper take another's token, and the
+ * other slept on.
  */
 #include <errno.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/eventfd.h>
@@ -22,93 +30,170 @@
 #include <rdma/fabric.h>
 #include <rdma/fi_eq.h>
 
-#include "errors.h"
 #include "fabric.h"
 #include "wakeup.h"
 
-int pd_wakeup_init(struct pd_fabric *fab, long spin_ns)
-{
-	struct pd_wakeup *w = &fab->wakeup;
-	int fd = -1, ret;
+#define SCAN_SLICE_MS	10	/* while chunks wait to be posted */
+#define BUSY_LIMIT	8	/* fi_trywait -FI_EAGAINs in a row before a nap */
+#define NAP_MIN_NS	20000
+#define NAP_MAX_NS	160000
 
-	w->cq_fd = -1;
-	w->spin_ns = spin_ns;
-	w->event_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK | EFD_SEMAPHORE);
-	if (w->event_fd < 0)
-		return pd_error(-errno, "pd_fabric_open: eventfd: %s", strerror(errno));
-	if (!fab->cq_waits) {
-		w->why_not = fab->cq_why_not;
-		return 0;
-	}
-	ret = fi_control(&fab->cq->fid, FI_GETWAIT, &fd);
-	if (ret || fd < 0) {
-		w->why_not = "the provider's CQ gave no wait fd (FI_GETWAIT)";
-		return 0;
-	}
-	w->cq_fd = fd;
-	return 0;
+struct pd_sleeper {
+	struct pd_sleeper *next;
+	uint64_t seen;
+	int fd;
+};
+
+/* ---- one eventfd per thread, closed when the thread exits ------------ */
+
+static pthread_key_t fd_key;
+static pthread_once_t fd_once = PTHREAD_ONCE_INIT;
+static bool fd_key_ok;
+
+static void close_thread_fd(void *p)
+{
+	close((int)(intptr_t)p - 1);
 }
 
-void pd_wakeup_fini(struct pd_fabric *fab)
+static void make_key(void)
 {
-	if (fab->wakeup.event_fd >= 0)
-		close(fab->wakeup.event_fd);
-	fab->wakeup.event_fd = -1;
+	fd_key_ok = !pthread_key_create(&fd_key, close_thread_fd);
+}
+
+static int thread_fd(void)
+{
+	void *p;
+	int fd;
+
+	pthread_once(&fd_once, make_key);
+	if (!fd_key_ok)
+		return -1;
+	p = pthread_getspecific(fd_key);
+	if (p)
+		return (int)(intptr_t)p - 1;
+	fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (fd < 0)
+		return -1;
+	if (pthread_setspecific(fd_key, (void *)(intptr_t)(fd + 1))) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/* ---------------------------------------------------------------------- */
+
+void pd_wakeup_init(struct pd_fabric *fab, int64_t spin_ns)
+{
+	struct pd_wakeup *w = &fab->wakeup;
+
+	w->cq_fd = fab->cq_wait_fd;
+	w->spin_ns = spin_ns;
+	w->why_not = w->cq_fd < 0 ? fab->cq_why_not : NULL;
 }
 
 void pd_wakeup_signal_locked(struct pd_wakeup *w)
 {
-	unsigned int n;
+	struct pd_sleeper **p = &w->sleepers, *s;
+	uint64_t one = 1;
 
-	if (w->signalled == w->gen)
-		return;
-	w->signalled = w->gen;
-	n = __atomic_load_n(&w->sleepers, __ATOMIC_SEQ_CST);
-	if (n && w->event_fd >= 0) {
-		uint64_t v = n;
-
-		/* Full (2^64 - 2) only with tokens nobody took: already woken. */
-		if (write(w->event_fd, &v, sizeof(v)) < 0 && errno != EAGAIN)
-			return;
+	while ((s = *p)) {
+		if (s->seen == w->gen) {
+			p = &s->next;
+			continue;
+		}
+		/* Written before it leaves the list: its thread (and fd)
+		 * cannot be gone, as it unlinks itself under this lock. */
+		(void)!write(s->fd, &one, sizeof(one));
+		*p = s->next;
+		s->next = NULL;
+		s->fd = -1;	/* unlinked */
 	}
 }
 
-/*
- * A provider without a wait fd (shm, libfabric 1.17 and 2.1) gives nothing to
- * sleep on, and a yield behind runnable threads costs their whole slice.
- * A short sleep costs its length plus the timer's slack (50 us), and the
- * scheduler then runs a thread that slept ahead of ones that did not.
- */
-#define NAP_NS 20000
-
-void pd_wakeup_nap(void)
+static void unlink_locked(struct pd_wakeup *w, struct pd_sleeper *me)
 {
-	struct timespec ts = { 0, NAP_NS };
+	struct pd_sleeper **p;
 
-	nanosleep(&ts, NULL);
+	for (p = &w->sleepers; *p; p = &(*p)->next) {
+		if (*p == me) {
+			*p = me->next;
+			return;
+		}
+	}
 }
 
-bool pd_wakeup_block(struct pd_fabric *fab, uint64_t seen, int timeout_ms)
+/* Sleeps bounded by the liveness scan (it runs from progress calls: an
+ * eighth of the peer timeout delays a verdict by that much at most), and
+ * to SCAN_SLICE_MS while chunks wait to be posted (a provider may need
+ * progress calls, not only completions, to take them). */
+static int slice_locked(const struct pd_fabric *fab, int timeout_ms)
+{
+	int slice = timeout_ms < 0 ? INT32_MAX : timeout_ms;
+
+	if (fab->peer_timeout_ms > 0 && fab->peer_timeout_ms / 8 < slice)
+		slice = fab->peer_timeout_ms / 8 > SCAN_SLICE_MS ? fab->peer_timeout_ms / 8 : SCAN_SLICE_MS;
+	if (fab->npending && slice > SCAN_SLICE_MS)
+		slice = SCAN_SLICE_MS;
+	return slice;
+}
+
+enum pd_wake pd_wakeup_block(struct pd_fabric *fab, uint64_t seen, int timeout_ms,
+			     unsigned int *busy)
 {
 	struct pd_wakeup *w = &fab->wakeup;
+	struct pd_sleeper me = { .seen = seen, .fd = thread_fd() };
 	struct pollfd pfd[2] = {
-		{ .fd = w->event_fd, .events = POLLIN },
 		{ .fd = w->cq_fd, .events = POLLIN },
+		{ .fd = me.fd, .events = POLLIN },
 	};
 	struct fid *cq = &fab->cq->fid;
-	bool sleep;
+	enum pd_wake ret;
 	uint64_t v;
+	int slice = 0;
 
-	if (w->cq_fd < 0)
-		return false;
-	/* Counted before the count is read under the lock: progress made
-	 * after this either shows in gen below or finds us counted. */
-	__atomic_add_fetch(&w->sleepers, 1, __ATOMIC_SEQ_CST);
+	if (w->cq_fd < 0 || me.fd < 0)
+		return PD_WAKE_NO_FD;
 	pthread_mutex_lock(&fab->lock);
-	sleep = !fab->closed && w->gen == seen && fi_trywait(fab->fabric, &cq, 1) == FI_SUCCESS;
+	if (fab->closed) {
+		ret = PD_WAKE_CLOSED;
+	} else if (w->gen != seen) {
+		ret = PD_WAKE_AGAIN;
+	} else if (fi_trywait(fab->fabric, &cq, 1) != FI_SUCCESS) {
+		ret = ++*busy > BUSY_LIMIT ? PD_WAKE_BUSY : PD_WAKE_AGAIN;
+	} else {
+		*busy = 0;
+		me.next = w->sleepers;
+		w->sleepers = &me;
+		slice = slice_locked(fab, timeout_ms);
+		ret = PD_WAKE_SLEPT;
+	}
 	pthread_mutex_unlock(&fab->lock);
-	if (sleep && poll(pfd, 2, timeout_ms) > 0 && (pfd[0].revents & POLLIN))
-		(void)!read(w->event_fd, &v, sizeof(v));	/* our token */
-	__atomic_sub_fetch(&w->sleepers, 1, __ATOMIC_SEQ_CST);
-	return true;
+	if (ret != PD_WAKE_SLEPT)
+		return ret;
+	poll(pfd, 2, slice);
+	pthread_mutex_lock(&fab->lock);
+	if (me.fd >= 0)		/* not woken through the list */
+		unlink_locked(w, &me);
+	pthread_mutex_unlock(&fab->lock);
+	/* Off the list now: nothing writes it until it sleeps again. */
+	(void)!read(pfd[1].fd, &v, sizeof(v));
+	return PD_WAKE_SLEPT;
+}
+
+/*
+ * A provider without a wait fd (shm, libfabric 1.17 and 2.1) gives nothing
+ * to sleep on, and a yield behind runnable threads costs their whole
+ * slice.  A short sleep costs its length plus the timer's slack (50 us),
+ * and the scheduler then runs a thread that slept ahead of ones that did
+ * not.  It is a timer: it doubles from 20 to 160 us while nothing moves,
+ * so a long wait costs few wake-ups and a short one little latency.
+ */
+void pd_wakeup_nap(unsigned int *naps)
+{
+	long ns = NAP_MIN_NS << (*naps < 3 ? *naps : 3);
+	struct timespec ts = { 0, ns < NAP_MAX_NS ? ns : NAP_MAX_NS };
+
+	(*naps)++;
+	nanosleep(&ts, NULL);
 }

@@ -239,6 +239,7 @@ static void fail_req(struct pd_req *r, int err, const char *msg)
 	if (r->status)
 		return;
 	r->status = err;
+	pd_wakeup_progress_locked(&r->fab->wakeup);
 	abandon(r);
 	reorder(r);
 	snprintf(r->msg, sizeof(r->msg), "%s of %zu bytes (tag 0x%llx, %s path): %s",
@@ -372,6 +373,7 @@ static void unlink_pending(struct pd_req *r)
 
 	if (!r->pending)
 		return;
+	pd_wakeup_progress_locked(&fab->wakeup);	/* a place in the queue */
 	if (r->pend_prev)
 		r->pend_prev->pend_next = r->pend_next;
 	else
@@ -735,6 +737,7 @@ static bool take_stage(struct pd_req *r, struct pd_op *op)
 
 static void put_stage(struct pd_req *r, struct pd_op *op)
 {
+	pd_wakeup_progress_locked(&r->fab->wakeup);	/* a staging buffer */
 	if (op->own) {
 		r->own_busy = false;
 		op->own = false;
@@ -1209,6 +1212,9 @@ static void run_jobs(struct pd_fabric *fab)
 			op->copy_err = NULL;
 			op->req->running++;
 		}
+		/* What the completions that queued these jobs settled wakes its
+		 * sleepers now, not after the copies. */
+		pd_wakeup_signal_locked(&fab->wakeup);
 		pthread_mutex_unlock(&fab->lock);
 		for (op = jobs; op; op = op->job_next) {
 			r = op->req;
@@ -1726,6 +1732,8 @@ static int progress_locked(struct pd_fabric *fab)
 			const char *s;
 			ssize_t ret = fi_cq_readerr(fab->cq, &err, 0);
 
+			if (events)
+				pd_wakeup_progress_locked(&fab->wakeup);
 			if (ret != 1)
 				return pd_error(ret < 0 ? (int)ret : -EIO, "fi_cq_readerr on %s after -FI_EAVAIL: %s",
 						fab->provider, ret < 0 ? fi_strerror((int)-ret) : "no entry");
@@ -1741,6 +1749,8 @@ static int progress_locked(struct pd_fabric *fab)
 			events++;
 			continue;
 		} else if (n != -FI_EAGAIN) {
+			if (events)
+				pd_wakeup_progress_locked(&fab->wakeup);
 			return pd_error((int)n, "fi_cq_read on %s: %s", fab->provider,
 					fi_strerror((int)-n));
 		}
@@ -1767,40 +1777,59 @@ int pd_progress(struct pd_fabric *fab)
 	return ret;
 }
 
-/*
- * How long one sleep may last: the peer liveness scan runs from progress,
- * so a sleeper wakes in time for it (an eighth of the peer timeout, a
- * delay the timeout's accuracy allows); and a request with chunks that
- * met -FI_EAGAIN polls every SCAN_MS, as a provider may need progress
- * calls, not only completions, to take them (rxm connecting).
- */
-static int sleep_slice_ms(struct pd_fabric *fab, int64_t deadline)
-{
-	int64_t left = deadline - now_ms(), slice = INT32_MAX;
-
-	if (fab->peer_timeout_ms > 0)
-		slice = fab->peer_timeout_ms / 8 > SCAN_MS ? fab->peer_timeout_ms / 8 : SCAN_MS;
-	if (__atomic_load_n(&fab->pending, __ATOMIC_RELAXED))
-		slice = SCAN_MS;
-	if (left < slice)
-		slice = left < 0 ? 0 : left;
-	return (int)slice;
-}
-
 uint64_t pd_fabric_progress_count(struct pd_fabric *fab)
 {
 	return fab ? pd_wakeup_gen(&fab->wakeup) : 0;
 }
 
+static int64_t elapsed_ns(const struct timespec *t0)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (t.tv_sec - t0->tv_sec) * 1000000000LL + (t.tv_nsec - t0->tv_nsec);
+}
+
+static int ms_left(int64_t deadline)
+{
+	int64_t left = deadline - now_ms();
+
+	return left <= 0 ? 0 : left > INT32_MAX ? INT32_MAX : (int)left;
+}
+
+/*
+ * After the spin budget: sleep on the CQ and this thread's eventfd, or
+ * nap where there is nothing to sleep on (or fi_trywait keeps saying a
+ * completion is due that no read finds).  false: the fabric was closed.
+ */
+static bool rest(struct pd_fabric *fab, uint64_t seen, int64_t deadline, unsigned int *busy,
+		 unsigned int *naps)
+{
+	switch (pd_wakeup_block(fab, seen, deadline == INT64_MAX ? -1 : ms_left(deadline), busy)) {
+	case PD_WAKE_CLOSED:
+		return false;
+	case PD_WAKE_BUSY:
+	case PD_WAKE_NO_FD:
+		pd_wakeup_nap(naps);
+		break;
+	default:
+		break;
+	}
+	return true;
+}
+
 /*
  * pd_wait for a caller that watches many requests: it polls the fabric
- * for the spin budget, then sleeps until progress (wakeup.c).  Returns 0
- * when the fabric progressed past count, -ETIMEDOUT, or an error.
+ * for the spin budget, then sleeps until progress (wakeup.c).  1 when the
+ * fabric progressed past count, 0 when timeout_ms passed first (as
+ * poll(2)), or an error.
  */
 int pd_fabric_wait(struct pd_fabric *fab, uint64_t count, int timeout_ms)
 {
 	int64_t deadline = timeout_ms < 0 ? INT64_MAX : now_ms() + timeout_ms;
-	struct timespec t0, t;
+	unsigned int busy = 0, naps = 0;
+	struct timespec t0;
+	bool closed;
 	int ret;
 
 	if (!fab)
@@ -1810,20 +1839,21 @@ int pd_fabric_wait(struct pd_fabric *fab, uint64_t count, int timeout_ms)
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	for (;;) {
 		pthread_mutex_lock(&fab->lock);
-		ret = progress_locked(fab);
+		closed = fab->closed;
+		ret = closed ? 0 : progress_locked(fab);
 		leave(fab);
+		if (closed)
+			return pd_error(-ESHUTDOWN, "pd_fabric_wait: the fabric was closed");
 		if (ret < 0)
 			return ret;
 		if (pd_wakeup_gen(&fab->wakeup) != count)
-			return 0;
+			return 1;
 		if (now_ms() >= deadline)
-			return -ETIMEDOUT;	/* a poll's answer: no message */
-		clock_gettime(CLOCK_MONOTONIC, &t);
-		if (fab->wakeup.spin_ns < 0 ||
-		    (t.tv_sec - t0.tv_sec) * 1000000000L + (t.tv_nsec - t0.tv_nsec) < fab->wakeup.spin_ns)
+			return 0;
+		if (fab->wakeup.spin_ns < 0 || elapsed_ns(&t0) < fab->wakeup.spin_ns)
 			continue;
-		if (!pd_wakeup_block(fab, count, sleep_slice_ms(fab, deadline)))
-			pd_wakeup_nap();
+		if (!rest(fab, count, deadline, &busy, &naps))
+			return pd_error(-ESHUTDOWN, "pd_fabric_wait: the fabric was closed");
 	}
 }
 
@@ -2110,20 +2140,18 @@ int pd_wait(struct pd_req *r, int timeout_ms, size_t *bytes)
 {
 	int64_t deadline = timeout_ms < 0 ? INT64_MAX : now_ms() + timeout_ms;
 	struct pd_fabric *fab = r ? r->fab : NULL;
-	struct timespec t0, t;
+	unsigned int busy = 0, naps = 0;
 	uint64_t seen = 0;
-	long spin_ns;
+	struct timespec t0;
 	bool spin = true;
 	int ret;
 
 	/*
 	 * Busy polling first, like a raw libfabric loop: a completion that
 	 * comes within the budget costs no system call and no wake-up.  Then
-	 * sleep until one comes (wakeup.c): yielding instead gave the core
-	 * to other runnable threads for the rest of their slice, 4 ms at
-	 * HZ=250 per hand-off.  Without a wait fd, yield as before.
+	 * sleep until one comes (wakeup.c); a closed fabric fails the
+	 * request, which the next test returns.
 	 */
-	spin_ns = fab ? fab->wakeup.spin_ns : 0;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	for (;;) {
 		if (fab && !spin)
@@ -2132,13 +2160,10 @@ int pd_wait(struct pd_req *r, int timeout_ms, size_t *bytes)
 			break;
 		if (now_ms() >= deadline)
 			return timed_out(r, timeout_ms);
-		if (spin) {
-			clock_gettime(CLOCK_MONOTONIC, &t);
-			spin = spin_ns < 0 ||
-			       (t.tv_sec - t0.tv_sec) * 1000000000L + (t.tv_nsec - t0.tv_nsec) < spin_ns;
-		} else if (!pd_wakeup_block(fab, seen, sleep_slice_ms(fab, deadline))) {
-			pd_wakeup_nap();
-		}
+		if (spin)
+			spin = fab->wakeup.spin_ns < 0 || elapsed_ns(&t0) < fab->wakeup.spin_ns;
+		else
+			rest(fab, seen, deadline, &busy, &naps);
 	}
 	return ret < 0 ? ret : 0;
 }
@@ -2170,9 +2195,6 @@ void pd_req_free(struct pd_req *r)
 		unlink_pending(r);
 		settle(r);
 	}
-	/* What it held (a staging buffer, a place in the queue) may be what
-	 * another request waits for. */
-	pd_wakeup_progress_locked(&fab->wakeup);
 	leave(fab);
 }
 

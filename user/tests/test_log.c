@@ -287,7 +287,7 @@ TEST_F(log, shm_open_plans_bounce_and_the_fallback_is_a_warning)
 	slurp(self->file, self->out, sizeof(self->out));
 	expect_open_line(_metadata, self->out, "shm", "bounce");
 	/* shm has no CQ wait fd: waits nap instead, and the line says why */
-	EXPECT_NE(NULL, strstr(self->out, "; waits: poll 50 us, then nap 20 us at a time: shm has no CQ wait fd (FI_WAIT_FD: "))
+	EXPECT_NE(NULL, strstr(self->out, "; waits: poll 50 us, then nap 20-160 us at a time: shm has no CQ wait fd (FI_WAIT_FD: "))
 		TH_LOG("%s", self->out);
 	EXPECT_NE(NULL, strstr(self->out, "peerdirect WARN dma-buf fd ")) TH_LOG("%s", self->out);
 	EXPECT_NE(NULL, strstr(self->out, " [4096, +8192) on shm falls back to bounce: ")) TH_LOG("%s", self->out);
@@ -394,6 +394,41 @@ TEST_F(log, nothing_at_all_when_unset)
 	EXPECT_GE(0, n) TH_LOG("stderr got %zd bytes", n);
 	EXPECT_NE(0, access(self->file, F_OK));
 	close(fd);
+}
+
+/* The waits clause says the budget in effect: the attr's over the
+ * environment's, "always" never sleeping, 0 sleeping at once. */
+TEST_F(log, the_open_line_says_the_wait_budget_in_effect)
+{
+	static const struct {
+		int32_t attr;
+		const char *env, *want;
+	} cases[] = {
+		{ 10, "300", "; waits: poll 10 us, then sleep on the CQ's wait fd; " },
+		{ 0, "300", "; waits: poll 300 us, then sleep on the CQ's wait fd; " },
+		{ 0, "always", "; waits: poll, never sleep; " },
+		{ 0, "0", "; waits: poll 0 us, then sleep on the CQ's wait fd; " },
+		{ PD_WAIT_SPIN_NONE, "300", "; waits: poll 0 us, then sleep on the CQ's wait fd; " },
+		{ PD_WAIT_SPIN_ALWAYS, "0", "; waits: poll, never sleep; " },
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct pd_fabric_attr attr;
+		struct pd_fabric *fab;
+
+		truncate(self->file, 0);
+		log_to("info", self->file);
+		setenv("PEERDIRECT_WAIT_SPIN_US", cases[i].env, 1);
+		pd_fabric_attr_init_sz(&attr, sizeof(attr));
+		attr.provider = "tcp";
+		attr.wait_spin_us = cases[i].attr;
+		ASSERT_EQ(0, pd_fabric_open(&attr, &fab)) TH_LOG("%s", pd_last_error());
+		pd_fabric_close(fab);
+		slurp(self->file, self->out, sizeof(self->out));
+		EXPECT_NE(NULL, strstr(self->out, cases[i].want))
+			TH_LOG("attr %d, env %s: %s", (int)cases[i].attr, cases[i].env, self->out);
+	}
+	unsetenv("PEERDIRECT_WAIT_SPIN_US");
 }
 
 TEST_HARNESS_MAIN

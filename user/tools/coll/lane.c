@@ -41,7 +41,7 @@ int lane_idle(struct run *r, uint64_t tok, uint64_t end)
 	int ms = now >= end ? 0 : (int)((end - now + 999999) / 1000000), ret;
 
 	ret = pd_fabric_wait(r->l->fab, tok, ms);
-	return ret == -ETIMEDOUT ? 0 : ret;
+	return ret < 0 ? ret : 0;
 }
 
 int cpu_begin(struct run *r)
