@@ -19,7 +19,7 @@ endif
 KSFT := $(BUILD)/kselftest/kselftest_harness.h
 KSRC = $(filter-out %.mod.c,$(wildcard kmod/*.[ch] selftests/importer/*.[ch] uapi/linux/*.h))
 
-.PHONY: all deps modules selftests user check demo fuzz-long bench kbench checkpatch sparse install clean \
+.PHONY: all deps modules selftests user check demo fuzz-long bench perf-report kbench checkpatch sparse install clean \
 	support-matrix install-modules install-udev install-user install-man uninstall dkms-source man-lint \
 	package package-test dkms-test
 
@@ -85,6 +85,11 @@ fuzz-long: deps
 
 bench: deps
 	scripts/bench.sh
+
+# Every performance figure the project claims, each with its command, into
+# build/perf-report/ (Documentation/performance.md quotes the latest).
+perf-report:
+	scripts/perf-report.sh
 
 # From the last `make check`, never by hand.
 kbench: deps

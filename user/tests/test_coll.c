@@ -853,6 +853,40 @@ TEST_F_TIMEOUT(coll1, coll_vs_mpi_prints_a_ratio_per_size, 240)
 	EXPECT_EQ(NULL, strstr(self->out, "# provider")) TH_LOG("%s", self->out);
 }
 
+/*
+ * make perf-report's quick mode: every part runs and checks its data, each
+ * under its heading with its command, and the report says how many
+ * failed.  Once, from the plain build: the sanitizer builds would only run
+ * the plain tools again.
+ */
+TEST_F_TIMEOUT(coll1, perf_report_runs_every_part, 300)
+{
+	static const char *const parts[] = {
+		"\n## cache\n$ user/build/pd-bench cache ", "\n## lifecycle\n$ ", "\n## bw\n$ ",
+		"\n## paths\n$ ", "\n## mpi\n$ scripts/coll-vs-mpi.sh ",
+		"\n## mpi-hogs\n$ scripts/coll-vs-mpi.sh -H 2 ", "\n## mpi-hogs-4\n$ ",
+		"\n## wait-budget\n$ scripts/wait-budget.sh ",
+	};
+	size_t i;
+
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+	SKIP(return, "the plain build runs it (the report runs the plain tools)");
+#endif
+	if (access(PD_TOP "/scripts/perf-report.sh", X_OK))
+		SKIP(return, "no scripts/ beside this build (the stack tier copies user/ alone)");
+	SKIP_WITHOUT_MPIRUN();
+	EXPECT_EQ(0, run_cmd("env -u MAKEFLAGS -u MAKELEVEL '" PD_TOP "/scripts/perf-report.sh' --quick 2>&1",
+			     self->out)) TH_LOG("%s", self->out);
+	for (i = 0; i < sizeof(parts) / sizeof(parts[0]); i++) {
+		EXPECT_NE(NULL, strstr(self->out, parts[i])) TH_LOG("%s: %s", parts[i], self->out);
+	}
+	EXPECT_NE(NULL, strstr(self->out, "# perf-report: 0 part(s) failed; results in build/perf-report/perf-"))
+		TH_LOG("%s", self->out);
+	EXPECT_NE(NULL, strstr(self->out, "\n  shm   hogs       4096 ")) TH_LOG("%s", self->out);
+	EXPECT_EQ(2, run_cmd("'" PD_TOP "/scripts/perf-report.sh' --only nonesuch 2>&1", self->out));
+	EXPECT_NE(NULL, strstr(self->out, "no part 'nonesuch'")) TH_LOG("%s", self->out);
+}
+
 /* Refused before anything runs, with or without Open MPI: sizes that
  * pd-coll and MPI would read differently, or a sweep that never ends. */
 TEST_F(coll1, coll_vs_mpi_refuses_bad_numbers)
