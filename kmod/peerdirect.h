@@ -278,7 +278,9 @@ struct pd_export {
 
 	/*
 	 * Set under pd_device.lock and vmap_lock, never cleared; read under
-	 * dmabuf->resv (READ_ONCE), vmap_lock or pd_device.lock.
+	 * dmabuf->resv (READ_ONCE), vmap_lock or pd_device.lock.  The fault
+	 * handler reads it again after inserting PTEs, behind smp_mb(), which
+	 * pairs with the one between the mark and revocation's first zap.
 	 */
 	bool revoked;
 	/*

@@ -275,7 +275,15 @@ static void pd_revoke_finish(struct pd_device *pd, struct pd_revoke_ctx *ctx,
 	u32 pending = 0, deferred = 0;
 	bool busy;
 
-	/* CPU mappings first, everywhere: no lock needed to zap. */
+	/*
+	 * CPU mappings first, everywhere: no lock needed to zap.  The mark
+	 * (a store of revoked) before the zap's reads of the page tables,
+	 * paired with the fault handler's smp_mb() between its PTE inserts
+	 * and its second read of the flag: a fault that read "not revoked"
+	 * before the mark and inserted after this zap sees the flag then and
+	 * zaps what it inserted itself.
+	 */
+	smp_mb();
 	list_for_each_entry(exp, &ctx->list, revoke_node)
 		unmap_mapping_range(d_inode(exp->dentry)->i_mapping, 0, 0, 1);
 	/* Every reservation free now, then the held ones until the deadline. */
