@@ -765,6 +765,80 @@ TEST_F(rv, reset_counts_another_calls_unfinished_revocation_pending)
 	reset_meets_a_pending_revocation(_metadata, self, "300", 3000, false);
 }
 
+/*
+ * A fault that read "not revoked" under the reservation lock and inserts
+ * its PTE after the revocation's mark and its first, lock-free zap: the
+ * test importer stops the fault just there (PDTI_IOCTL_STALL_ARM: the page
+ * table vmf_insert_pfn() allocates for a mapping in a fresh 2 MiB region)
+ * while REVOKE marks, zaps and, the fault holding the reservation, leaves
+ * its end to revoke_work.  Then the fault goes on: it must take back what
+ * it inserted and end in SIGBUS.  Before, its PTE stayed, the access went
+ * through after REVOKE had returned, and an importer holding the
+ * reservation could keep it there for as long as it liked.
+ */
+TEST_F(rv, fault_racing_the_mark_leaves_no_pte)
+{
+	const size_t two_mb = 2 << 20;
+	struct peerdirect_revoke rr;
+	int d, imp, go[2], status, ret;
+	volatile char *p;
+	char *area, *at;
+	pid_t child;
+	__u64 id = 0;
+
+	ASSERT_EQ(0, pd_param_write("revoke_timeout_ms", "100"));
+	d = pd_export_id(self->fd, self->h, 0, self->len, PEERDIRECT_EXPORT_RDWR, &id);
+	ASSERT_LE(0, d);
+	/* Attached, not mapped: the reservation is all the stall needs. */
+	imp = fixture_import(d, PDTI_DYNAMIC | PDTI_NO_MAP);
+	ASSERT_LE(0, imp);
+	/* No page table under a 2 MiB region nothing touched. */
+	area = mmap(NULL, 2 * two_mb, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+		    -1, 0);
+	ASSERT_NE(MAP_FAILED, area);
+	at = (char *)(((uintptr_t)area + two_mb - 1) & ~(uintptr_t)(two_mb - 1));
+	p = mmap(at, self->len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, d, 0);
+	ASSERT_EQ((void *)at, (void *)p);
+	ASSERT_EQ(0, pipe(go));
+	child = pd_fork_child();
+	ASSERT_LE(0, child);
+	if (child == 0) {
+		char c;
+
+		_exit(read(go[0], &c, 1) == 1 ? (p[0] = 1, 0) : 2);
+	}
+	ret = ioctl(imp, PDTI_IOCTL_STALL_ARM, &child) ? -errno : 0;
+	if (ret == -EOPNOTSUPP) {
+		kill(child, SIGKILL);
+		waitpid(child, &status, 0);
+		SKIP(return, "no kmem:mm_page_alloc tracepoint to stop the fault at");
+	}
+	ASSERT_EQ(0, ret);
+	ASSERT_EQ(1, write(go[1], "g", 1));
+	ret = ioctl(imp, PDTI_IOCTL_STALL_WAIT) ? -errno : 0;
+	if (ret) {
+		ioctl(imp, PDTI_IOCTL_STALL_RELEASE);
+		kill(child, SIGKILL);
+		waitpid(child, &status, 0);
+		SKIP(return, "the fault allocated no page table under the reservation lock (%s)",
+		     strerror(-ret));
+	}
+	/* The child's fault holds the reservation: REVOKE leaves it pending. */
+	EXPECT_EQ(0, pd_revoke(self->fd, PEERDIRECT_REVOKE_EXPORT, 0, id, &rr));
+	EXPECT_EQ(1, rr.revoked);
+	EXPECT_EQ(1, rr.pending);
+	ASSERT_EQ(0, ioctl(imp, PDTI_IOCTL_STALL_RELEASE));
+	ASSERT_EQ(child, waitpid(child, &status, 0));
+	TH_LOG("the child %s", WIFSIGNALED(status) ? strsignal(WTERMSIG(status)) :
+	       WEXITSTATUS(status) ? "did not get the go" : "wrote through its PTE after REVOKE");
+	EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGBUS);
+	close(go[0]);
+	close(go[1]);
+	munmap(area, 2 * two_mb);
+	close(imp);
+	close(d);
+}
+
 struct resetter {
 	int fd;
 	long long start, end;

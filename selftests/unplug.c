@@ -14,7 +14,7 @@
  *   unplug hold-vmap DEVICE DIR   the same with a kernel vmap of the export
  *   unplug hold-revoking DEVICE DIR   a revocation REVOKE left to its
  *                             revoke_work: an importer holds the
- *                             reservation, no mapping of the BAR left
+ *                             reservation, with no mapping of the BAR
  *   unplug memtype RESOURCE   mmap a page of a PCI resource file (sysfs
  *                             resourceN: uncached) and print the PAT
  *                             entries starting at its address while it is
@@ -107,49 +107,45 @@ static int hold(const char *devpath, const char *dir, bool vmap)
 
 /*
  * A revocation another call marked and has not finished, on @devpath,
- * until @dir/release appears: two exports of one allocation (one
- * reservation), the first imported by a dynamic importer and revoked (it
- * unmapped: no importer mapping of the BAR is left), the second mapped by
- * the CPU and revoked while the importer holds the reservation, so that
- * REVOKE leaves its end (the importers' invalidation, the zap under the
- * reservation) to its revoke_work.  A removal must wait for that work too,
- * not only for importer mappings and vmaps.
+ * until @dir/release appears: an export mapped by the CPU, attached by a
+ * dynamic importer that maps nothing (no importer mapping of the BAR, so
+ * nothing else holds the removal), revoked while the importer holds the
+ * reservation, so that REVOKE leaves its end (the importers' invalidation,
+ * the zap under the reservation) to its revoke_work.  A removal must wait
+ * for that work too, not only for importer mappings and vmaps.
  */
 static int hold_revoking(const char *devpath, const char *dir)
 {
 	struct peerdirect_revoke rr = { 0 };
 	struct peerdirect_query q;
 	char timeout[32] = "300";
-	int fd, d, d2, imp, i, status;
+	int fd, d, imp, i, status;
 	volatile char *p;
-	__u64 id = 0, id2 = 0;
 	pid_t holder;
+	__u64 id = 0;
 	int64_t h;
 
 	fd = pd_open(devpath);
 	if (fd < 0 || pd_query(fd, &q))
 		return 1;
 	pd_param_read("revoke_timeout_ms", timeout, sizeof(timeout));
-	h = pd_alloc(fd, 2 * q.page_size);
+	h = pd_alloc(fd, q.page_size);
 	d = h < 0 ? -1 : pd_export_id(fd, h, 0, q.page_size, PEERDIRECT_EXPORT_RDWR, &id);
-	d2 = h < 0 ? -1 : pd_export_id(fd, h, q.page_size, q.page_size,
-				       PEERDIRECT_EXPORT_RDWR, &id2);
 	imp = pdti_open(strrchr(devpath, '/') + 1);
-	if (d < 0 || d2 < 0 || imp < 0 || pdti_import(imp, d, PDTI_DYNAMIC, 0) ||
-	    pd_revoke(fd, PEERDIRECT_REVOKE_EXPORT, 0, id, NULL)) {
+	if (d < 0 || imp < 0 || pdti_import(imp, d, PDTI_DYNAMIC | PDTI_NO_MAP, 0)) {
 		fprintf(stderr, "hold-revoking: %s\n", strerror(errno));
 		return 1;
 	}
-	p = mmap(NULL, q.page_size, PROT_READ | PROT_WRITE, MAP_SHARED, d2, 0);
+	p = mmap(NULL, q.page_size, PROT_READ | PROT_WRITE, MAP_SHARED, d, 0);
 	if (p == MAP_FAILED)
 		return 1;
 	p[0] = 1;
 	pd_param_write("revoke_timeout_ms", "100");
 	holder = pdti_fork_holder(imp, 10000);
-	for (i = 0; i < 200 && export_busy(fd, id2) != 1; i++)
+	for (i = 0; i < 200 && export_busy(fd, id) != 1; i++)
 		usleep(10 * 1000);
-	if (export_busy(fd, id2) != 1 ||
-	    pd_revoke(fd, PEERDIRECT_REVOKE_EXPORT, 0, id2, &rr) || rr.pending != 1) {
+	if (export_busy(fd, id) != 1 ||
+	    pd_revoke(fd, PEERDIRECT_REVOKE_EXPORT, 0, id, &rr) || rr.pending != 1) {
 		fprintf(stderr, "hold-revoking: REVOKE left nothing to its work (pending %u)\n",
 			rr.pending);
 		return 1;
@@ -160,7 +156,6 @@ static int hold_revoking(const char *devpath, const char *dir)
 	waitpid(holder, &status, 0);
 	munmap((void *)p, q.page_size);
 	close(imp);
-	close(d2);
 	close(d);
 	close(fd);
 	return 0;
