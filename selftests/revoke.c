@@ -772,9 +772,13 @@ TEST_F(rv, reset_counts_another_calls_unfinished_revocation_pending)
  * table vmf_insert_pfn() allocates for a mapping in a fresh 2 MiB region)
  * while REVOKE marks, zaps and, the fault holding the reservation, leaves
  * its end to revoke_work.  Then the fault goes on: it must take back what
- * it inserted and end in SIGBUS.  Before, its PTE stayed, the access went
- * through after REVOKE had returned, and an importer holding the
- * reservation could keep it there for as long as it liked.
+ * it inserted and end in SIGBUS.  Before, its PTE stayed and the access
+ * went through after REVOKE had returned, until revoke_work's zap, which
+ * an importer holding the reservation, or slow to let go in its
+ * invalidation, delays for as long as it likes: here the importer's
+ * invalidation waits (PDTI_SLOW_INVALIDATE) until the child has written or
+ * died, so that revoke_work's zap cannot hide the PTE (under TCG the child
+ * may not run again before revoke_work does).
  */
 TEST_F(rv, fault_racing_the_mark_leaves_no_pte)
 {
@@ -790,7 +794,7 @@ TEST_F(rv, fault_racing_the_mark_leaves_no_pte)
 	d = pd_export_id(self->fd, self->h, 0, self->len, PEERDIRECT_EXPORT_RDWR, &id);
 	ASSERT_LE(0, d);
 	/* Attached, not mapped: the reservation is all the stall needs. */
-	imp = fixture_import(d, PDTI_DYNAMIC | PDTI_NO_MAP);
+	imp = fixture_import(d, PDTI_DYNAMIC | PDTI_NO_MAP | PDTI_SLOW_INVALIDATE);
 	ASSERT_LE(0, imp);
 	/* No page table under a 2 MiB region nothing touched. */
 	area = mmap(NULL, 2 * two_mb, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
@@ -809,6 +813,7 @@ TEST_F(rv, fault_racing_the_mark_leaves_no_pte)
 	}
 	ret = ioctl(imp, PDTI_IOCTL_STALL_ARM, &child) ? -errno : 0;
 	if (ret == -EOPNOTSUPP) {
+		ioctl(imp, PDTI_IOCTL_INVALIDATE_GO);
 		kill(child, SIGKILL);
 		waitpid(child, &status, 0);
 		SKIP(return, "no kmem:mm_page_alloc tracepoint to stop the fault at");
@@ -818,6 +823,7 @@ TEST_F(rv, fault_racing_the_mark_leaves_no_pte)
 	ret = ioctl(imp, PDTI_IOCTL_STALL_WAIT) ? -errno : 0;
 	if (ret) {
 		ioctl(imp, PDTI_IOCTL_STALL_RELEASE);
+		ioctl(imp, PDTI_IOCTL_INVALIDATE_GO);
 		kill(child, SIGKILL);
 		waitpid(child, &status, 0);
 		SKIP(return, "the fault allocated no page table under the reservation lock (%s)",
@@ -829,6 +835,7 @@ TEST_F(rv, fault_racing_the_mark_leaves_no_pte)
 	EXPECT_EQ(1, rr.pending);
 	ASSERT_EQ(0, ioctl(imp, PDTI_IOCTL_STALL_RELEASE));
 	ASSERT_EQ(child, waitpid(child, &status, 0));
+	ASSERT_EQ(0, ioctl(imp, PDTI_IOCTL_INVALIDATE_GO));
 	TH_LOG("the child %s", WIFSIGNALED(status) ? strsignal(WTERMSIG(status)) :
 	       WEXITSTATUS(status) ? "did not get the go" : "wrote through its PTE after REVOKE");
 	EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGBUS);

@@ -7,6 +7,7 @@
  * on move_notify, and checks every DMA entry against the exporter's own
  * kernel mapping.  Not for production kernels.
  */
+#include <linux/completion.h>
 #include <linux/delay.h>
 #include <linux/dma-buf.h>
 #include <linux/dma-direct.h>
@@ -43,6 +44,7 @@ struct pdti {
 	struct dma_fence *fence;	/* PDTI_IOCTL_FENCE, until signaled */
 	struct dma_buf *vmapped;	/* PDTI_IOCTL_VMAP_HOLD, with its map */
 	struct iosys_map vmap;
+	struct completion inval_go;	/* PDTI_SLOW_INVALIDATE */
 };
 
 static DEFINE_SPINLOCK(pdti_fence_lock);
@@ -226,6 +228,8 @@ static void pdti_invalidate(struct dma_buf_attachment *attach)
 	struct pdti *t = attach->importer_priv;
 
 	dma_resv_assert_held(attach->dmabuf->resv);
+	if (t->flags & PDTI_SLOW_INVALIDATE)
+		wait_for_completion_timeout(&t->inval_go, 5 * HZ);
 	t->st.move_notify++;
 	if ((t->flags & (PDTI_DYNAMIC | PDTI_REVOCABLE)) && t->sgt) {
 		dma_buf_unmap_attachment(attach, t->sgt, DMA_BIDIRECTIONAL);
@@ -398,10 +402,10 @@ static int pdti_import(struct pdti *t, struct pdti_import __user *uarg)
 		return -EFAULT;
 	if (imp.pad ||
 	    imp.flags & ~(PDTI_PINNED | PDTI_DYNAMIC | PDTI_NO_P2P | PDTI_NO_VERIFY |
-			  PDTI_REVOCABLE | PDTI_NO_MAP) ||
+			  PDTI_REVOCABLE | PDTI_NO_MAP | PDTI_SLOW_INVALIDATE) ||
 	    !(imp.flags & (PDTI_PINNED | PDTI_DYNAMIC)) ||
 	    ((imp.flags & PDTI_REVOCABLE) && !(imp.flags & PDTI_PINNED)) ||
-	    ((imp.flags & PDTI_NO_MAP) && (imp.flags & PDTI_PINNED)))
+	    ((imp.flags & (PDTI_NO_MAP | PDTI_SLOW_INVALIDATE)) && (imp.flags & PDTI_PINNED)))
 		return -EINVAL;
 	if (t->dmabuf)
 		return -EBUSY;
@@ -703,6 +707,11 @@ static long pdti_ioctl(struct file *filp, unsigned int cmd, unsigned long arg)
 	struct pdti_status st;
 	long ret;
 
+	/* Not under t->lock: a STATUS may wait for the invalidation it ends. */
+	if (cmd == PDTI_IOCTL_INVALIDATE_GO) {
+		complete_all(&t->inval_go);
+		return 0;
+	}
 	mutex_lock(&t->lock);
 	switch (cmd) {
 	case PDTI_IOCTL_IMPORT:
@@ -768,6 +777,7 @@ static long pdti_ioctl(struct file *filp, unsigned int cmd, unsigned long arg)
 		break;
 	case PDTI_IOCTL_RELEASE:
 		ret = t->dmabuf ? 0 : -ENOENT;
+		complete_all(&t->inval_go);
 		pdti_stall_release(t);
 		pdti_release_import(t);
 		break;
@@ -785,6 +795,7 @@ static int pdti_open(struct inode *inode, struct file *filp)
 	if (!t)
 		return -ENOMEM;
 	mutex_init(&t->lock);
+	init_completion(&t->inval_go);
 	t->dev = pdti_misc.this_device;
 	filp->private_data = t;
 	return 0;
@@ -794,6 +805,7 @@ static int pdti_release(struct inode *inode, struct file *filp)
 {
 	struct pdti *t = filp->private_data;
 
+	complete_all(&t->inval_go);
 	pdti_stall_release(t);
 	pdti_release_import(t);
 	pdti_vmap_drop(t);

@@ -34,6 +34,13 @@
  * memory, whatever the device's DMA mask.
  */
 #define PDTI_NO_MAP	0x20U
+/*
+ * The invalidate op waits (at most 5 s, under the reservation lock the
+ * exporter calls it with) for PDTI_IOCTL_INVALIDATE_GO, as an importer
+ * that must first stop its device: the exporter's revocation is held
+ * there, before whatever it does after invalidating.
+ */
+#define PDTI_SLOW_INVALIDATE	0x40U
 
 struct pdti_import {
 	__s32 fd;
@@ -185,5 +192,6 @@ struct pdti_pci_reset {
 #define PDTI_IOCTL_STALL_ARM	_IOW('T', 15, __s32)
 #define PDTI_IOCTL_STALL_WAIT	_IO('T', 16)
 #define PDTI_IOCTL_STALL_RELEASE	_IO('T', 17)
+#define PDTI_IOCTL_INVALIDATE_GO	_IO('T', 18)	/* PDTI_SLOW_INVALIDATE */
 
 #endif
