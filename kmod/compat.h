@@ -59,6 +59,20 @@ static inline void pd_release_fault_lock(struct vm_fault *vmf)
 }
 
 /*
+ * Zapping PTEs of part of a VM_PFNMAP mapping: zap_vma_ptes() up to 6.12
+ * at least, zap_special_vma_range() in 7.2 (same arguments).
+ */
+static inline void pd_zap_vma_range(struct vm_area_struct *vma,
+				    unsigned long address, unsigned long size)
+{
+#ifdef PD_HAVE_ZAP_SPECIAL_VMA_RANGE
+	zap_special_vma_range(vma, address, size);
+#else
+	zap_vma_ptes(vma, address, size);
+#endif
+}
+
+/*
  * The DMA_BUF symbol namespace: MODULE_IMPORT_NS took a bare token until
  * 6.13 and a string literal after; the modinfo tag it expands to is the same.
  */
@@ -83,7 +97,13 @@ static inline void pd_release_fault_lock(struct vm_fault *vmf)
 #else
 #define PD_PROBE_PHYS_VEC	"dma_buf_phys_vec_to_sgt=n"
 #endif
-#define PD_PROBES	PD_PROBE_INVALIDATE " " PD_PROBE_REVOCABLE " " PD_PROBE_PHYS_VEC
+#ifdef PD_HAVE_ZAP_SPECIAL_VMA_RANGE
+#define PD_PROBE_ZAP		"zap_special_vma_range=y"
+#else
+#define PD_PROBE_ZAP		"zap_special_vma_range=n"
+#endif
+#define PD_PROBES	PD_PROBE_INVALIDATE " " PD_PROBE_REVOCABLE " " PD_PROBE_PHYS_VEC " " \
+			PD_PROBE_ZAP
 
 /*
  * driver_override moved from struct pci_dev to struct device, behind

@@ -215,17 +215,24 @@ void pd_device_reach(struct pd_device *pd, int delta)
 		wake_up_all(&pd->reach_wq);
 }
 
-/* No importer mapping or vmap of device memory is left (after unplug: for good). */
+/*
+ * No importer mapping or vmap of device memory is left, and every
+ * revocation is complete (no importer left to invalidate, no PTE left to
+ * zap): after unplug, for good.
+ */
 bool pd_device_unreachable(struct pd_device *pd)
 {
-	return !atomic_read(&pd->nr_reach);
+	return !atomic_read(&pd->nr_reach) && !atomic_read(&pd->nr_revoking);
 }
 
 /*
  * After unplug, until no importer can reach device memory any more: no DMA
- * mapping and no vmap of it is left.  Without bound, as vfio-pci waits for
- * its users in remove(): the backend must not give the memory back while
- * anyone can still reach it.  Logged every PD_REACH_LOG_S seconds.
+ * mapping and no vmap of it is left, and every revocation, ours or one
+ * another call marked earlier and left to its revoke_work, has invalidated
+ * its importers and zapped its CPU mappings.  Without bound, as vfio-pci
+ * waits for its users in remove(): the backend must not give the memory
+ * back while anyone can still reach it.  Logged every PD_REACH_LOG_S
+ * seconds.
  */
 #define PD_REACH_LOG_S	10
 
@@ -234,17 +241,18 @@ void pd_device_wait_unreachable(struct pd_device *pd)
 	bool interrupted = false;
 	long ret;
 
-	while (atomic_read(&pd->nr_reach)) {
-		pr_warn_ratelimited("%s: removal waits for %d importer mapping(s) of device memory to be released (task %s, pid %d)\n",
+	while (!pd_device_unreachable(pd)) {
+		pr_warn_ratelimited("%s: removal waits for %d importer mapping(s) of device memory to be released and %d revocation(s) to complete (task %s, pid %d)\n",
 				    pd->name, atomic_read(&pd->nr_reach),
+				    atomic_read(&pd->nr_revoking),
 				    current->comm, task_pid_nr(current));
 		if (interrupted) {
-			wait_event_timeout(pd->reach_wq, !atomic_read(&pd->nr_reach),
+			wait_event_timeout(pd->reach_wq, pd_device_unreachable(pd),
 					   PD_REACH_LOG_S * HZ);
 			continue;
 		}
 		ret = wait_event_interruptible_timeout(pd->reach_wq,
-						       !atomic_read(&pd->nr_reach),
+						       pd_device_unreachable(pd),
 						       PD_REACH_LOG_S * HZ);
 		if (ret < 0)
 			interrupted = true;

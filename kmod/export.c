@@ -297,7 +297,7 @@ static vm_fault_t pd_vm_fault(struct vm_fault *vmf)
 	struct pd_device *pd = exp_pd(exp);
 	struct dma_resv *resv = exp->dmabuf->resv;
 	u64 off = (u64)vmf->pgoff << PAGE_SHIFT;
-	unsigned long addr = vmf->address & PAGE_MASK;
+	unsigned long start = vmf->address & PAGE_MASK, addr = start;
 	vm_fault_t ret;
 	int i;
 
@@ -307,7 +307,8 @@ static vm_fault_t pd_vm_fault(struct vm_fault *vmf)
 	/*
 	 * Revoke zaps the PTEs once more under the reservation lock after it
 	 * set the flag, so a fault that sees "not revoked" here cannot leave
-	 * a PTE behind that zap.
+	 * a PTE behind that zap; and the flag is read again after the inserts
+	 * for a revocation whose end an importer holding the lock delays.
 	 */
 	ret = pd_vm_fault_lock(vmf, exp);
 	if (ret)
@@ -318,16 +319,33 @@ static vm_fault_t pd_vm_fault(struct vm_fault *vmf)
 	}
 	ret = vmf_insert_pfn(vma, addr,
 			     pd->ops->pfn(pd, pd_export_dev_offset(exp) + off));
-	for (i = 1; ret == VM_FAULT_NOPAGE && i < PD_FAULT_AROUND; i++) {
-		addr += PAGE_SIZE;
+	if (ret != VM_FAULT_NOPAGE)
+		goto out;
+	for (i = 1; i < PD_FAULT_AROUND; i++) {
 		off += PAGE_SIZE;
-		if (addr >= vma->vm_end || off >= exp->length)
+		if (addr + PAGE_SIZE >= vma->vm_end || off >= exp->length)
 			break;
 		/* Best effort: a failure here only means another fault later. */
-		if (vmf_insert_pfn(vma, addr,
+		if (vmf_insert_pfn(vma, addr + PAGE_SIZE,
 				   pd->ops->pfn(pd, pd_export_dev_offset(exp) + off)) !=
 		    VM_FAULT_NOPAGE)
 			break;
+		addr += PAGE_SIZE;
+	}
+	/*
+	 * Phase 1 of a revocation marks without the reservation lock, and
+	 * its phase 2 zaps the CPU mappings at once, before it waits for the
+	 * lock: a mark between the check above and the inserts, and that
+	 * zap before them, would leave these PTEs until the revocation ends
+	 * under the lock, which an importer may delay indefinitely (its
+	 * revoke_work).  The inserts before the second read of the flag,
+	 * paired with the smp_mb() between the mark and that zap: either
+	 * the zap sees these PTEs or this read sees the mark.
+	 */
+	smp_mb();
+	if (READ_ONCE(exp->revoked)) {
+		pd_zap_vma_range(vma, start, addr + PAGE_SIZE - start);
+		ret = VM_FAULT_SIGBUS;
 	}
 out:
 	dma_resv_unlock(resv);

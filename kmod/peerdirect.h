@@ -22,7 +22,11 @@
  * against the call's deadline) with no device lock held; pd_device.lock
  * is never taken under dma_resv.  An export whose reservation an importer
  * held past the deadline is finished by its revoke_work, which owns a
- * reference to the dma-buf's dentry until then.
+ * reference to the dma-buf's dentry until then.  pd_device.nr_revoking
+ * counts the revocations marked and not completed: a reset waits for those
+ * another call marked within its own deadline, with no lock held, and
+ * counts the rest pending; remove() (pd_device_wait_unreachable()) waits
+ * for all of them, without bound, as for importer mappings.
  *
  * Names: pd is a struct pd_device, pdev a struct pci_dev (as everywhere in
  * the kernel), pfile a struct pd_file, filp a struct file.
@@ -155,6 +159,15 @@ struct pd_device {
 	wait_queue_head_t reset_wq;	/* exports waiting for a reset to end */
 	/* Importer DMA mappings and vmaps of device memory, all exports. */
 	atomic_t nr_reach;
+	/*
+	 * Exports marked revoked whose revocation has not completed (the
+	 * importers' invalidation and the zap under the reservation lock,
+	 * done by the marking call's phase 2 or its revoke_work): a removal
+	 * or reset whose walk meets them marked already waits for them here.
+	 * Raised under pd_device.lock, lowered under the reservation lock.
+	 */
+	atomic_t nr_revoking;
+	/* nr_reach or nr_revoking fell to 0. */
 	wait_queue_head_t reach_wq;
 	struct dentry *debugfs;
 };
@@ -265,9 +278,17 @@ struct pd_export {
 
 	/*
 	 * Set under pd_device.lock and vmap_lock, never cleared; read under
-	 * dmabuf->resv (READ_ONCE), vmap_lock or pd_device.lock.
+	 * dmabuf->resv (READ_ONCE), vmap_lock or pd_device.lock.  The fault
+	 * handler reads it again after inserting PTEs, behind smp_mb(), which
+	 * pairs with the one between the mark and revocation's first zap.
 	 */
 	bool revoked;
+	/*
+	 * Marked and not yet completed (counted in pd_device.nr_revoking):
+	 * set with revoked, cleared under dmabuf->resv once its revocation
+	 * has completed; read under pd_device.lock (READ_ONCE).
+	 */
+	bool revoke_open;
 	u32 reason;
 	/* Under dmabuf->resv. */
 	struct list_head attachments;

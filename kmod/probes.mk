@@ -18,5 +18,7 @@ pd_probe_flags += $(call pd_probe,linux/mm.h,$(pd_proto_vm_flags),PD_HAVE_VM_FLA
 pd_probe_flags += $(call pd_probe,linux/dma-buf-mapping.h,$(pd_proto_phys_vec),PD_HAVE_DMA_BUF_PHYS_VEC_TO_SGT)
 pd_probe_flags += $(call pd_probe,linux/dma-buf.h,$(pd_proto_revocable),PD_HAVE_DMA_BUF_ATTACH_REVOCABLE)
 pd_probe_flags += $(call pd_probe,linux/mm.h,$(pd_proto_release_fault),PD_HAVE_RELEASE_FAULT_LOCK)
+pd_proto_zap_special := void zap_special_vma_range\(struct vm_area_struct \*$(pd_id),\s*unsigned long $(pd_id),\s*unsigned long $(pd_id)\);
+pd_probe_flags += $(call pd_probe,linux/mm.h,$(pd_proto_zap_special),PD_HAVE_ZAP_SPECIAL_VMA_RANGE)
 pd_proto_has_override := bool device_has_driver_override\(struct device \*$(pd_id)\)
 pd_probe_flags += $(call pd_probe,linux/device.h,$(pd_proto_has_override),PD_HAVE_DEVICE_HAS_DRIVER_OVERRIDE)

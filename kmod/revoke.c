@@ -18,7 +18,13 @@
  * export whose reservation an importer still holds at the deadline (or
  * when the caller is killed) is finished by revoke_work once the importer
  * lets go, and counts as pending.  "pending" counts the exports this call
- * revoked that are still mapped.  An importer that does not let go (a
+ * revoked that are still mapped.  A reset also waits, within its deadline,
+ * for the revocations other calls marked and have not completed (their
+ * phase 2 under way, or their revoke_work waiting for an importer): its
+ * walk skips those exports, yet it must not reset the device under a
+ * revocable importer that is still mapped; what is left at the deadline
+ * counts as pending.  remove() waits for them without bound
+ * (pd_device_wait_unreachable()).  An importer that does not let go (a
  * pinned one such as an RDMA MR, or a static one such as a PRIME import)
  * keeps its mapping; the memory under it stays quarantined until its
  * dma-buf is released, so it is never handed to anyone else.
@@ -37,6 +43,8 @@ struct pd_revoke_ctx {
 	u32 reason;
 	u32 revoked;
 	struct list_head list;	/* exports this call revoked, dentries held */
+	bool wait_others;	/* a reset: wait for other calls' revocations */
+	u32 others;		/* met marked, their revocation not complete */
 };
 
 /* Revocations an importer's reservation held past their call's deadline. */
@@ -48,6 +56,8 @@ static void pd_revoke_ctx_init(struct pd_revoke_ctx *ctx, u32 reason)
 	ctx->reason = reason;
 	ctx->revoked = 0;
 	INIT_LIST_HEAD(&ctx->list);
+	ctx->wait_others = false;
+	ctx->others = 0;
 }
 
 /*
@@ -118,6 +128,9 @@ static void pd_revoke_mark(struct pd_revoke_ctx *ctx, struct pd_export *exp)
 		WRITE_ONCE(exp->reason, ctx->reason);
 		WRITE_ONCE(exp->revoked, true);
 		mutex_unlock(&exp->vmap_lock);
+		/* Until pd_revoke_complete(), by phase 2 or revoke_work. */
+		WRITE_ONCE(exp->revoke_open, true);
+		atomic_inc(&exp->alloc->pd->nr_revoking);
 		trace_peerdirect_revoke(exp->alloc->pd->index, exp->id, exp->tgid,
 					ctx->reason, atomic_read(&exp->nr_attachments),
 					atomic_read(&exp->nr_maps));
@@ -125,7 +138,12 @@ static void pd_revoke_mark(struct pd_revoke_ctx *ctx, struct pd_export *exp)
 		ctx->revoked++;
 		pd_file_queue_event(exp->pfile, exp, ctx->reason);
 		pd_subs_notify(exp, ctx->reason);
-	} else if (ctx->reason == PD_REVOKE_UNPLUG && earlier) {
+		return;
+	}
+	/* Another call's, under way: a reset waits for it (phase 2). */
+	if (earlier && READ_ONCE(exp->revoke_open))
+		ctx->others++;
+	if (ctx->reason == PD_REVOKE_UNPLUG && earlier) {
 		/*
 		 * Revoked earlier, but its owner still learns the device is
 		 * gone (uncounted in revoked/unplug).  One whose last fd was
@@ -145,11 +163,17 @@ static void pd_revoke_mark(struct pd_revoke_ctx *ctx, struct pd_export *exp)
  */
 static void pd_revoke_complete(struct pd_export *exp)
 {
+	struct pd_device *pd = exp->alloc->pd;
+
 	dma_resv_assert_held(exp->dmabuf->resv);
 	/* Counted under this lock, as attach and detach do. */
 	exp->revoked_attached = atomic_read(&exp->nr_attachments) != 0;
 	pd_invalidate(exp);
 	unmap_mapping_range(d_inode(exp->dentry)->i_mapping, 0, 0, 1);
+	/* Complete: a removal or reset waiting for it may go on. */
+	WRITE_ONCE(exp->revoke_open, false);
+	if (atomic_dec_and_test(&pd->nr_revoking))
+		wake_up_all(&pd->reach_wq);
 }
 
 /* The end of a revocation whose call's deadline passed; owns its dentry. */
@@ -211,6 +235,29 @@ static void pd_wait_idle(struct pd_export *exp, unsigned long deadline)
 }
 
 /*
+ * A reset's wait for the revocations other calls marked before its walk
+ * and have not completed (@ctx->others of them), until @deadline,
+ * killably: pd_device.nr_revoking back to the @deferred of its own that
+ * this call left to revoke_work.  It has some only when the deadline has
+ * passed (or a fatal signal came), so it waits only when it has none.
+ * Returns how many of the others are still incomplete: counted from
+ * nr_revoking, which revocations marked after the walk also raise, hence
+ * at most @ctx->others.
+ */
+static u32 pd_revoke_wait_others(struct pd_device *pd, struct pd_revoke_ctx *ctx,
+				 unsigned long deadline, u32 deferred)
+{
+	long left = max_t(long, (long)(deadline - jiffies), 0);
+	int open;
+
+	if (!deferred && left)
+		wait_event_killable_timeout(pd->reach_wq,
+					    !atomic_read(&pd->nr_revoking), left);
+	open = atomic_read(&pd->nr_revoking) - (int)deferred;
+	return clamp_t(int, open, 0, ctx->others);
+}
+
+/*
  * Phase 2: one deadline for the whole call.  A free (or the owner's close)
  * gains nothing from waiting: the memory stays quarantined until the
  * importers let go anyway, and a close with many allocations must not sleep
@@ -225,10 +272,18 @@ static void pd_revoke_finish(struct pd_device *pd, struct pd_revoke_ctx *ctx,
 	struct pd_export *exp, *tmp;
 	u64 start = ktime_get_ns();
 	LIST_HEAD(held);
-	u32 pending = 0;
+	u32 pending = 0, deferred = 0;
 	bool busy;
 
-	/* CPU mappings first, everywhere: no lock needed to zap. */
+	/*
+	 * CPU mappings first, everywhere: no lock needed to zap.  The mark
+	 * (a store of revoked) before the zap's reads of the page tables,
+	 * paired with the fault handler's smp_mb() between its PTE inserts
+	 * and its second read of the flag: a fault that read "not revoked"
+	 * before the mark and inserted after this zap sees the flag then and
+	 * zaps what it inserted itself.
+	 */
+	smp_mb();
 	list_for_each_entry(exp, &ctx->list, revoke_node)
 		unmap_mapping_range(d_inode(exp->dentry)->i_mapping, 0, 0, 1);
 	/* Every reservation free now, then the held ones until the deadline. */
@@ -253,6 +308,7 @@ static void pd_revoke_finish(struct pd_device *pd, struct pd_revoke_ctx *ctx,
 					     div_u64(ktime_get_ns() - start,
 						     NSEC_PER_USEC), true);
 		pending++;
+		deferred++;
 		if (wait)
 			pr_warn_ratelimited("%s: export %llu (pid %d): an importer holds its reservation past revoke_timeout_ms; its revocation completes when it lets go\n",
 					    pd->name, exp->id, exp->tgid);
@@ -277,6 +333,8 @@ static void pd_revoke_finish(struct pd_device *pd, struct pd_revoke_ctx *ctx,
 		list_del_init(&exp->revoke_node);
 		dput(exp->dentry);
 	}
+	if (ctx->wait_others && ctx->others)
+		pending += pd_revoke_wait_others(pd, ctx, deadline, deferred);
 
 	if (wait && pending)
 		atomic64_add(pending, &pd->nr_revoke_timeouts);
@@ -369,13 +427,16 @@ void pd_revoke_device(struct pd_device *pd, u32 reason,
 /*
  * A device reset: from the walk on, exports wait (killably) until
  * pd_reset_done(), so none made during the reset survives it, and the
- * walk revokes every export that exists (reason RESET).  Allocations stay.
+ * walk revokes every export that exists (reason RESET).  One another call
+ * revoked before and has not finished revoking is waited for within the
+ * reset's deadline (pending after it).  Allocations stay.
  */
 void pd_reset_prepare(struct pd_device *pd, struct pd_revoke_result *res)
 {
 	struct pd_revoke_ctx ctx;
 
 	pd_revoke_ctx_init(&ctx, PD_REVOKE_RESET);
+	ctx.wait_others = true;
 	pd_revoke_all(pd, &ctx, true);
 	pd_revoke_finish(pd, &ctx, res);
 }

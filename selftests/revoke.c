@@ -679,6 +679,173 @@ TEST_F(rv, revoke_is_bounded_while_importer_holds_resv)
 	EXPECT_EQ(0, pd_free(self->fd, h2));
 }
 
+/*
+ * A revocation REVOKE marked and left to its revoke_work (an importer
+ * held the reservation past REVOKE's deadline), met by a reset: the reset
+ * waits for it within its own revoke_timeout_ms, and counts it pending if
+ * the importer still holds on then.  Before, the reset's walk skipped the
+ * export as revoked already and returned at once with nothing pending
+ * while the revocable importer was still mapped.  @hold_ms: how long the
+ * importer holds the reservation; @timeout_ms: revoke_timeout_ms.
+ */
+static void reset_meets_a_pending_revocation(struct __test_metadata *_metadata,
+					     FIXTURE_DATA(rv) *self,
+					     const char *timeout_ms,
+					     uint32_t hold_ms, bool lets_go)
+{
+	struct peerdirect_revoke rr;
+	struct peerdirect_reset r;
+	long long t0, t_revoke, t_reset;
+	struct pdti_status st;
+	int d, imp, i, status;
+	pid_t holder;
+	__u64 id = 0;
+
+	ASSERT_EQ(0, pd_param_write("revoke_timeout_ms", timeout_ms));
+	d = pd_export_id(self->fd, self->h, 0, 4096, PEERDIRECT_EXPORT_RDWR, &id);
+	ASSERT_LE(0, d);
+	imp = fixture_import(d, PDTI_DYNAMIC);
+	ASSERT_LE(0, imp);
+	holder = pdti_fork_holder(imp, hold_ms);
+	ASSERT_LT(0, holder);
+	t0 = pd_now_ms();
+	for (i = 0; i < 200 && export_busy(self->fd, id) != 1; i++)
+		usleep(10 * 1000);
+	ASSERT_EQ(1, export_busy(self->fd, id)) TH_LOG("the holder never took the reservation");
+
+	ASSERT_EQ(0, pd_revoke(self->fd, PEERDIRECT_REVOKE_EXPORT, 0, id, &rr));
+	t_revoke = pd_now_ms() - t0;
+	ASSERT_EQ(1, rr.revoked);
+	ASSERT_EQ(1, rr.pending);
+	ASSERT_EQ(1, export_busy(self->fd, id)) TH_LOG("the holder let go before the reset");
+	ASSERT_EQ(0, pd_reset(self->fd, &r));
+	t_reset = pd_now_ms() - t0;
+	TH_LOG("holder %u ms, revoke_timeout_ms %s: REVOKE done at %lld ms, RESET at %lld ms: revoked %u, pending %u",
+	       hold_ms, timeout_ms, t_revoke, t_reset, r.revoked, r.pending);
+	EXPECT_EQ(0, r.revoked);
+	if (lets_go) {
+		/*
+		 * It waited for the holder, then for the revocation's end:
+		 * the importer is invalidated (the importer's STATUS takes
+		 * the reservation, so it is asked only now).
+		 */
+		EXPECT_EQ(0, r.pending);
+		EXPECT_LE((long long)hold_ms - 100, t_reset);
+		ASSERT_EQ(0, pdti_status(imp, &st));
+		EXPECT_EQ(1, st.move_notify);
+		EXPECT_EQ(0, st.mapped);
+	} else {
+		/* It gave up at its deadline, saying so. */
+		EXPECT_EQ(1, r.pending);
+		EXPECT_GT((long long)hold_ms - 500, t_reset);
+		EXPECT_EQ(1, export_busy(self->fd, id));
+	}
+	kill(holder, SIGKILL);
+	waitpid(holder, &status, 0);
+	for (i = 0; i < 200; i++) {
+		ASSERT_EQ(0, pdti_status(imp, &st));
+		if (st.move_notify)
+			break;
+		usleep(10 * 1000);
+	}
+	EXPECT_EQ(0, st.mapped) TH_LOG("the importer was never invalidated");
+	close(imp);
+	close(d);
+}
+
+/* The importer lets go within the reset's deadline: the reset waits for it. */
+TEST_F(rv, reset_waits_for_a_revocation_another_call_left_pending)
+{
+	reset_meets_a_pending_revocation(_metadata, self, "1500", 2000, true);
+}
+
+/* It holds on past the reset's deadline: the reset counts it pending. */
+TEST_F(rv, reset_counts_another_calls_unfinished_revocation_pending)
+{
+	reset_meets_a_pending_revocation(_metadata, self, "300", 3000, false);
+}
+
+/*
+ * A fault that read "not revoked" under the reservation lock and inserts
+ * its PTE after the revocation's mark and its first, lock-free zap: the
+ * test importer stops the fault just there (PDTI_IOCTL_STALL_ARM: the page
+ * table vmf_insert_pfn() allocates for a mapping in a fresh 2 MiB region)
+ * while REVOKE marks, zaps and, the fault holding the reservation, leaves
+ * its end to revoke_work.  Then the fault goes on: it must take back what
+ * it inserted and end in SIGBUS.  Before, its PTE stayed and the access
+ * went through after REVOKE had returned, until revoke_work's zap, which
+ * an importer holding the reservation, or slow to let go in its
+ * invalidation, delays for as long as it likes: here the importer's
+ * invalidation waits (PDTI_SLOW_INVALIDATE) until the child has written or
+ * died, so that revoke_work's zap cannot hide the PTE (under TCG the child
+ * may not run again before revoke_work does).
+ */
+TEST_F(rv, fault_racing_the_mark_leaves_no_pte)
+{
+	const size_t two_mb = 2 << 20;
+	struct peerdirect_revoke rr;
+	int d, imp, go[2], status, ret;
+	volatile char *p;
+	char *area, *at;
+	pid_t child;
+	__u64 id = 0;
+
+	ASSERT_EQ(0, pd_param_write("revoke_timeout_ms", "100"));
+	d = pd_export_id(self->fd, self->h, 0, self->len, PEERDIRECT_EXPORT_RDWR, &id);
+	ASSERT_LE(0, d);
+	/* Attached, not mapped: the reservation is all the stall needs. */
+	imp = fixture_import(d, PDTI_DYNAMIC | PDTI_NO_MAP | PDTI_SLOW_INVALIDATE);
+	ASSERT_LE(0, imp);
+	/* No page table under a 2 MiB region nothing touched. */
+	area = mmap(NULL, 2 * two_mb, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+		    -1, 0);
+	ASSERT_NE(MAP_FAILED, area);
+	at = (char *)(((uintptr_t)area + two_mb - 1) & ~(uintptr_t)(two_mb - 1));
+	p = mmap(at, self->len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, d, 0);
+	ASSERT_EQ((void *)at, (void *)p);
+	ASSERT_EQ(0, pipe(go));
+	child = pd_fork_child();
+	ASSERT_LE(0, child);
+	if (child == 0) {
+		char c;
+
+		_exit(read(go[0], &c, 1) == 1 ? (p[0] = 1, 0) : 2);
+	}
+	ret = ioctl(imp, PDTI_IOCTL_STALL_ARM, &child) ? -errno : 0;
+	if (ret == -EOPNOTSUPP) {
+		ioctl(imp, PDTI_IOCTL_INVALIDATE_GO);
+		kill(child, SIGKILL);
+		waitpid(child, &status, 0);
+		SKIP(return, "no kmem:mm_page_alloc tracepoint to stop the fault at");
+	}
+	ASSERT_EQ(0, ret);
+	ASSERT_EQ(1, write(go[1], "g", 1));
+	ret = ioctl(imp, PDTI_IOCTL_STALL_WAIT) ? -errno : 0;
+	if (ret) {
+		ioctl(imp, PDTI_IOCTL_STALL_RELEASE);
+		ioctl(imp, PDTI_IOCTL_INVALIDATE_GO);
+		kill(child, SIGKILL);
+		waitpid(child, &status, 0);
+		SKIP(return, "the fault allocated no page table under the reservation lock (%s)",
+		     strerror(-ret));
+	}
+	/* The child's fault holds the reservation: REVOKE leaves it pending. */
+	EXPECT_EQ(0, pd_revoke(self->fd, PEERDIRECT_REVOKE_EXPORT, 0, id, &rr));
+	EXPECT_EQ(1, rr.revoked);
+	EXPECT_EQ(1, rr.pending);
+	ASSERT_EQ(0, ioctl(imp, PDTI_IOCTL_STALL_RELEASE));
+	ASSERT_EQ(child, waitpid(child, &status, 0));
+	ASSERT_EQ(0, ioctl(imp, PDTI_IOCTL_INVALIDATE_GO));
+	TH_LOG("the child %s", WIFSIGNALED(status) ? strsignal(WTERMSIG(status)) :
+	       WEXITSTATUS(status) ? "did not get the go" : "wrote through its PTE after REVOKE");
+	EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGBUS);
+	close(go[0]);
+	close(go[1]);
+	munmap(area, 2 * two_mb);
+	close(imp);
+	close(d);
+}
+
 struct resetter {
 	int fd;
 	long long start, end;

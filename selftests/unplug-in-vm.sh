@@ -42,7 +42,7 @@ sleep 1
 /pd/selftests/unplug /dev/peerdirect0 "$a0"
 
 echo "TAP version 13"
-echo "1..16"
+echo "1..22"
 pass=0
 fail=0
 skip=0
@@ -176,6 +176,7 @@ hot_added_after_release() {
 }
 removal_waits hold "a pinned importer maps the BAR"
 removal_waits hold-vmap "a kernel vmap of the BAR is held"
+removal_waits hold-revoking "a revocation another call marked is unfinished"
 rmmod pd_test_importer && rmmod peerdirect
 res $? "modules unload after device loss (the hot-added one too)"
 echo "# Totals: pass:$pass fail:$fail xfail:0 xpass:0 skip:$skip error:0"

@@ -12,6 +12,9 @@
  *                             DEVICE: creates DIR/ready, lets go once
  *                             DIR/release exists (unplug-in-vm.sh)
  *   unplug hold-vmap DEVICE DIR   the same with a kernel vmap of the export
+ *   unplug hold-revoking DEVICE DIR   a revocation REVOKE left to its
+ *                             revoke_work: an importer holds the
+ *                             reservation, with no mapping of the BAR
  *   unplug memtype RESOURCE   mmap a page of a PCI resource file (sysfs
  *                             resourceN: uncached) and print the PAT
  *                             entries starting at its address while it is
@@ -57,6 +60,19 @@ static long long alloc_offset(const char *dev, int64_t h)
 	return off;
 }
 
+/* Says ready in @dir, then waits (at most a minute) for @dir/release. */
+static void wait_release(const char *dir)
+{
+	char path[256];
+	int i;
+
+	snprintf(path, sizeof(path), "%s/ready", dir);
+	close(open(path, O_CREAT | O_WRONLY | O_CLOEXEC, 0644));
+	snprintf(path, sizeof(path), "%s/release", dir);
+	for (i = 0; i < 1200 && access(path, F_OK); i++)
+		usleep(50 * 1000);
+}
+
 /*
  * A legacy pinned importer on @devpath (or, with @vmap, a kernel vmap of
  * the export) until @dir/release appears.
@@ -64,8 +80,7 @@ static long long alloc_offset(const char *dev, int64_t h)
 static int hold(const char *devpath, const char *dir, bool vmap)
 {
 	struct peerdirect_query q;
-	char path[256];
-	int fd, d, imp, i;
+	int fd, d, imp;
 	int64_t h;
 
 	fd = pd_open(devpath);
@@ -82,12 +97,64 @@ static int hold(const char *devpath, const char *dir, bool vmap)
 		fprintf(stderr, "hold: %s\n", strerror(errno));
 		return 1;
 	}
-	snprintf(path, sizeof(path), "%s/ready", dir);
-	close(open(path, O_CREAT | O_WRONLY | O_CLOEXEC, 0644));
-	snprintf(path, sizeof(path), "%s/release", dir);
-	for (i = 0; i < 1200 && access(path, F_OK); i++)
-		usleep(50 * 1000);
+	wait_release(dir);
 	ioctl(imp, vmap ? PDTI_IOCTL_VMAP_DROP : PDTI_IOCTL_RELEASE);
+	close(imp);
+	close(d);
+	close(fd);
+	return 0;
+}
+
+/*
+ * A revocation another call marked and has not finished, on @devpath,
+ * until @dir/release appears: an export mapped by the CPU, attached by a
+ * dynamic importer that maps nothing (no importer mapping of the BAR, so
+ * nothing else holds the removal), revoked while the importer holds the
+ * reservation, so that REVOKE leaves its end (the importers' invalidation,
+ * the zap under the reservation) to its revoke_work.  A removal must wait
+ * for that work too, not only for importer mappings and vmaps.
+ */
+static int hold_revoking(const char *devpath, const char *dir)
+{
+	struct peerdirect_revoke rr = { 0 };
+	struct peerdirect_query q;
+	char timeout[32] = "300";
+	int fd, d, imp, i, status;
+	volatile char *p;
+	pid_t holder;
+	__u64 id = 0;
+	int64_t h;
+
+	fd = pd_open(devpath);
+	if (fd < 0 || pd_query(fd, &q))
+		return 1;
+	pd_param_read("revoke_timeout_ms", timeout, sizeof(timeout));
+	h = pd_alloc(fd, q.page_size);
+	d = h < 0 ? -1 : pd_export_id(fd, h, 0, q.page_size, PEERDIRECT_EXPORT_RDWR, &id);
+	imp = pdti_open(strrchr(devpath, '/') + 1);
+	if (d < 0 || imp < 0 || pdti_import(imp, d, PDTI_DYNAMIC | PDTI_NO_MAP, 0)) {
+		fprintf(stderr, "hold-revoking: %s\n", strerror(errno));
+		return 1;
+	}
+	p = mmap(NULL, q.page_size, PROT_READ | PROT_WRITE, MAP_SHARED, d, 0);
+	if (p == MAP_FAILED)
+		return 1;
+	p[0] = 1;
+	pd_param_write("revoke_timeout_ms", "100");
+	holder = pdti_fork_holder(imp, 10000);
+	for (i = 0; i < 200 && export_busy(fd, id) != 1; i++)
+		usleep(10 * 1000);
+	if (export_busy(fd, id) != 1 ||
+	    pd_revoke(fd, PEERDIRECT_REVOKE_EXPORT, 0, id, &rr) || rr.pending != 1) {
+		fprintf(stderr, "hold-revoking: REVOKE left nothing to its work (pending %u)\n",
+			rr.pending);
+		return 1;
+	}
+	pd_param_write("revoke_timeout_ms", timeout);
+	wait_release(dir);
+	kill(holder, SIGKILL);
+	waitpid(holder, &status, 0);
+	munmap((void *)p, q.page_size);
 	close(imp);
 	close(d);
 	close(fd);
@@ -171,6 +238,8 @@ int main(int argc, char **argv)
 		return hold(argv[2], argv[3], false);
 	if (argc == 4 && !strcmp(argv[1], "hold-vmap"))
 		return hold(argv[2], argv[3], true);
+	if (argc == 4 && !strcmp(argv[1], "hold-revoking"))
+		return hold_revoking(argv[2], argv[3]);
 	if (argc == 3 && !strcmp(argv[1], "memtype"))
 		return memtype(argv[2]);
 

@@ -7,6 +7,7 @@
  * on move_notify, and checks every DMA entry against the exporter's own
  * kernel mapping.  Not for production kernels.
  */
+#include <linux/completion.h>
 #include <linux/delay.h>
 #include <linux/dma-buf.h>
 #include <linux/dma-direct.h>
@@ -19,7 +20,10 @@
 #include <linux/module.h>
 #include <linux/pci.h>
 #include <linux/scatterlist.h>
+#include <linux/sched.h>
 #include <linux/slab.h>
+#include <linux/timekeeping.h>
+#include <linux/tracepoint.h>
 #include <linux/uaccess.h>
 #include <linux/vmalloc.h>
 #include "../../kmod/compat.h"
@@ -40,6 +44,7 @@ struct pdti {
 	struct dma_fence *fence;	/* PDTI_IOCTL_FENCE, until signaled */
 	struct dma_buf *vmapped;	/* PDTI_IOCTL_VMAP_HOLD, with its map */
 	struct iosys_map vmap;
+	struct completion inval_go;	/* PDTI_SLOW_INVALIDATE */
 };
 
 static DEFINE_SPINLOCK(pdti_fence_lock);
@@ -110,11 +115,121 @@ static int pdti_hold_resv(struct pdti *t, u32 __user *uarg)
 static struct miscdevice pdti_misc;
 static struct device_dma_parameters pdti_dma_parms;
 
+/* PDTI_IOCTL_STALL_*: one stall in the system at a time. */
+static DEFINE_MUTEX(pdti_stall_lock);
+static struct {
+	struct pdti *owner;		/* under pdti_stall_lock */
+	struct tracepoint *tp;		/* kmem:mm_page_alloc */
+	struct dma_buf *dmabuf;		/* a reference, while armed */
+	pid_t tid;
+	bool armed, stalled, release;	/* read by the probe */
+} pdti_stall;
+
+#define PDTI_STALL_MAX_NS	(5 * NSEC_PER_SEC)
+
+/*
+ * In the allocating thread, with preemption off (a tracepoint probe): spin
+ * rather than sleep, with interrupts on, bounded.
+ */
+static void pdti_stall_probe(void *data, struct page *page, unsigned int order,
+			     gfp_t gfp_flags, int migratetype)
+{
+	u64 until;
+
+	if (current->pid != READ_ONCE(pdti_stall.tid) || !READ_ONCE(pdti_stall.armed) ||
+	    !dma_resv_is_locked(pdti_stall.dmabuf->resv))
+		return;
+	WRITE_ONCE(pdti_stall.armed, false);
+	WRITE_ONCE(pdti_stall.stalled, true);
+	until = ktime_get_mono_fast_ns() + PDTI_STALL_MAX_NS;
+	while (!READ_ONCE(pdti_stall.release) && ktime_get_mono_fast_ns() < until)
+		cpu_relax();
+}
+
+#ifdef CONFIG_TRACEPOINTS
+static void pdti_find_tp(struct tracepoint *tp, void *priv)
+{
+	if (!strcmp(tp->name, "mm_page_alloc"))
+		*(struct tracepoint **)priv = tp;
+}
+#endif
+
+static int pdti_stall_arm(struct pdti *t, const __s32 __user *uarg)
+{
+	struct tracepoint *tp = NULL;
+	s32 tid;
+	int ret;
+
+	if (get_user(tid, uarg))
+		return -EFAULT;
+	if (!t->dmabuf)
+		return -ENOENT;
+#ifdef CONFIG_TRACEPOINTS
+	for_each_kernel_tracepoint(pdti_find_tp, &tp);
+#endif
+	if (!tp)
+		return -EOPNOTSUPP;
+	mutex_lock(&pdti_stall_lock);
+	if (pdti_stall.owner) {
+		mutex_unlock(&pdti_stall_lock);
+		return -EBUSY;
+	}
+	get_dma_buf(t->dmabuf);
+	pdti_stall.dmabuf = t->dmabuf;
+	pdti_stall.tid = tid;
+	pdti_stall.stalled = false;
+	pdti_stall.release = false;
+	WRITE_ONCE(pdti_stall.armed, true);
+	ret = tracepoint_probe_register(tp, pdti_stall_probe, NULL);
+	if (ret) {
+		WRITE_ONCE(pdti_stall.armed, false);
+		dma_buf_put(pdti_stall.dmabuf);
+	} else {
+		pdti_stall.tp = tp;
+		pdti_stall.owner = t;
+	}
+	mutex_unlock(&pdti_stall_lock);
+	return ret;
+}
+
+static int pdti_stall_wait(struct pdti *t)
+{
+	int i;
+
+	if (READ_ONCE(pdti_stall.owner) != t)
+		return -ENOENT;
+	for (i = 0; i < 250 && !READ_ONCE(pdti_stall.stalled); i++)
+		msleep(20);
+	return READ_ONCE(pdti_stall.stalled) ? 0 : -ETIMEDOUT;
+}
+
+/* Also when the file is closed. */
+static int pdti_stall_release(struct pdti *t)
+{
+	mutex_lock(&pdti_stall_lock);
+	if (pdti_stall.owner != t) {
+		mutex_unlock(&pdti_stall_lock);
+		return -ENOENT;
+	}
+	WRITE_ONCE(pdti_stall.armed, false);
+	WRITE_ONCE(pdti_stall.release, true);
+	tracepoint_probe_unregister(pdti_stall.tp, pdti_stall_probe, NULL);
+	/* No probe runs after this: the dma-buf may go. */
+	tracepoint_synchronize_unregister();
+	dma_buf_put(pdti_stall.dmabuf);
+	pdti_stall.dmabuf = NULL;
+	pdti_stall.owner = NULL;
+	mutex_unlock(&pdti_stall_lock);
+	return 0;
+}
+
 static void pdti_invalidate(struct dma_buf_attachment *attach)
 {
 	struct pdti *t = attach->importer_priv;
 
 	dma_resv_assert_held(attach->dmabuf->resv);
+	if (t->flags & PDTI_SLOW_INVALIDATE)
+		wait_for_completion_timeout(&t->inval_go, 5 * HZ);
 	t->st.move_notify++;
 	if ((t->flags & (PDTI_DYNAMIC | PDTI_REVOCABLE)) && t->sgt) {
 		dma_buf_unmap_attachment(attach, t->sgt, DMA_BIDIRECTIONAL);
@@ -287,9 +402,10 @@ static int pdti_import(struct pdti *t, struct pdti_import __user *uarg)
 		return -EFAULT;
 	if (imp.pad ||
 	    imp.flags & ~(PDTI_PINNED | PDTI_DYNAMIC | PDTI_NO_P2P | PDTI_NO_VERIFY |
-			  PDTI_REVOCABLE) ||
+			  PDTI_REVOCABLE | PDTI_NO_MAP | PDTI_SLOW_INVALIDATE) ||
 	    !(imp.flags & (PDTI_PINNED | PDTI_DYNAMIC)) ||
-	    ((imp.flags & PDTI_REVOCABLE) && !(imp.flags & PDTI_PINNED)))
+	    ((imp.flags & PDTI_REVOCABLE) && !(imp.flags & PDTI_PINNED)) ||
+	    ((imp.flags & (PDTI_NO_MAP | PDTI_SLOW_INVALIDATE)) && (imp.flags & PDTI_PINNED)))
 		return -EINVAL;
 	if (t->dmabuf)
 		return -EBUSY;
@@ -311,6 +427,10 @@ static int pdti_import(struct pdti *t, struct pdti_import __user *uarg)
 		dma_buf_put(t->dmabuf);
 		t->dmabuf = NULL;
 		return ret;
+	}
+	if (imp.flags & PDTI_NO_MAP) {
+		t->st.unverified = 1;
+		return 0;
 	}
 
 	/* The page check needs the exporter's vmap (6.1's udmabuf has none). */
@@ -587,6 +707,11 @@ static long pdti_ioctl(struct file *filp, unsigned int cmd, unsigned long arg)
 	struct pdti_status st;
 	long ret;
 
+	/* Not under t->lock: a STATUS may wait for the invalidation it ends. */
+	if (cmd == PDTI_IOCTL_INVALIDATE_GO) {
+		complete_all(&t->inval_go);
+		return 0;
+	}
 	mutex_lock(&t->lock);
 	switch (cmd) {
 	case PDTI_IOCTL_IMPORT:
@@ -641,8 +766,19 @@ static long pdti_ioctl(struct file *filp, unsigned int cmd, unsigned long arg)
 		ret = t->fence ? 0 : -ENOENT;
 		pdti_signal(t);
 		break;
+	case PDTI_IOCTL_STALL_ARM:
+		ret = pdti_stall_arm(t, uarg);
+		break;
+	case PDTI_IOCTL_STALL_WAIT:
+		ret = pdti_stall_wait(t);
+		break;
+	case PDTI_IOCTL_STALL_RELEASE:
+		ret = pdti_stall_release(t);
+		break;
 	case PDTI_IOCTL_RELEASE:
 		ret = t->dmabuf ? 0 : -ENOENT;
+		complete_all(&t->inval_go);
+		pdti_stall_release(t);
 		pdti_release_import(t);
 		break;
 	default:
@@ -659,6 +795,7 @@ static int pdti_open(struct inode *inode, struct file *filp)
 	if (!t)
 		return -ENOMEM;
 	mutex_init(&t->lock);
+	init_completion(&t->inval_go);
 	t->dev = pdti_misc.this_device;
 	filp->private_data = t;
 	return 0;
@@ -668,6 +805,8 @@ static int pdti_release(struct inode *inode, struct file *filp)
 {
 	struct pdti *t = filp->private_data;
 
+	complete_all(&t->inval_go);
+	pdti_stall_release(t);
 	pdti_release_import(t);
 	pdti_vmap_drop(t);
 	pci_dev_put(t->pci);

@@ -28,6 +28,19 @@
  */
 #define PDTI_NO_VERIFY	0x8U
 #define PDTI_REVOCABLE	0x10U	/* with PINNED: unmap + unpin inside the op */
+/*
+ * With DYNAMIC: attach only, map nothing (until REMAP), as an importer
+ * that maps at first use: a reservation to hold with no DMA mapping of the
+ * memory, whatever the device's DMA mask.
+ */
+#define PDTI_NO_MAP	0x20U
+/*
+ * The invalidate op waits (at most 5 s, under the reservation lock the
+ * exporter calls it with) for PDTI_IOCTL_INVALIDATE_GO, as an importer
+ * that must first stop its device: the exporter's revocation is held
+ * there, before whatever it does after invalidating.
+ */
+#define PDTI_SLOW_INVALIDATE	0x40U
 
 struct pdti_import {
 	__s32 fd;
@@ -165,5 +178,20 @@ struct pdti_pci_reset {
  */
 #define PDTI_IOCTL_VMAP_HOLD	_IOW('T', 13, __s32)
 #define PDTI_IOCTL_VMAP_DROP	_IO('T', 14)
+/*
+ * A fault stopped between its check of an export's state and its PTE
+ * insert, which no sleep can aim at: STALL_ARM makes the next page
+ * allocation by the thread with the given id (a page table that
+ * vmf_insert_pfn() allocates) spin, while the imported dma-buf's
+ * reservation is locked (the fault handler holds it there, and not at the
+ * page-table allocations before it), until STALL_RELEASE or 5 s.
+ * STALL_WAIT returns 0 once a thread spins there, ETIMEDOUT after 5 s.
+ * One stall in the system at a time (EBUSY); EOPNOTSUPP without
+ * tracepoints (it hooks kmem:mm_page_alloc).
+ */
+#define PDTI_IOCTL_STALL_ARM	_IOW('T', 15, __s32)
+#define PDTI_IOCTL_STALL_WAIT	_IO('T', 16)
+#define PDTI_IOCTL_STALL_RELEASE	_IO('T', 17)
+#define PDTI_IOCTL_INVALIDATE_GO	_IO('T', 18)	/* PDTI_SLOW_INVALIDATE */
 
 #endif
