@@ -396,6 +396,24 @@ static inline int pdti_status(int imp, struct pdti_status *st)
 	return ioctl(imp, PDTI_IOCTL_STATUS, st) ? -errno : 0;
 }
 
+/* Kills a process holding a reservation, then polls the importer's
+ * status until its invalidation comes (2 s at most): 0, or the error. */
+static inline int pdti_release_and_wait_invalidated(int imp, pid_t holder,
+						    struct pdti_status *st)
+{
+	int i, ret = 0, status;
+
+	kill(holder, SIGKILL);
+	waitpid(holder, &status, 0);
+	for (i = 0; i < 200; i++) {
+		ret = pdti_status(imp, st);
+		if (ret || st->move_notify)
+			break;
+		usleep(10 * 1000);
+	}
+	return ret;
+}
+
 static inline int pdti_read(int imp, uint64_t off, void *buf, uint64_t len)
 {
 	struct pdti_read r = { .offset = off, .length = len, .buf = (uintptr_t)buf };

@@ -659,14 +659,7 @@ TEST_F(rv, revoke_is_bounded_while_importer_holds_resv)
 	/* The holder still holds: nothing waited for it.  Once it lets go,
 	 * the revocation completes: the importer is invalidated. */
 	EXPECT_EQ(0, waitpid(holder, &status, WNOHANG));
-	kill(holder, SIGKILL);
-	waitpid(holder, &status, 0);
-	for (i = 0; i < 200; i++) {
-		ASSERT_EQ(0, pdti_status(imp, &st));
-		if (st.move_notify)
-			break;
-		usleep(10 * 1000);
-	}
+	ASSERT_EQ(0, pdti_release_and_wait_invalidated(imp, holder, &st));
 	EXPECT_EQ(1, st.move_notify) TH_LOG("the importer was never invalidated");
 	EXPECT_EQ(0, st.mapped);
 	EXPECT_EQ(-ENODEV, pd_sync(d, DMA_BUF_SYNC_START | DMA_BUF_SYNC_READ));
@@ -697,7 +690,7 @@ static void reset_meets_a_pending_revocation(struct __test_metadata *_metadata,
 	struct peerdirect_reset r;
 	long long t0, t_revoke, t_reset;
 	struct pdti_status st;
-	int d, imp, i, status;
+	int d, imp, i;
 	pid_t holder;
 	__u64 id = 0;
 
@@ -740,14 +733,7 @@ static void reset_meets_a_pending_revocation(struct __test_metadata *_metadata,
 		EXPECT_GT((long long)hold_ms - 500, t_reset);
 		EXPECT_EQ(1, export_busy(self->fd, id));
 	}
-	kill(holder, SIGKILL);
-	waitpid(holder, &status, 0);
-	for (i = 0; i < 200; i++) {
-		ASSERT_EQ(0, pdti_status(imp, &st));
-		if (st.move_notify)
-			break;
-		usleep(10 * 1000);
-	}
+	ASSERT_EQ(0, pdti_release_and_wait_invalidated(imp, holder, &st));
 	EXPECT_EQ(0, st.mapped) TH_LOG("the importer was never invalidated");
 	close(imp);
 	close(d);
