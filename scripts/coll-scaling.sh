@@ -29,12 +29,8 @@ ranks=${*:-2 4 8}
 case $coll in
 *,* | all) echo "coll-scaling: -c takes one collective, not '$coll'" >&2; exit 2 ;;
 esac
-if [ -n "${PD_COLL:-}" ]; then
-	pdcoll=$PD_COLL
-else
-	MAKEFLAGS='' MAKELEVEL='' make -s -C user build/pd-coll >/dev/null
-	pdcoll=user/build/pd-coll
-fi
+. scripts/coll-common.sh
+pdcoll=$(pdcoll_path)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 echo "# $(date -u '+%F %T') $(uname -n), $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg), commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')"

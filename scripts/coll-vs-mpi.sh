@@ -59,13 +59,8 @@ for tr in "$@"; do
 done
 command -v mpirun >/dev/null && command -v mpicc >/dev/null ||
 	{ echo "coll-vs-mpi: needs mpirun and mpicc (apt-get install openmpi-bin libopenmpi-dev)" >&2; exit 2; }
-if [ -n "${PD_COLL:-}" ]; then
-	pdcoll=$PD_COLL
-else
-	# Not a make run's overrides (O=, CC=) if one started this script.
-	MAKEFLAGS='' MAKELEVEL='' make -s -C user build/pd-coll >/dev/null
-	pdcoll=user/build/pd-coll
-fi
+. scripts/coll-common.sh
+pdcoll=$(pdcoll_path)
 mpiar=$(dirname "$pdcoll")/pd-mpi-allreduce
 # Does this libfabric have the net provider?  pd-coll itself asks: 0 yes,
 # 1 no (fi_getinfo finds no net), anything else is a failure of its own.
@@ -98,8 +93,7 @@ ompi_major=$(mpirun --version 2>/dev/null | head -n 1 | grep -oE '[0-9]+' | head
 [[ $ompi_major =~ ^[0-9]+$ ]] || { echo "coll-vs-mpi: cannot read Open MPI's version from mpirun --version" >&2; exit 2; }
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 tmp=$(mktemp -d)
-hog_pids=()
-trap '((${#hog_pids[@]} == 0)) || kill "${hog_pids[@]}" 2>/dev/null || true; rm -rf "$tmp"' EXIT
+trap 'stop_hogs; rm -rf "$tmp"' EXIT
 warm=3
 # Open MPI ignores an --mca name it does not know, silently: every
 # transport's names are checked against ompi_info before anything runs,
@@ -139,11 +133,7 @@ for tr in $transports; do
 		fi
 	done
 done
-for ((h = 0; h < hogs; h++)); do
-	(trap - EXIT; while :; do :; done) &
-	hog_pids+=($!)
-done
-median() { sort -g | awk '{ a[NR] = $1 } END { if (NR) print a[int((NR + 1) / 2)] }'; }
+start_hogs "$hogs"
 echo "# $(date -u '+%F %T') $(uname -n), $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg), commit ${PD_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo '?')}"
 # Which stack: the figures differ between libfabric 1.x and 2.x.
 echo "# $(fi_info --version 2>/dev/null | grep -m1 'libfabric:' | tr -d ' ' || echo 'libfabric:?'), $(mpirun --version 2>/dev/null | head -n 1)"

@@ -30,31 +30,16 @@ done
 ((minb >= 4 && maxb >= minb && iters >= 1 && repeats >= 1 && hogs <= 64)) ||
 	{ echo "wait-budget: want -b >= 4, -e >= -b, -i and -r >= 1, -H 0 to 64" >&2; exit 2; }
 transports=${*:-tcp shm}
-if [ -n "${PD_COLL:-}" ]; then
-	pdcoll=$PD_COLL
-else
-	MAKEFLAGS='' MAKELEVEL='' make -s -C user build/pd-coll >/dev/null
-	pdcoll=user/build/pd-coll
-fi
+. scripts/coll-common.sh
+pdcoll=$(pdcoll_path)
 tmp=$(mktemp -d)
-hog_pids=()
-stop_hogs() {
-	((${#hog_pids[@]} == 0)) && return 0
-	kill "${hog_pids[@]}" 2>/dev/null || true
-	wait "${hog_pids[@]}" 2>/dev/null || true
-	hog_pids=()
-}
 trap 'stop_hogs; rm -rf "$tmp"' EXIT
-median() { sort -g | awk '{ a[NR] = $1 } END { if (NR) print a[int((NR + 1) / 2)] }'; }
 echo "# $(date -u '+%F %T') $(uname -n), $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg), commit ${PD_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo '?')}"
 echo "# $(fi_info --version 2>/dev/null | grep -m1 'libfabric:' | tr -d ' ' || echo 'libfabric:?')"
 for load in idle hogs; do
 	[ "$load" = hogs ] && { ((hogs > 0)) || break; }
 	if [ "$load" = hogs ]; then
-		for ((h = 0; h < hogs; h++)); do
-			(trap - EXIT; while :; do :; done) &
-			hog_pids+=($!)
-		done
+		start_hogs "$hogs"
 		echo "# beside $hogs CPU hogs (busy loops at the same priority)"
 	else
 		echo "# idle"
