@@ -59,8 +59,8 @@ static inline void pd_release_fault_lock(struct vm_fault *vmf)
 }
 
 /*
- * Zapping PTEs of part of a VM_PFNMAP mapping: zap_vma_ptes() up to 6.12
- * at least, zap_special_vma_range() in 7.2 (same arguments).
+ * Zapping PTEs of part of a VM_PFNMAP mapping: zap_vma_ptes() up to 7.1,
+ * zap_special_vma_range() in 7.2 (same arguments).
  */
 static inline void pd_zap_vma_range(struct vm_area_struct *vma,
 				    unsigned long address, unsigned long size)

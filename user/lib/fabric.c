@@ -405,7 +405,7 @@ static int open_cq(struct pd_fabric *fab, struct fi_cq_attr *attr, bool sleeps)
 {
 	int ret, fd = -1;
 
-	fab->cq_wait_fd = -1;
+	fab->wakeup.cq_fd = -1;
 	/* A CQ with a wait object signals it as completions come, which a
 	 * waiter that never sleeps would pay for nothing. */
 	if (!sleeps) {
@@ -414,7 +414,7 @@ static int open_cq(struct pd_fabric *fab, struct fi_cq_attr *attr, bool sleeps)
 		attr->wait_obj = FI_WAIT_FD;
 		ret = fi_cq_open(fab->domain, attr, &fab->cq, NULL);
 		if (!ret && !fi_control(&fab->cq->fid, FI_GETWAIT, &fd) && fd >= 0) {
-			fab->cq_wait_fd = fd;
+			fab->wakeup.cq_fd = fd;
 			return 0;
 		}
 		if (!ret) {
@@ -490,7 +490,6 @@ int pd_fabric_open(const struct pd_fabric_attr *attr, struct pd_fabric **out)
 	pthread_mutex_init(&fab->lock, NULL);
 	pthread_cond_init(&fab->jobs_done, NULL);
 	fab->wakeup.cq_fd = -1;
-	fab->cq_wait_fd = -1;
 	fab->refs = 1;
 	fab->fork_gen = pd_fork_gen();
 	ops.ctx = fab;
@@ -515,7 +514,7 @@ int pd_fabric_open(const struct pd_fabric_attr *attr, struct pd_fabric **out)
 	ret = open_objects(fab, s.wait_spin_ns >= 0) ?: pd_xfer_init(fab);
 	if (ret)
 		goto fail;
-	pd_wakeup_init(fab, s.wait_spin_ns);
+	fab->wakeup.spin_ns = s.wait_spin_ns;
 	ret = pd_mr_cache_create(&ops, s.max_entries, s.max_bytes, &fab->cache) ?:
 	      pd_watch_create(&(struct pd_watch_ops) {
 				.revoked = pd_fabric_revoked,
@@ -533,7 +532,7 @@ int pd_fabric_open(const struct pd_fabric_attr *attr, struct pd_fabric **out)
 			snprintf(waits, sizeof(waits), "poll, never sleep");
 		else if (fab->wakeup.cq_fd < 0)
 			snprintf(waits, sizeof(waits), "poll %lld us, then nap 20-160 us at a time: %s",
-				 (long long)fab->wakeup.spin_ns / 1000, fab->wakeup.why_not);
+				 (long long)fab->wakeup.spin_ns / 1000, fab->cq_why_not);
 		else
 			snprintf(waits, sizeof(waits), "poll %lld us, then sleep on the CQ's wait fd",
 				 (long long)fab->wakeup.spin_ns / 1000);

@@ -58,8 +58,7 @@ struct pd_fabric {
 	int peer_timeout_ms;	/* <0: peers are never declared dead */
 	enum pd_path path;	/* forced path for dma-bufs, or AUTO */
 	struct pd_mr_cache *cache;
-	int cq_wait_fd;		/* the CQ's FI_WAIT_FD, or -1 */
-	char cq_why_not[128];	/* why none, when there is none */
+	char cq_why_not[128];	/* why the CQ has no wait fd, when it has none */
 	struct pd_wakeup wakeup;	/* pd_wait's sleep (wakeup.c) */
 
 	/* Everything below is under lock: ep and cq calls, request lists and
@@ -169,6 +168,10 @@ int pd_mr_wrap(struct pd_fabric *fab, struct pd_mr_cache_entry *e, size_t delta,
 	       size_t len, unsigned int access, struct pd_mr **out);
 /* Creates the staging pool on first use of the bounce path. */
 int pd_fabric_bounce_pool(struct pd_fabric *fab, struct pd_bounce_pool **out);
+
+/* How often progress looks for silent peers (xfer.c), and the longest a
+ * waiter sleeps while chunks wait to be posted (wakeup.c). */
+#define PD_SCAN_MS	10
 
 /* fabric.c */
 #define PD_CHUNK_BITS	16	/* the chunk index's share of the tag */

@@ -360,11 +360,6 @@ static void evict_locked(struct pd_mr_cache *c, size_t add_entries,
 	}
 }
 
-/*
- * Outside the lock: deregistration may block in the provider, and so may a
- * log line's write(2) to a slow file.  The caps are read racily, for the
- * message only.
- */
 static void entry_free(struct pd_mr_cache *c, struct pd_mr_cache_entry *e)
 {
 	if (e->in_slab)
@@ -373,7 +368,11 @@ static void entry_free(struct pd_mr_cache *c, struct pd_mr_cache_entry *e)
 		free(e);
 }
 
-/* Deregisters victims outside the lock, then frees them under it. */
+/*
+ * Outside the lock: deregistration may block in the provider, and so may a
+ * log line's write(2) to a slow file; then the entries go back to the
+ * slab under it.  The caps are read racily, for the message only.
+ */
 static void release_victims(struct pd_mr_cache *c, struct pd_list *victims)
 {
 	size_t evicted = 0, bytes = 0;

@@ -22,6 +22,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
 #include <time.h>
@@ -33,7 +34,6 @@
 #include "fabric.h"
 #include "wakeup.h"
 
-#define SCAN_SLICE_MS	10	/* while chunks wait to be posted */
 #define BUSY_LIMIT	8	/* fi_trywait -FI_EAGAINs in a row before a nap */
 #define NAP_MIN_NS	20000
 #define NAP_MAX_NS	160000
@@ -44,7 +44,17 @@ struct pd_sleeper {
 	int fd;
 };
 
-/* ---- one eventfd per thread, closed when the thread exits ------------ */
+/*
+ * ---- one eventfd per thread, closed when the thread exits ------------
+ * A forked child's thread has the parent's eventfd (the same file, not a
+ * copy): a read in the child would take the parent's wake-up.  So the fd
+ * is made again in each fork generation (fork.h), and the inherited one
+ * closed in the child only.
+ */
+struct thread_fd {
+	int fd;
+	unsigned int fork_gen;
+};
 
 static pthread_key_t fd_key;
 static pthread_once_t fd_once = PTHREAD_ONCE_INIT;
@@ -52,7 +62,10 @@ static bool fd_key_ok;
 
 static void close_thread_fd(void *p)
 {
-	close((int)(intptr_t)p - 1);
+	struct thread_fd *t = p;
+
+	close(t->fd);
+	free(t);
 }
 
 static void make_key(void)
@@ -62,35 +75,32 @@ static void make_key(void)
 
 static int thread_fd(void)
 {
-	void *p;
-	int fd;
+	struct thread_fd *t;
 
 	pthread_once(&fd_once, make_key);
 	if (!fd_key_ok)
 		return -1;
-	p = pthread_getspecific(fd_key);
-	if (p)
-		return (int)(intptr_t)p - 1;
-	fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	if (fd < 0)
-		return -1;
-	if (pthread_setspecific(fd_key, (void *)(intptr_t)(fd + 1))) {
-		close(fd);
-		return -1;
+	t = pthread_getspecific(fd_key);
+	if (t && t->fork_gen == pd_fork_gen())
+		return t->fd;
+	if (!t) {
+		t = malloc(sizeof(*t));
+		if (!t)
+			return -1;
+		t->fd = -1;
+		if (pthread_setspecific(fd_key, t)) {
+			free(t);
+			return -1;
+		}
 	}
-	return fd;
+	if (t->fd >= 0)
+		close(t->fd);	/* the parent's, in a child */
+	t->fork_gen = pd_fork_gen();
+	t->fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	return t->fd;
 }
 
 /* ---------------------------------------------------------------------- */
-
-void pd_wakeup_init(struct pd_fabric *fab, int64_t spin_ns)
-{
-	struct pd_wakeup *w = &fab->wakeup;
-
-	w->cq_fd = fab->cq_wait_fd;
-	w->spin_ns = spin_ns;
-	w->why_not = w->cq_fd < 0 ? fab->cq_why_not : NULL;
-}
 
 void pd_wakeup_signal_locked(struct pd_wakeup *w)
 {
@@ -125,16 +135,19 @@ static void unlink_locked(struct pd_wakeup *w, struct pd_sleeper *me)
 
 /* Sleeps bounded by the liveness scan (it runs from progress calls: an
  * eighth of the peer timeout delays a verdict by that much at most), and
- * to SCAN_SLICE_MS while chunks wait to be posted (a provider may need
+ * to PD_SCAN_MS while chunks wait to be posted (a provider may need
  * progress calls, not only completions, to take them). */
 static int slice_locked(const struct pd_fabric *fab, int timeout_ms)
 {
-	int slice = timeout_ms < 0 ? INT32_MAX : timeout_ms;
+	int slice = timeout_ms < 0 ? INT32_MAX : timeout_ms, scan;
 
-	if (fab->peer_timeout_ms > 0 && fab->peer_timeout_ms / 8 < slice)
-		slice = fab->peer_timeout_ms / 8 > SCAN_SLICE_MS ? fab->peer_timeout_ms / 8 : SCAN_SLICE_MS;
-	if (fab->npending && slice > SCAN_SLICE_MS)
-		slice = SCAN_SLICE_MS;
+	/* Shortened, never lengthened past the caller's timeout. */
+	if (fab->peer_timeout_ms > 0) {
+		scan = fab->peer_timeout_ms / 8 > PD_SCAN_MS ? fab->peer_timeout_ms / 8 : PD_SCAN_MS;
+		slice = scan < slice ? scan : slice;
+	}
+	if (fab->npending && slice > PD_SCAN_MS)
+		slice = PD_SCAN_MS;
 	return slice;
 }
 
@@ -142,7 +155,7 @@ enum pd_wake pd_wakeup_block(struct pd_fabric *fab, uint64_t seen, int timeout_m
 			     unsigned int *busy)
 {
 	struct pd_wakeup *w = &fab->wakeup;
-	struct pd_sleeper me = { .seen = seen, .fd = thread_fd() };
+	struct pd_sleeper me = { .seen = seen, .fd = w->cq_fd < 0 ? -1 : thread_fd() };
 	struct pollfd pfd[2] = {
 		{ .fd = w->cq_fd, .events = POLLIN },
 		{ .fd = me.fd, .events = POLLIN },
@@ -152,7 +165,7 @@ enum pd_wake pd_wakeup_block(struct pd_fabric *fab, uint64_t seen, int timeout_m
 	uint64_t v;
 	int slice = 0;
 
-	if (w->cq_fd < 0 || me.fd < 0)
+	if (me.fd < 0)
 		return PD_WAKE_NO_FD;
 	pthread_mutex_lock(&fab->lock);
 	if (fab->closed) {

@@ -21,13 +21,10 @@ struct pd_wakeup {
 	uint64_t gen;		/* progress so far; written under the fabric lock */
 	struct pd_sleeper *sleepers;	/* under the fabric lock */
 	int64_t spin_ns;	/* pd_wait polls this long before it sleeps; <0: always */
-	const char *why_not;	/* why waits cannot sleep on the CQ (no wait fd), or NULL */
 };
 
 struct pd_fabric;
 
-/* After the CQ is open: its wait fd. */
-void pd_wakeup_init(struct pd_fabric *fab, int64_t spin_ns);
 /* Under the fabric's lock: something a waiter may be waiting for happened. */
 static inline void pd_wakeup_progress_locked(struct pd_wakeup *w)
 {

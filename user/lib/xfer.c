@@ -37,7 +37,6 @@
  * that met -FI_EAGAIN, waited for a staging buffer or an earlier request.
  */
 #include <errno.h>
-#include <sched.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -65,7 +64,6 @@
 #define PROBE_CHUNK	((1ULL << PD_CHUNK_BITS) - 1)
 #define CQ_BURST	32
 #define CQ_MAX_BURSTS	64	/* per progress call: bounded time under the lock */
-#define SCAN_MS		10	/* how often progress looks for silent peers */
 #define DRAIN_WINDOW	8	/* drains in flight past a receive's own chunks */
 
 enum req_kind { REQ_SEND, REQ_RECV, REQ_WRITE };
@@ -1441,7 +1439,7 @@ static void probe_done(struct pd_fabric *fab, struct pd_op *op, int err, const c
 }
 
 /*
- * Every SCAN_MS: requests on a peer that have waited half the peer timeout
+ * Every PD_SCAN_MS: requests on a peer that have waited half the peer timeout
  * get a probe sent to that peer, unless one answered within the last half;
  * a probe not completed within the other half declares the peer gone.  The
  * probe receive is posted whatever this fabric's own timeout: a probe
@@ -1467,7 +1465,7 @@ static void scan_peers(struct pd_fabric *fab)
 	if (fab->peer_timeout_ms < 0)
 		return;
 	now = now_ms();
-	if (now - ps->last_scan < SCAN_MS)
+	if (now - ps->last_scan < PD_SCAN_MS)
 		return;
 	ps->last_scan = now;
 	for (r = fab->live; r; r = r->live_next) {
@@ -1836,25 +1834,29 @@ int pd_fabric_wait(struct pd_fabric *fab, uint64_t count, int timeout_ms)
 		return pd_error(-EINVAL, "pd_fabric_wait: fabric is NULL");
 	if (pd_forked_since(fab->fork_gen))
 		return pd_fork_refuse("pd_fabric_wait");
+	/* Held while it sleeps: a close meanwhile wakes it, and the fabric
+	 * (its lock, its CQ's fd) outlives the wait. */
+	pd_fabric_get(fab);
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	for (;;) {
 		pthread_mutex_lock(&fab->lock);
 		closed = fab->closed;
 		ret = closed ? 0 : progress_locked(fab);
 		leave(fab);
-		if (closed)
-			return pd_error(-ESHUTDOWN, "pd_fabric_wait: the fabric was closed");
-		if (ret < 0)
-			return ret;
-		if (pd_wakeup_gen(&fab->wakeup) != count)
-			return 1;
-		if (now_ms() >= deadline)
-			return 0;
-		if (fab->wakeup.spin_ns < 0 || elapsed_ns(&t0) < fab->wakeup.spin_ns)
-			continue;
-		if (!rest(fab, count, deadline, &busy, &naps))
-			return pd_error(-ESHUTDOWN, "pd_fabric_wait: the fabric was closed");
+		if (closed || ret < 0 || pd_wakeup_gen(&fab->wakeup) != count || now_ms() >= deadline)
+			break;
+		if (fab->wakeup.spin_ns >= 0 && elapsed_ns(&t0) >= fab->wakeup.spin_ns &&
+		    !rest(fab, count, deadline, &busy, &naps)) {
+			closed = true;
+			break;
+		}
 	}
+	if (closed)
+		ret = pd_error(-ESHUTDOWN, "pd_fabric_wait: the fabric was closed");
+	else if (ret >= 0)
+		ret = pd_wakeup_gen(&fab->wakeup) != count;
+	pd_fabric_put(fab);
+	return ret;
 }
 
 /*
@@ -1971,7 +1973,8 @@ static int own_staging(struct pd_req *r, const char *fn)
 		if (ret) {
 			pthread_mutex_lock(&fab->lock);
 			fab->staging_bytes -= r->stage_bytes;
-			pthread_mutex_unlock(&fab->lock);
+			pd_wakeup_progress_locked(&fab->wakeup);	/* staging room */
+			pd_xfer_unlock_and_reap(fab);
 		}
 	}
 	return ret;
@@ -2162,8 +2165,8 @@ int pd_wait(struct pd_req *r, int timeout_ms, size_t *bytes)
 			return timed_out(r, timeout_ms);
 		if (spin)
 			spin = fab->wakeup.spin_ns < 0 || elapsed_ns(&t0) < fab->wakeup.spin_ns;
-		else
-			rest(fab, seen, deadline, &busy, &naps);
+		else if (rest(fab, seen, deadline, &busy, &naps) && pd_wakeup_gen(&fab->wakeup) != seen)
+			naps = 0;	/* it moved: the next nap is short again */
 	}
 	return ret < 0 ? ret : 0;
 }

@@ -13,6 +13,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "kselftest_harness.h"
@@ -542,6 +543,96 @@ TEST_F(sleep, waits_on_a_closed_fabric_end)
 	EXPECT_GT(0, pd_wait(req, -1, NULL));
 	EXPECT_LT(mono_ms() - t0, 1000);
 	pd_req_free(req);
+}
+
+/*
+ * pd_fabric_wait holds its fabric: another thread's close ends the wait
+ * with -ESHUTDOWN, and the fabric (its lock, its CQ) outlives it, with no
+ * request holding it (ASan: no use after free).
+ */
+struct closer {
+	struct pd_fabric *fab;
+	uint64_t n;
+	int ret;
+};
+
+static void *wait_on_fabric(void *arg)
+{
+	struct closer *c = arg;
+
+	c->ret = pd_fabric_wait(c->fab, c->n, -1);
+	return NULL;
+}
+
+TEST_F(sleep, a_close_during_a_fabric_wait_ends_it)
+{
+	struct closer c = { .ret = 1 };
+	uint64_t me;
+	pthread_t t;
+	int64_t t0;
+
+	ASSERT_EQ(0, open_self(variant->prov, PD_WAIT_SPIN_NONE, &c.fab, &me));
+	c.n = pd_fabric_progress_count(c.fab);
+	ASSERT_EQ(0, pthread_create(&t, NULL, wait_on_fabric, &c));
+	usleep(100 * 1000);
+	t0 = mono_ms();
+	pd_fabric_close(c.fab);
+	pthread_join(t, NULL);
+	EXPECT_EQ(-ESHUTDOWN, c.ret);
+	EXPECT_LT(mono_ms() - t0, 1000);
+}
+
+/*
+ * A thread's eventfd is made again after a fork: a child that waits on a
+ * fabric of its own must not read the parent's wake-ups (it had the same
+ * eventfd, not a copy).  The parent's thread waits once first, so that its
+ * eventfd exists; the child then sleeps and wakes on the same thread's fd
+ * number for 300 ms while the parent's receive waits for a message sent
+ * 100 ms in, and must see it at once.
+ */
+TEST_F_TIMEOUT(sleep, a_forked_child_does_not_take_its_parents_wake_ups, 60)
+{
+	struct sleeper s = { .fab = self->fab };
+	struct pd_req *send = NULL, *warm = NULL;
+	int64_t sent;
+	pthread_t t;
+	pid_t pid;
+	int status;
+
+	/* This thread's eventfd now exists (it slept once). */
+	ASSERT_EQ(0, pd_trecv(self->fab, self->mr[1], 0, 64, self->self, 9, &warm));
+	EXPECT_EQ(0, pd_fabric_wait(self->fab, pd_fabric_progress_count(self->fab), 20));
+	pd_req_free(warm);
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (pid == 0) {
+		struct pd_fabric *fab;
+		uint64_t me, n;
+		int64_t end = mono_ms() + 300;
+
+		if (open_self(variant->prov, PD_WAIT_SPIN_NONE, &fab, &me))
+			_exit(1);
+		while (mono_ms() < end) {
+			n = pd_fabric_progress_count(fab);
+			if (pd_fabric_wait(fab, n, 5) < 0)
+				_exit(2);
+		}
+		pd_fabric_close(fab);
+		_exit(0);
+	}
+	ASSERT_EQ(0, pd_trecv(self->fab, self->mr[1], 0, 4096, self->self, 43, &s.req));
+	ASSERT_EQ(0, pthread_create(&t, NULL, wait_thread, &s));
+	usleep(100 * 1000);
+	sent = mono_ms();
+	ASSERT_EQ(0, pd_tsend(self->fab, self->mr[0], 0, 4096, self->self, 43, &send));
+	EXPECT_EQ(0, pd_wait(send, 10000, NULL));
+	pthread_join(t, NULL);
+	EXPECT_EQ(0, s.ret);
+	EXPECT_LT(s.woke_ms - sent, 1000);
+	ASSERT_EQ(pid, waitpid(pid, &status, 0));
+	EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	pd_req_free(send);
+	pd_req_free(s.req);
 }
 
 TEST_HARNESS_MAIN

@@ -54,17 +54,17 @@ static void record(const char *label, uint64_t first, uint64_t warm)
 			break;
 	if (i == MAX_LABELS || results[i].runs == MAX_REPEATS)
 		return;
-	if (!results[i].label)
-		results[i].label = strdup(label);
+	if (!results[i].label && !(results[i].label = strdup(label)))
+		return;
 	results[i].first[results[i].runs] = first;
 	results[i].warm[results[i].runs++] = warm;
 }
 
-static void print_runs(int runs)
+static void print_runs(void)
 {
 	int i;
 
-	printf("# median (least-most) of %d runs, per hit\n", runs);
+	printf("# median (least-most) of the runs, per hit\n");
 	for (i = 0; i < MAX_LABELS && results[i].label; i++) {
 		uint64_t *f = results[i].first, *w = results[i].warm;
 		int n = results[i].runs;
@@ -247,5 +247,5 @@ void mode_cache(const struct opts *o)
 	for (r = 0; r < runs; r++)
 		cache_run(o);
 	if (runs > 1)
-		print_runs(runs);
+		print_runs();
 }

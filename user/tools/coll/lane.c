@@ -12,7 +12,6 @@
  * next exchange runs.  So the pipeline depth is the same on every path
  * and a ratio between paths measures the copy, nothing else.
  */
-#include <sched.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
