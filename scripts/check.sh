@@ -391,7 +391,8 @@ vm_user_part() {
 	local name=$1 moddir=$2 ubuild=$3 script=$4 t0=$SECONDS payload f need
 	shift 4
 	case "$script" in
-	shim-in-vm.sh) need=(pd-xfer pd-bench tests/test_device) ;;
+	shim-in-vm.sh) need=(pd-xfer pd-bench tests/test_device tests/test_net_plugin_device
+		libnccl-net-peerdirect.so libpeerdirect.so.1) ;;
 	doctor-in-vm.sh) need=(pdctl libpeerdirect.so.1) ;;
 	*) need=(pd-coll) ;;
 	esac
@@ -491,7 +492,8 @@ run_tier() {
 		if [[ " $parts " == *" shim "* || " $parts " == *" doctor "* || " $parts " == *" coll "* ]] &&
 			[ -z "${stack_built:-}" ]; then
 			rm -f "$ubuild/pd-xfer" "$ubuild/pd-bench" "$ubuild/pdctl" "$ubuild/pd-coll" \
-				"$ubuild/libpeerdirect.so.1" "$ubuild/tests/test_device"
+				"$ubuild/libpeerdirect.so.1" "$ubuild/tests/test_device" \
+				"$ubuild/tests/test_net_plugin_device" "$ubuild/libnccl-net-peerdirect.so"
 			scripts/user-stack.sh "$TIER_ROOT" gcc > "$out/$TIER_LABEL-shim-build.log" 2>&1
 			stack_built=1
 		fi

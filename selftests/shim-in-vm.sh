@@ -55,7 +55,7 @@ pair() {
 	return $((r0 > r1 ? r0 : r1))
 }
 
-tap_plan 17
+tap_plan 18
 netns_tcp > /dev/null
 
 pair ns1 ns2 10.0.0.1 /tmp/tcp-mapped --provider tcp --path mapped --size $big --iters 4
@@ -186,6 +186,18 @@ sed -i 's/# Totals:/# totals:/' /tmp/test-device.log
 check "test_device: the library on module dma-bufs (4 tests)" 0 $rc /tmp/test-device.log \
 	'# totals: pass:4 fail:0 xfail:0 xpass:0 skip:0 error:0'
 sed 's/^/#| /' /tmp/test-device.log
+
+# The NCCL net plugin on module dma-bufs (issue 36): two processes hand
+# the plugin only their exports' fds, as a runtime hands NCCL a buffer;
+# sizes 0 to 16 MiB, then a revocation of each side's memory between
+# messages, learnt by the plugin's own device (SUBSCRIBE).
+PD_TEST_NET_PLUGIN=/pd/lib/libnccl-net-peerdirect.so timeout 240 /pd/bin/test_net_plugin_device \
+	> /tmp/net-plugin.log 2>&1
+rc=$?
+sed -i 's/# Totals:/# totals:/' /tmp/net-plugin.log
+check "NCCL net plugin on module dma-bufs: 0 to 16 MiB, revocation mid-stream (2 tests)" 0 $rc \
+	/tmp/net-plugin.log '# totals: pass:2 fail:0 xfail:0 xpass:0 skip:0 error:0'
+sed 's/^/#| /' /tmp/net-plugin.log
 
 # Lifecycle costs on module dma-bufs (issue 9): every step has a figure.
 timeout 300 /pd/bin/pd-bench lifecycle --memory device:0 --provider tcp \

@@ -67,15 +67,24 @@ static void logger(ncclDebugLogLevel level, unsigned long flags, const char *fil
 		fprintf(stderr, "# [%d] %s:%d %s\n", (int)level, file, line, msg);
 }
 
+/* The build's copy, or PD_TEST_NET_PLUGIN's (the VM's payload has the
+ * plugin elsewhere than the build tree). */
+static inline const char *net_plugin_path(void)
+{
+	const char *p = getenv("PD_TEST_NET_PLUGIN");
+
+	return p && *p ? p : PD_NET_PLUGIN;
+}
+
 static inline int net_open(struct net *n, int ver)
 {
 	char sym[32];
 	void *t;
 
 	memset(n, 0, sizeof(*n));
-	n->dl = dlopen(PD_NET_PLUGIN, RTLD_NOW | RTLD_LOCAL);
+	n->dl = dlopen(net_plugin_path(), RTLD_NOW | RTLD_LOCAL);
 	if (!n->dl) {
-		fprintf(stderr, "# dlopen %s: %s\n", PD_NET_PLUGIN, dlerror());
+		fprintf(stderr, "# dlopen %s: %s\n", net_plugin_path(), dlerror());
 		return -ENOENT;
 	}
 	snprintf(sym, sizeof(sym), "ncclNetPlugin_v%d", ver);

@@ -24,7 +24,7 @@ struct pair {
 	void *lcomm, *comm;	/* comm: the recv comm on 0, the send comm on 1 */
 };
 
-static int sock_io(int s, void *buf, size_t len, bool out)
+static inline int sock_io(int s, void *buf, size_t len, bool out)
 {
 	char *c = buf;
 
@@ -39,28 +39,28 @@ static int sock_io(int s, void *buf, size_t len, bool out)
 	return 0;
 }
 
-static int sync_pair(struct pair *p)
+static inline int sync_pair(struct pair *p)
 {
 	char c = 0;
 
 	return sock_io(p->sock, &c, 1, true) ?: sock_io(p->sock, &c, 1, false);
 }
 
-static unsigned char pattern(size_t i, uint64_t seed)
+static inline unsigned char pattern(size_t i, uint64_t seed)
 {
 	uint64_t x = (i + 1) * 0x9e3779b97f4a7c15ULL ^ (seed * 0xff51afd7ed558ccdULL);
 
 	return (unsigned char)(x >> 29 ^ x);
 }
 
-static void fill(unsigned char *b, size_t len, uint64_t seed)
+static inline void fill(unsigned char *b, size_t len, uint64_t seed)
 {
 	for (size_t i = 0; i < len; i++)
 		b[i] = pattern(i, seed);
 }
 
 /* 0, or the index of the first wrong byte plus one. */
-static size_t check(const unsigned char *b, size_t len, uint64_t seed)
+static inline size_t check(const unsigned char *b, size_t len, uint64_t seed)
 {
 	for (size_t i = 0; i < len; i++)
 		if (b[i] != pattern(i, seed))
@@ -68,7 +68,7 @@ static size_t check(const unsigned char *b, size_t len, uint64_t seed)
 	return 0;
 }
 
-static void *map(size_t len)
+static inline void *map(size_t len)
 {
 	void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 
@@ -76,7 +76,7 @@ static void *map(size_t len)
 }
 
 /* A memfd standing in for a dma-buf (libpeerdirect registers it as one). */
-static void *memfd_map(size_t len, int *fd)
+static inline void *memfd_map(size_t len, int *fd)
 {
 	void *p;
 
@@ -91,7 +91,7 @@ static void *memfd_map(size_t len, int *fd)
 	fprintf(stderr, __VA_ARGS__); fprintf(stderr, " (line %d)\n", __LINE__); \
 	return -1; } while (0)
 
-static int pair_connect(struct pair *p, int ver)
+static inline int pair_connect(struct pair *p, int ver)
 {
 	char handle[NCCL_NET_HANDLE_MAXSIZE];
 	int ndev = 0;
@@ -117,7 +117,7 @@ static int pair_connect(struct pair *p, int ver)
 	return 0;
 }
 
-static void pair_close(struct pair *p)
+static inline void pair_close(struct pair *p)
 {
 	if (p->comm)
 		p->rank ? NET(&p->n, closeSend, p->comm) : NET(&p->n, closeRecv, p->comm);
@@ -141,7 +141,7 @@ struct killarg {
  * 0 when both sides returned 0.  A side that kills the child finds its pid
  * in struct killarg, and the child's death is then no failure.
  */
-static int run_pair_as(const int *vers, int nvers, side_fn recv_fn, side_fn send_fn, void *arg,
+static inline int run_pair_as(const int *vers, int nvers, side_fn recv_fn, side_fn send_fn, void *arg,
 		       bool recv_in_child)
 {
 	struct pair p = { 0 };
@@ -164,7 +164,7 @@ static int run_pair_as(const int *vers, int nvers, side_fn recv_fn, side_fn send
 	/* One load for every version: each table is driven from init to its
 	 * closes on the same plugin, and libfabric starts once per process
 	 * (over a second under TSan). */
-	hold = dlopen(PD_NET_PLUGIN, RTLD_NOW | RTLD_LOCAL);
+	hold = dlopen(net_plugin_path(), RTLD_NOW | RTLD_LOCAL);
 	for (i = 0; !ret && i < nvers; i++) {
 		memset(&p.n, 0, sizeof(p.n));
 		p.lcomm = p.comm = NULL;
@@ -197,7 +197,7 @@ static int run_pair_as(const int *vers, int nvers, side_fn recv_fn, side_fn send
 	return WIFEXITED(status) && !WEXITSTATUS(status) ? 0 : -ECHILD;
 }
 
-static int run_pair(int ver, side_fn recv_fn, side_fn send_fn, void *arg)
+static inline int run_pair(int ver, side_fn recv_fn, side_fn send_fn, void *arg)
 {
 	return run_pair_as(&ver, 1, recv_fn, send_fn, arg, false);
 }
