@@ -163,12 +163,13 @@ done
 # rocm-smi (RCCL loads the same plugin ABI; rccl-tests has the same
 # binaries).  Counted on this node only: with --launcher the others are
 # the launcher's business.
-ngpu=0 gpu_why=
+ngpu=0 gpu_why='' rccl=0
 if command -v nvidia-smi > /dev/null 2>&1; then
 	ngpu=$(nvidia-smi -L 2> /dev/null | grep -c '^GPU [0-9]' || true)
 	[ "$ngpu" -gt 0 ] || gpu_why="nvidia-smi -L lists no GPU"
 elif command -v rocm-smi > /dev/null 2>&1; then
 	ngpu=$(rocm-smi --showid 2> /dev/null | grep -oE '^GPU\[[0-9]+\]' | sort -u | wc -l)
+	rccl=1
 	[ "$ngpu" -gt 0 ] || gpu_why="rocm-smi --showid lists no GPU"
 else
 	gpu_why="no GPU: neither nvidia-smi nor rocm-smi is installed"
@@ -245,10 +246,19 @@ common=(NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=
 # NCCL_NET_PLUGIN for a plugin given by name or by file.  NCCL up to 2.18
 # dlopen()s "libnccl-net-$NCCL_NET_PLUGIN.so" only (later ones try the
 # value as a path first): a file named so goes by its suffix, its
-# directory into LD_LIBRARY_PATH, which every NCCL honours.
+# directory into LD_LIBRARY_PATH, which every NCCL honours.  RCCL looks
+# for "librccl-net-NAME.so" instead, which nobody installs for these
+# plugins: it gets the file's path (RCCL of ROCm 6 and later tries that
+# first), the loader's for a name.
 plugin_env() {
 	local base=${1##*/}
-	if [[ $1 == */* && $base =~ ^libnccl-net-(.+)\.so$ ]]; then
+	if [ "$rccl" = 1 ]; then
+		if [[ $1 != */* ]]; then
+			set -- "$(/sbin/ldconfig -p 2> /dev/null |
+				awk -v n="libnccl-net-$1.so" '$1 == n { print $NF; exit }')"
+		fi
+		echo "NCCL_NET_PLUGIN=$1"
+	elif [[ $1 == */* && $base =~ ^libnccl-net-(.+)\.so$ ]]; then
 		echo "NCCL_NET_PLUGIN=${BASH_REMATCH[1]}" "LD_LIBRARY_PATH=$(dirname "$1")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 	else
 		echo "NCCL_NET_PLUGIN=$1"

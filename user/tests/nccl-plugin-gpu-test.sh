@@ -32,7 +32,7 @@ t() {
 run() {
 	local want=$1 st=0
 	shift
-	env -u LD_LIBRARY_PATH PATH="$tmp/bin:/usr/bin:/bin" NCCL_TESTS_DIR= "$script" "$@" > "$tmp/out" 2>&1 || st=$?
+	env -u LD_LIBRARY_PATH PATH="${RUN_PATH:-$tmp/bin}:/usr/bin:/bin" NCCL_TESTS_DIR= "$script" "$@" > "$tmp/out" 2>&1 || st=$?
 	[ "$st" = "$want" ] || { echo "exit $st, want $want" >> "$tmp/out"; return 1; }
 }
 has() { grep -qF -- "$1" "$tmp/out"; }
@@ -42,7 +42,7 @@ mkdir -p "$tmp/bin"
 touch "$tmp/libnccl-net-peerdirect.so"	# --plugin: a file by that name
 
 echo "TAP version 13"
-echo "1..12"
+echo "1..13"
 
 t "no GPU: exit 4 (SKIP), says nvidia-smi is missing and nccl-tests too" eval '
 	run 4 && has "SKIP: no GPU: neither nvidia-smi nor rocm-smi is installed" &&
@@ -74,6 +74,18 @@ t "--dry-run: a launcher starts env on every rank; -g 2 from nvidia-smi without 
 	[ "$(grep -c "^\\\$ mpirun -np 4 --hostfile h env NCCL_P2P_DISABLE=1" "$tmp/out")" = 4 ] &&
 	has "all_gather_perf -b 8 -e 128M -f 2 -g 1" && lacks "NCCL_NET_PLUGIN=ofi" &&
 	run 0 --dry-run --ofi none && has "all_reduce_perf -b 8 -e 128M -f 2 -g 2 "'
+
+# rocm-smi --showid as ROCm prints it: RCCL, which looks for
+# librccl-net-NAME.so, gets the plugin's path.
+mkdir -p "$tmp/rocm"
+printf '%s\n' '=== ROCm System Management Interface ===' 'GPU[0]		: Device Name: 		Instinct MI210' \
+	'GPU[0]		: Device ID: 		0x740f' 'GPU[1]		: Device Name: 		Instinct MI210' > "$tmp/rocm.out"
+printf '#!/bin/sh\ncat "%s"\n' "$tmp/rocm.out" > "$tmp/rocm/rocm-smi"
+chmod +x "$tmp/rocm/rocm-smi"
+t "AMD GPUs (rocm-smi): 2 found, RCCL gets the plugin by its path" eval '
+	RUN_PATH=$tmp/rocm run 0 --dry-run --ofi none --plugin "$tmp/libnccl-net-peerdirect.so" &&
+	has "NCCL_NET_PLUGIN=$tmp/libnccl-net-peerdirect.so NCCL_NET=peerdirect all_reduce_perf -b 8 -e 128M -f 2 -g 2 " &&
+	lacks "no GPU" && lacks LD_LIBRARY_PATH'
 
 t "--parse: the busbw table and ratio of the recorded peerdirect and socket runs" eval '
 	run 0 --parse "$fx/all_reduce_perf.peerdirect.out" "$fx/all_reduce_perf.socket.out" &&
