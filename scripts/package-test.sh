@@ -4,8 +4,10 @@
 #   scripts/package-test.sh [--debs DIR] [--keep]
 #
 # 1. install: `make install DESTDIR=... INSTALL_MOD_PATH=...` (in a copy of
-#    the tree) installs peerdirect.ko and no pd_test_importer, while a plain
-#    `make modules` there still builds both modules for the selftests.
+#    the tree) installs peerdirect.ko and no pd_test_importer, and the NCCL
+#    net plugin in LIBDIR (soname libnccl-net-peerdirect.so, RUNPATH
+#    $ORIGIN); `make uninstall` leaves no file; a plain `make modules`
+#    there still builds both modules for the selftests.
 #    Versions (scripts/version.sh, in a throw-away clone): the next commit,
 #    uncommitted edits and the commit after sort upward under dpkg
 #    --compare-versions; without git, the VERSION file or BASE_VERSION.
