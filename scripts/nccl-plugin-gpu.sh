@@ -238,7 +238,7 @@ fi
 # Per transport: NCCL's environment, the network name NCCL must report
 # ("Using network NAME", NCCL's init line) and, for peerdirect, the
 # plugin's own log prefix.  aws-ofi-nccl calls its network "Libfabric"
-# ("AWS Libfabric" before 1.9).
+# ("AWS Libfabric" in older releases' logs).
 transports=(peerdirect socket)
 [ "$ofi" = none ] || transports+=(ofi)
 # shellcheck disable=SC2054  # INIT,NET is one value
@@ -248,8 +248,9 @@ common=(NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=
 # value as a path first): a file named so goes by its suffix, its
 # directory into LD_LIBRARY_PATH, which every NCCL honours.  RCCL looks
 # for "librccl-net-NAME.so" instead, which nobody installs for these
-# plugins: it gets the file's path (RCCL of ROCm 6 and later tries that
-# first), the loader's for a name.
+# plugins: it gets the file's path (NCCL's newer loader, which RCCL
+# follows, tries the value as a path first; not checked on a real RCCL),
+# the loader's for a name.
 plugin_env() {
 	local base=${1##*/}
 	if [ "$rccl" = 1 ]; then
