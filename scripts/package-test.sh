@@ -4,23 +4,27 @@
 #   scripts/package-test.sh [--debs DIR] [--keep]
 #
 # 1. install: `make install DESTDIR=... INSTALL_MOD_PATH=...` (in a copy of
-#    the tree) installs peerdirect.ko and no pd_test_importer, while a plain
-#    `make modules` there still builds both modules for the selftests.
+#    the tree) installs peerdirect.ko and no pd_test_importer, and the NCCL
+#    net plugin in LIBDIR (soname libnccl-net-peerdirect.so, RUNPATH
+#    $ORIGIN); `make uninstall` leaves no file; a plain `make modules`
+#    there still builds both modules for the selftests.
 #    Versions (scripts/version.sh, in a throw-away clone): the next commit,
 #    uncommitted edits and the commit after sort upward under dpkg
 #    --compare-versions; without git, the VERSION file or BASE_VERSION.
 # 2. packages: scripts/package.sh builds the .debs (or take them from
 #    --debs DIR); lintian reports no errors; no package holds the test
 #    importer; each holds what it should; their version and DKMS's are
-#    scripts/version.sh's; peerdirect-tools depends on libpeerdirect1 of the
-#    same version and suggests gnuplot.
+#    scripts/version.sh's; peerdirect-tools and libnccl-net-peerdirect depend
+#    on libpeerdirect1 of the same version; the tools suggest gnuplot.
 # 3. a clean Debian 12 minbase root (scripts/packaging/clean-root.sh: a
 #    cached debootstrap tarball, a fresh copy per run): `apt install ./*.deb`
 #    of the packages alone, then in it: DKMS knows the module, group
 #    "peerdirect" and the udev rule exist, the man pages are there, a sample
 #    program builds with `pkg-config --cflags --libs peerdirect` and runs, the
-#    installed pd-xfer moves data between two processes over tcp, and
-#    `apt purge` leaves nothing behind.
+#    NCCL net plugin is found by bare name through the loader as NCCL looks
+#    for it (scripts/packaging/nccl-load.c), the installed pd-xfer moves
+#    data between two processes over tcp, and `apt purge` leaves nothing
+#    behind.
 #
 # TAP-like "ok"/"not ok" lines, then "N passed, N failed, N skipped"; logs
 # in build/package-test/.  Needs root (debootstrap, chroot).  --keep keeps
@@ -74,6 +78,12 @@ check "make install: peerdirect.ko installed" \
 	test -n "$(find "$work/destdir/lib/modules" -name 'peerdirect.ko*' 2> /dev/null)"
 check "make install: the module says MODULE_VERSION $version" bash -c \
 	'[ "$(modinfo -F version "$(find "$1" -name "peerdirect.ko*" | head -n 1)")" = "$2" ]' _ "$work/destdir/lib/modules" "$version"
+# NCCL_NET_PLUGIN=peerdirect dlopen()s it by that bare name: LIBDIR, soname alike.
+plugin=$work/destdir/usr/lib/libnccl-net-peerdirect.so
+check "make install: the NCCL net plugin in LIBDIR, soname libnccl-net-peerdirect.so" bash -c \
+	'readelf -d "$1" | grep -qF "Library soname: [libnccl-net-peerdirect.so]"' _ "$plugin"
+check "make install: the plugin finds libpeerdirect.so.1 beside it in any PREFIX (RUNPATH \$ORIGIN)" bash -c \
+	'readelf -d "$1" | grep -qF "(RUNPATH)            Library runpath: [\$ORIGIN]"' _ "$plugin"
 bad=$(find "$work/destdir" -iname '*importer*' 2> /dev/null)
 check "make install: no pd_test_importer${bad:+ ($bad)}" test -z "$bad"
 check "make install: nothing installed outside DESTDIR (no depmod, no group)" \
@@ -149,7 +159,7 @@ mapfile -t all < <(ls "$debs"/*_"$version"-*.deb 2> /dev/null)
 mapfile -t main < <(printf '%s\n' "${all[@]}" | grep -v -- '-dbgsym_')
 names=$(for d in "${main[@]}"; do dpkg-deb -f "$d" Package; done | sort | tr '\n' ' ')
 check "binary packages: $names" \
-	test "$names" = "libpeerdirect-dev libpeerdirect1 peerdirect-dkms peerdirect-tools peerdirect-udev "
+	test "$names" = "libnccl-net-peerdirect libpeerdirect-dev libpeerdirect1 peerdirect-dkms peerdirect-tools peerdirect-udev "
 if [ ${#main[@]} -eq 0 ]; then
 	echo "$pass passed, $fail failed, $skip skipped"
 	exit 1
@@ -199,6 +209,10 @@ tdeps=$(dpkg-deb -f "$(pkgfile peerdirect-tools)" Depends)
 entries() { dpkg-deb -f "$(pkgfile "$1")" "$2" | tr ',' '\n' | sed 's/^ *//; s/ *$//'; }
 check "peerdirect-tools Depends: libpeerdirect1 (= $deb_ver) ($tdeps)" \
 	grep -qxF "libpeerdirect1 (= $deb_ver)" <<<"$(entries peerdirect-tools Depends)"
+check "libnccl-net-peerdirect: the plugin in the loader's path" has libnccl-net-peerdirect \
+	"$ma/libnccl-net-peerdirect.so"
+check "libnccl-net-peerdirect Depends: libpeerdirect1 (= $deb_ver) ($(dpkg-deb -f "$(pkgfile libnccl-net-peerdirect)" Depends))" \
+	grep -qxF "libpeerdirect1 (= $deb_ver)" <<<"$(entries libnccl-net-peerdirect Depends)"
 tsugg=$(dpkg-deb -f "$(pkgfile peerdirect-tools)" Suggests)
 check "peerdirect-tools Suggests: gnuplot ($tsugg)" grep -qx gnuplot <<<"$(entries peerdirect-tools Suggests)"
 check "peerdirect-udev: persistent binding (rule, helper, devices.conf)" has peerdirect-udev \
@@ -231,7 +245,7 @@ printf '#!/bin/sh\nexit 101\n' > "$root/usr/sbin/policy-rc.d"
 chmod 755 "$root/usr/sbin/policy-rc.d"
 mkdir -p "$root/tmp/debs"
 cp "${main[@]}" "$root/tmp/debs/"
-cp scripts/packaging/sample.c "$root/tmp/"
+cp scripts/packaging/sample.c scripts/packaging/nccl-load.c "$root/tmp/"
 inroot() { scripts/in-root.sh "$root" env DEBIAN_FRONTEND=noninteractive "$@"; }
 apt_opts=(-y -q -o Dpkg::Use-Pty=0 -o APT::Install-Recommends=false -o Acquire::Retries=3)
 
@@ -244,8 +258,8 @@ else
 	notok "apt install ./*.deb in a clean Debian 12 root"; tail -n 30 "$log/apt-install.log" | sed 's/^/#   /'
 fi
 inroot dpkg-query -W -f='${Package} ${Version} ${Status}\n' peerdirect-dkms peerdirect-udev \
-	libpeerdirect1 libpeerdirect-dev peerdirect-tools > "$log/installed.txt" 2>&1
-check "all five packages installed" test "$(grep -c 'install ok installed' "$log/installed.txt")" = 5
+	libpeerdirect1 libpeerdirect-dev libnccl-net-peerdirect peerdirect-tools > "$log/installed.txt" 2>&1
+check "all six packages installed" test "$(grep -c 'install ok installed' "$log/installed.txt")" = 6
 inroot dkms status > "$log/dkms-status.txt" 2>&1
 check "dkms knows peerdirect/$version: $(grep peerdirect "$log/dkms-status.txt" | head -n 1)" \
 	grep -q "peerdirect/$version" "$log/dkms-status.txt"
@@ -271,6 +285,14 @@ if inroot apt-get "${apt_opts[@]}" install gcc libc6-dev pkg-config > "$log/apt-
 	else
 		notok "sample program runs"; sed 's/^/#   /' "$log/sample.out"
 	fi
+	# As NCCL_NET_PLUGIN=peerdirect loads it: by bare name, no LD_LIBRARY_PATH.
+	if inroot bash -c 'cd /tmp && cc -Wall -Wextra -Werror -o nccl-load nccl-load.c -ldl &&
+		env -u LD_LIBRARY_PATH ./nccl-load' > "$log/nccl-load.log" 2>&1; then
+		ok "NCCL net plugin: dlopen(\"libnccl-net-peerdirect.so\") through the loader, tables v12 and v8 named peerdirect"
+		sed 's/^/#   /' "$log/nccl-load.log"
+	else
+		notok "NCCL net plugin found by bare name"; sed 's/^/#   /' "$log/nccl-load.log"
+	fi
 else
 	notok "apt-get install gcc libc6-dev pkg-config"; tail -n 10 "$log/apt-pkg-config.log" | sed 's/^/#   /'
 fi
@@ -295,9 +317,14 @@ rm -f "$apt_cache"/peerdirect-* "$apt_cache"/libpeerdirect*
 
 # Removal: apt purge leaves no file of ours and no DKMS registration.
 if inroot apt-get "${apt_opts[@]}" purge peerdirect-dkms peerdirect-udev libpeerdirect1 \
-	libpeerdirect-dev peerdirect-tools > "$log/apt-purge.log" 2>&1; then
+	libpeerdirect-dev libnccl-net-peerdirect peerdirect-tools > "$log/apt-purge.log" 2>&1; then
 	left=$(cd "$root" && ls -d usr/src/peerdirect-* var/lib/dkms/peerdirect lib/udev/rules.d/60-peerdirect.rules \
-		usr/include/peerdirect.h usr/bin/pd-bench 2> /dev/null | tr '\n' ' ')
+		usr/include/peerdirect.h usr/bin/pd-bench "${ma#/}"/libnccl-net-peerdirect.so "${ma#/}"/libpeerdirect.so.1 \
+		2> /dev/null | tr '\n' ' ')
+	# and the loader no longer finds the plugin by its bare name
+	inroot /tmp/nccl-load > "$log/nccl-load-purged.log" 2>&1
+	check "apt purge: the plugin is no longer found ($(head -n 1 "$log/nccl-load-purged.log"))" \
+		grep -q 'libnccl-net-peerdirect.so: cannot open shared object file' "$log/nccl-load-purged.log"
 	check "apt purge removes every package and leaves nothing behind${left:+ (left: $left)}" test -z "$left"
 else
 	notok "apt purge"; tail -n 20 "$log/apt-purge.log" | sed 's/^/#   /'

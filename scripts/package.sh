@@ -15,7 +15,8 @@
 #    log in DIR/build.log.
 #
 # Binary packages: peerdirect-dkms, peerdirect-udev, libpeerdirect1,
-# libpeerdirect-dev, peerdirect-tools.  Prints the paths of the .debs.
+# libpeerdirect-dev, libnccl-net-peerdirect, peerdirect-tools.  Prints the
+# paths of the .debs.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 out=$top/build/pkg
