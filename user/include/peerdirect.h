@@ -29,7 +29,7 @@ extern "C" {
 #endif
 
 #define PD_ABI_MAJOR 1
-#define PD_ABI_MINOR 3
+#define PD_ABI_MINOR 4
 
 struct pd_device;
 struct pd_fabric;
@@ -149,6 +149,9 @@ void pd_fabric_attr_init(struct pd_fabric_attr *attr);
 int pd_fabric_open(const struct pd_fabric_attr *attr, struct pd_fabric **out);
 void pd_fabric_close(struct pd_fabric *fab);
 const char *pd_fabric_provider(const struct pd_fabric *fab);
+/* 1.4: the provider's domain: the NIC ("eth0", "mlx5_0", "rdmap0s31-rdm")
+ * or "shm"; "" for NULL. */
+const char *pd_fabric_domain(const struct pd_fabric *fab);
 size_t pd_fabric_chunk_size(const struct pd_fabric *fab);
 int pd_fabric_set_path(struct pd_fabric *fab, enum pd_path path);
 /* Raw endpoint address for the runtime's own out-of-band exchange. */
@@ -405,6 +408,8 @@ struct pd_api {
 	/* 1.3 */
 	uint64_t (*fabric_progress_count)(struct pd_fabric *);
 	int (*fabric_wait)(struct pd_fabric *, uint64_t, int);
+	/* 1.4 */
+	const char *(*fabric_domain)(const struct pd_fabric *);
 };
 
 /*

@@ -69,6 +69,7 @@ static const struct pd_api api = {
 	.mr_reg_imported = pd_mr_reg_imported,
 	.fabric_progress_count = pd_fabric_progress_count,
 	.fabric_wait = pd_fabric_wait,
+	.fabric_domain = pd_fabric_domain,
 };
 
 int pd_get_api(uint32_t abi_major, uint32_t abi_minor, const struct pd_api **out)

@@ -611,6 +611,11 @@ const char *pd_fabric_provider(const struct pd_fabric *fab)
 	return fab ? fab->provider : "";
 }
 
+const char *pd_fabric_domain(const struct pd_fabric *fab)
+{
+	return fab && fab->info->domain_attr->name ? fab->info->domain_attr->name : "";
+}
+
 size_t pd_fabric_chunk_size(const struct pd_fabric *fab)
 {
 	return fab ? fab->chunk : 0;

@@ -80,6 +80,12 @@ static void attach_device(struct pdn_dev *d)
 		 idx);
 }
 
+/* The setting, else the NIC's own, else 10 Gb/s. */
+static int dev_speed(const struct pdn_dev *d)
+{
+	return pdn.speed_mbps ? pdn.speed_mbps : d->nic_speed_mbps ? d->nic_speed_mbps : 10000;
+}
+
 static int dev_open(struct pdn_dev *d)
 {
 	struct pd_fabric_attr a;
@@ -102,9 +108,15 @@ static int dev_open(struct pdn_dev *d)
 	}
 	snprintf(d->name, sizeof(d->name), "%s-%s", PDN_NAME, pd_fabric_provider(d->fab));
 	attach_device(d);
+	pdn_nic_locate(d);
 	PDN_INFO(NCCL_INIT | NCCL_NET, "device 0: provider %s, wire chunk %zu B, address %zu B; host memory and dma-bufs (no CUDA pointers), %d grouped receives, libpeerdirect ABI %d.%d",
 		 pd_fabric_provider(d->fab), pd_fabric_chunk_size(d->fab), d->addr_len,
 		 PDN_MAX_RECVS, PD_ABI_MAJOR, PD_ABI_MINOR);
+	PDN_INFO(NCCL_INIT | NCCL_NET, "device 0: NIC %s%s at %s; speed %d Mb/s (%s)",
+		 d->nic[0] ? d->nic : "(none)", d->nic_rdma ? " (RDMA)" : "",
+		 d->pci_path[0] ? d->pci_path : "on no PCI function (virtual to NCCL's topology)",
+		 dev_speed(d), pdn.speed_mbps ? "PEERDIRECT_NCCL_SPEED_MBPS" :
+		 d->nic_speed_mbps ? "sysfs" : "the NIC does not say: 10000");
 	return 0;
 fail:
 	if (d->fab)
@@ -148,7 +160,7 @@ ncclResult_t pdn_init(ncclDebugLogger_t logger)
 	if (__atomic_load_n(&pdn.ready, __ATOMIC_ACQUIRE))
 		goto out;
 	t = env_int("PEERDIRECT_NCCL_CONNECT_TIMEOUT_MS", 60000, 1, INT_MAX);
-	s = env_int("PEERDIRECT_NCCL_SPEED_MBPS", 10000, 1, INT_MAX);
+	s = env_int("PEERDIRECT_NCCL_SPEED_MBPS", 0, 1, INT_MAX);
 	if (t < 0 || s < 0) {
 		res = ncclInvalidUsage;
 		goto out;
@@ -192,16 +204,15 @@ void pdn_fill_props(int dev, ncclNetProperties_v9_t *p)
 
 	memset(p, 0, sizeof(*p));
 	p->name = d->name;
-	/* Until the doctor's topology code reports the NIC's PCI path: a
-	 * virtual NIC to NCCL's topology. */
-	p->pciPath = NULL;
+	/* NULL: a virtual NIC to NCCL's topology (no PCI function). */
+	p->pciPath = d->pci_path[0] ? d->pci_path : NULL;
 	p->guid = (uint64_t)dev;
 	p->ptrSupport = NCCL_PTR_HOST | NCCL_PTR_DMABUF;
 	/* libpeerdirect's cache serves a registration inside an earlier one,
 	 * whatever the comm: what NCCL's regIsGlobal asks for. */
 	p->regIsGlobal = 1;
 	p->forceFlush = 0;
-	p->speed = pdn.speed_mbps;
+	p->speed = dev_speed(d);
 	p->port = 1;
 	p->latency = 0;		/* NCCL's default */
 	p->maxComms = PDN_MAX_COMMS;

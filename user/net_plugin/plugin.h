@@ -31,6 +31,7 @@
 #ifndef PD_NET_PLUGIN_H
 #define PD_NET_PLUGIN_H
 
+#include <limits.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -83,6 +84,12 @@ struct pdn_dev {
 	struct pdn_peer *peers;
 	struct pd_device *pddev;	/* attached for revocation events, or NULL */
 	struct pdn_grave *graves;	/* buffers a cancelled receive may still hit */
+	/* The fabric's NIC (nic.c): sysfs name, PCI function ("" when on
+	 * none: NCCL's topology then takes it as virtual), speed (0 unknown) */
+	char nic[64];
+	bool nic_rdma;
+	char pci_path[PATH_MAX];
+	int nic_speed_mbps;
 };
 
 /* A registered buffer that had a receive cancelled on it: the provider may
@@ -128,7 +135,7 @@ struct pdn_state {
 	struct pdn_dev devs[PDN_MAX_DEVS];
 	long live;			/* listen/send/recv comms and mrs alive */
 	int connect_timeout_ms;
-	int speed_mbps;
+	int speed_mbps;			/* PEERDIRECT_NCCL_SPEED_MBPS; 0: the NIC's */
 };
 extern struct pdn_state pdn;
 
@@ -150,6 +157,9 @@ ncclResult_t pdn_init(ncclDebugLogger_t logger);
 ncclResult_t pdn_devices(int *ndev);
 struct pdn_dev *pdn_dev_get(int dev);
 void pdn_fill_props(int dev, ncclNetProperties_v9_t *p);
+
+/* nic.c */
+void pdn_nic_locate(struct pdn_dev *d);
 int pdn_id_alloc(struct pdn_dev *d, uint32_t *id);
 void pdn_id_free(struct pdn_dev *d, uint32_t id);
 int pdn_peer_insert(struct pdn_dev *d, const void *addr, size_t len, uint64_t *peer);

@@ -36,6 +36,8 @@ static const char *const api_slots[] = {
 	"pd_dmabuf_release", "pd_mr_reg_imported",
 	/* 1.3 */
 	"pd_fabric_progress_count", "pd_fabric_wait",
+	/* 1.4 */
+	"pd_fabric_domain",
 };
 
 /* Every exported symbol with the version node that added it. */
@@ -70,6 +72,7 @@ static const char *const exported[] = {
 	"pd_dmabuf_import@@LIBPEERDIRECT_1.1", "pd_dmabuf_release@@LIBPEERDIRECT_1.1",
 	"pd_mr_reg_imported@@LIBPEERDIRECT_1.1",
 	"pd_fabric_progress_count@@LIBPEERDIRECT_1.3", "pd_fabric_wait@@LIBPEERDIRECT_1.3",
+	"pd_fabric_domain@@LIBPEERDIRECT_1.4",
 };
 
 #define N(a) (sizeof(a) / sizeof((a)[0]))
@@ -180,7 +183,8 @@ TEST(layouts_are_frozen)
 	EXPECT_EQ(280, offsetof(struct pd_api, device_fd));
 	EXPECT_EQ(408, offsetof(struct pd_api, mr_rkey_sz));
 	EXPECT_EQ(440, offsetof(struct pd_api, fabric_progress_count));
-	EXPECT_EQ(456, sizeof(struct pd_api));
+	EXPECT_EQ(456, offsetof(struct pd_api, fabric_domain));
+	EXPECT_EQ(464, sizeof(struct pd_api));
 }
 
 /* The shared object exports exactly the frozen list, each symbol in the

@@ -251,6 +251,28 @@ TEST(auto_provider_reaches_other_nodes)
 	pd_fabric_close(fab);
 }
 
+/* The domain names the NIC as sysfs does (tcp's netdev), shm's is "shm",
+ * and a NULL fabric's is empty, not a crash. */
+TEST(domain_names_the_nic)
+{
+	struct pd_fabric_attr attr;
+	struct pd_fabric *fab;
+	char path[PATH_MAX];
+
+	EXPECT_STREQ("", pd_fabric_domain(NULL));
+	pd_fabric_attr_init(&attr);
+	attr.provider = "tcp";
+	ASSERT_EQ(0, pd_fabric_open(&attr, &fab)) TH_LOG("%s", pd_last_error());
+	EXPECT_STREQ(fab->info->domain_attr->name, pd_fabric_domain(fab));
+	snprintf(path, sizeof(path), "/sys/class/net/%s", pd_fabric_domain(fab));
+	EXPECT_EQ(0, access(path, F_OK)) TH_LOG("tcp's domain %s is no netdev", pd_fabric_domain(fab));
+	pd_fabric_close(fab);
+	attr.provider = "shm";
+	ASSERT_EQ(0, pd_fabric_open(&attr, &fab)) TH_LOG("%s", pd_last_error());
+	EXPECT_STREQ("shm", pd_fabric_domain(fab));
+	pd_fabric_close(fab);
+}
+
 /*
  * The library never writes the environment: setenv races with other
  * threads' getenv, and FI_UNIVERSE_SIZE would leak into every other

@@ -7,6 +7,7 @@
  * with NCCL's documented semantics (NULL comm until connected, NULL
  * request = try again, receives larger than sends, grouped receives).
  */
+#include <limits.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sys/mman.h>
@@ -262,6 +263,55 @@ TEST(tables_and_properties_have_nccls_layouts)
 		EXPECT_EQ(0, net_close(&n));
 	}
 	dlclose(hold);
+}
+
+/*
+ * NCCL's topology places the NIC by pciPath: the PCI function the
+ * provider's NIC hangs from (its last component a bus id, a directory
+ * with a vendor file, no function between it and the NIC), or NULL when
+ * the NIC has none; speed from sysfs where the NIC says, else 10 Gb/s.
+ * Checked against this host's sysfs (eth0 on virtio-net here).
+ */
+TEST(pci_path_and_speed_come_from_the_nic)
+{
+	char nic[64] = "", link[PATH_MAX], real[PATH_MAX], file[PATH_MAX + 16], buf[32];
+	unsigned int a, b, c, d;
+	ncclNetProperties_v9_t p;
+	const char *line, *tail;
+	struct net n;
+	long speed = 0;
+	FILE *f;
+
+	ASSERT_EQ(0, net_open(&n, 12));
+	ASSERT_EQ(ncclSuccess, net_init(&n));
+	ASSERT_EQ(ncclSuccess, net_props(&n, 0, &p));
+	line = strstr(logbuf, "device 0: NIC ");
+	ASSERT_NE(NULL, line) TH_LOG("%s", logbuf);
+	ASSERT_EQ(1, sscanf(line, "device 0: NIC %63s", nic));
+	snprintf(link, sizeof(link), "/sys/class/net/%s/device", nic);
+	if (!p.pciPath) {
+		/* none: the link leads to no PCI function at all */
+		EXPECT_TRUE(!realpath(link, real) || !strstr(real, "/pci")) TH_LOG("%s: %s", nic, real);
+	} else {
+		TH_LOG("%s at %s", nic, p.pciPath);
+		ASSERT_NE(NULL, realpath(link, real));
+		ASSERT_EQ(0, strncmp(real, p.pciPath, strlen(p.pciPath))) TH_LOG("%s", real);
+		tail = strrchr(p.pciPath, '/') + 1;
+		EXPECT_EQ(4, sscanf(tail, "%x:%x:%x.%x", &a, &b, &c, &d)) TH_LOG("%s", tail);
+		snprintf(file, sizeof(file), "%s/vendor", p.pciPath);
+		EXPECT_EQ(0, access(file, F_OK));
+		/* the nearest function: nothing below it is one */
+		for (tail = real + strlen(p.pciPath); (tail = strchr(tail, '/')); tail++)
+			EXPECT_NE(4, sscanf(tail + 1, "%x:%x:%x.%x", &a, &b, &c, &d)) TH_LOG("%s", real);
+	}
+	snprintf(file, sizeof(file), "/sys/class/net/%s/speed", nic);
+	if ((f = fopen(file, "r"))) {
+		if (!fgets(buf, sizeof(buf), f) || sscanf(buf, "%ld", &speed) != 1)
+			speed = 0;
+		fclose(f);
+	}
+	EXPECT_EQ(speed > 0 ? speed : 10000, p.speed);
+	EXPECT_EQ(0, net_close(&n));
 }
 
 /* A malformed setting fails init, saying which (NCCL then falls back to

@@ -279,6 +279,46 @@ TEST_F(fake, topo_matrix_from_sysfs)
 	EXPECT_NE(NULL, strstr(self->out, "{\"error\":")) TH_LOG("%s", self->out);
 }
 
+/*
+ * The PCI function a class device hangs from (common/pci_path.h: pdctl
+ * topo's and the NCCL net plugin's): a netdev of virtio below its
+ * function, an RDMA device's link straight to one, a veth without a
+ * function, a link to nowhere, and a buffer too short.
+ */
+TEST_F(fake, pci_function_path_of_class_devices)
+{
+	static const char *const fn = "/sys/devices/pci0000:00/0000:00:03.0";
+	char target[PATH_MAX], link[PATH_MAX], want[PATH_MAX], got[PATH_MAX], tiny[8];
+
+	put(self->root, "sys/devices/pci0000:00/0000:00:03.0/virtio2/net/eth0/speed", "-1\n");
+	put(self->root, "sys/class/net/eth0/operstate", "up\n");
+	snprintf(target, sizeof(target), "%s%s/virtio2", self->root, fn);
+	snprintf(link, sizeof(link), "%s/sys/class/net/eth0/device", self->root);
+	ASSERT_EQ(0, symlink(target, link));
+	ASSERT_NE(NULL, realpath(self->root, want));
+	strcat(want, fn);
+	ASSERT_EQ(0, pd_pci_function_path(link, got, sizeof(got)));
+	EXPECT_STREQ(want, got);
+	EXPECT_EQ(-1, pd_pci_function_path(link, tiny, sizeof(tiny)));
+
+	put(self->root, "sys/devices/pci0000:00/0000:00:04.0/infiniband/mlx5_0/ibdev", "");
+	snprintf(target, sizeof(target), "%s/sys/devices/pci0000:00/0000:00:04.0", self->root);
+	put(self->root, "sys/class/infiniband/mlx5_0/node_type", "1: CA\n");
+	snprintf(link, sizeof(link), "%s/sys/class/infiniband/mlx5_0/device", self->root);
+	ASSERT_EQ(0, symlink(target, link));
+	ASSERT_EQ(0, pd_pci_function_path(link, got, sizeof(got)));
+	EXPECT_STREQ("0000:00:04.0", strrchr(got, '/') + 1);
+
+	put(self->root, "sys/devices/virtual/net/veth0/speed", "10000\n");
+	snprintf(target, sizeof(target), "%s/sys/devices/virtual/net/veth0", self->root);
+	snprintf(link, sizeof(link), "%s/sys/class/net/veth0", self->root);
+	ASSERT_EQ(0, symlink(target, link));
+	strcat(link, "/device");
+	EXPECT_EQ(-1, pd_pci_function_path(link, got, sizeof(got)));
+	snprintf(link, sizeof(link), "%s/sys/class/net/nowhere/device", self->root);
+	EXPECT_EQ(-1, pd_pci_function_path(link, got, sizeof(got)));
+}
+
 /* A node whose only device is simulated: doctor exit 9 unless --allow-sim. */
 TEST_F(fake, doctor_simulated_only_exits_9)
 {

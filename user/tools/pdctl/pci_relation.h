@@ -17,18 +17,7 @@
 #include <stdio.h>
 #include <string.h>
 
-/* Whether the len bytes at s are a PCI address DDDD:BB:DD.F. */
-static inline int pd_is_bdf(const char *s, size_t len)
-{
-	unsigned int a, b, c, d;
-	char tmp[32], tail;
-
-	if (len >= sizeof(tmp) || len < 7)
-		return 0;
-	memcpy(tmp, s, len);
-	tmp[len] = 0;
-	return sscanf(tmp, "%x:%x:%x.%x%c", &a, &b, &c, &d, &tail) == 4;
-}
+#include "pci_path.h"
 
 /* PCI address components of path after byte off (bridges and the end). */
 static inline int pd_bdf_hops(const char *path, size_t off)

@@ -29,25 +29,18 @@ struct end {
 /* The PCI function at or above link's target (a NIC may hang below it). */
 static void locate(const char *link, struct end *e)
 {
-	char buf[PATH_MAX + 16], num[16], *base;
+	char buf[PATH_MAX + 16], num[16];
 
 	e->path[0] = e->addr[0] = 0;
 	e->numa = -1;
-	if (!realpath(link, buf))
+	if (pd_pci_function_path(link, e->path, sizeof(e->path))) {
+		e->path[0] = 0;
 		return;
-	while ((base = strrchr(buf, '/')) && base != buf) {
-		if (pd_is_bdf(base + 1, strlen(base + 1))) {
-			snprintf(e->path, sizeof(e->path), "%.4095s", buf);
-			snprintf(e->addr, sizeof(e->addr), "%s", base + 1);
-			break;
-		}
-		*base = 0;
 	}
-	if (e->path[0]) {
-		snprintf(buf, sizeof(buf), "%s/numa_node", e->path);
-		if (!read_file(buf, num, sizeof(num)))
-			e->numa = atoi(num);
-	}
+	snprintf(e->addr, sizeof(e->addr), "%s", strrchr(e->path, '/') + 1);
+	snprintf(buf, sizeof(buf), "%s/numa_node", e->path);
+	if (!read_file(buf, num, sizeof(num)))
+		e->numa = atoi(num);
 }
 
 static const char *affinity(const struct end *a, const struct end *b)
