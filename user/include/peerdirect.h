@@ -140,6 +140,11 @@ struct pd_fabric_attr {
 					 * own progress wakes it; 0: default
 					 * (PEERDIRECT_WAIT_SPIN_US, else 50) */
 	uint32_t reserved;		/* must be 0 */
+	/* 1.4 */
+	const char *domain;		/* the provider's domain (NIC) to open,
+					 * as pd_fabric_domains() names them;
+					 * NULL: PEERDIRECT_DOMAIN, else the
+					 * first that fits */
 };
 /* wait_spin_us: sleep without polling first / never sleep (spin). */
 #define PD_WAIT_SPIN_NONE	(-1)
@@ -152,6 +157,14 @@ const char *pd_fabric_provider(const struct pd_fabric *fab);
 /* 1.4: the provider's domain: the NIC ("eth0", "mlx5_0", "rdmap0s31-rdm")
  * or "shm"; "" for NULL. */
 const char *pd_fabric_domain(const struct pd_fabric *fab);
+/*
+ * 1.4: the domains (NICs) pd_fabric_open(attr) could open, of the provider
+ * it would take, each once, in libfabric's order: into buf as names each
+ * ended by '\0', then one more '\0'.  The count (0: none fits), or
+ * -ENOSPC (buf shorter than the names need) or the error of
+ * pd_fabric_open's settings and fi_getinfo.  attr may be NULL.
+ */
+int pd_fabric_domains(const struct pd_fabric_attr *attr, char *buf, size_t len);
 size_t pd_fabric_chunk_size(const struct pd_fabric *fab);
 int pd_fabric_set_path(struct pd_fabric *fab, enum pd_path path);
 /* Raw endpoint address for the runtime's own out-of-band exchange. */
@@ -410,6 +423,7 @@ struct pd_api {
 	int (*fabric_wait)(struct pd_fabric *, uint64_t, int);
 	/* 1.4 */
 	const char *(*fabric_domain)(const struct pd_fabric *);
+	int (*fabric_domains)(const struct pd_fabric_attr *, char *, size_t);
 };
 
 /*

@@ -70,6 +70,7 @@ static const struct pd_api api = {
 	.fabric_progress_count = pd_fabric_progress_count,
 	.fabric_wait = pd_fabric_wait,
 	.fabric_domain = pd_fabric_domain,
+	.fabric_domains = pd_fabric_domains,
 };
 
 int pd_get_api(uint32_t abi_major, uint32_t abi_minor, const struct pd_api **out)

@@ -191,6 +191,7 @@ static int setting(size_t api, const char *env, size_t dflt, bool bytes, size_t 
 
 struct settings {
 	const char *provider;
+	const char *domain;	/* NULL: the first that fits */
 	enum pd_path path;
 	size_t chunk, slots, max_entries, max_bytes, queue, universe, max_pending;
 	size_t max_staging;
@@ -257,6 +258,9 @@ static int read_settings(const struct pd_fabric_attr *a, struct settings *s)
 	s->provider = a->provider ? a->provider : getenv("PEERDIRECT_PROVIDER");
 	if (s->provider && (!*s->provider || !strcmp(s->provider, "auto")))
 		s->provider = NULL;
+	s->domain = ATTR_FIELD(a, domain) ? a->domain : getenv("PEERDIRECT_DOMAIN");
+	if (s->domain && !*s->domain)
+		s->domain = NULL;
 	s->path = a->path;
 	if ((unsigned int)a->path > PD_PATH_BOUNCE || a->path == PD_PATH_HOST)
 		return pd_error(-EINVAL, "pd_fabric_open: path %d is not auto|dmabuf|mapped|bounce",
@@ -317,6 +321,8 @@ static struct fi_info *make_hints(const struct settings *s, const struct pd_want
 		h->caps |= FI_REMOTE_COMM;
 	if (s->provider)
 		h->fabric_attr->prov_name = strdup(s->provider);
+	if (s->domain)
+		h->domain_attr->name = strdup(s->domain);
 	if (s->queue) {
 		h->tx_attr->size = s->queue;
 		h->rx_attr->size = s->queue;
@@ -344,6 +350,31 @@ static const char *hmem_unasked(const struct pd_fabric *fab, const struct settin
 	return NULL;
 }
 
+/*
+ * The entry of the domain asked for, alone in fab->info.  The hint alone
+ * is not enough: libfabric 1.17's tcp;ofi_rxm ignores a domain name and
+ * answers with every interface's entries, eth0's first.
+ */
+static int pick_domain(struct pd_fabric *fab, const struct settings *s)
+{
+	struct fi_info *fi, *one;
+
+	if (!s->domain)
+		return 0;
+	for (fi = fab->info; fi; fi = fi->next)
+		if (fi->domain_attr->name && !strcmp(fi->domain_attr->name, s->domain) &&
+		    !strcmp(fi->fabric_attr->prov_name, fab->info->fabric_attr->prov_name))
+			break;
+	one = fi ? fi_dupinfo(fi) : NULL;
+	fi_freeinfo(fab->info);
+	fab->info = one;
+	if (!one)
+		return pd_error(fi ? -ENOMEM : -ENODATA, "fi_getinfo(provider %s, domain %s): %s",
+				s->provider ? s->provider : "auto", s->domain,
+				fi ? "out of memory" : "no such domain (pd_fabric_domains and pdctl doctor list the domains)");
+	return 0;
+}
+
 static int get_info(struct pd_fabric *fab, const struct settings *s)
 {
 	/* pd_tries (fabric_hints.h): the nice-to-haves, dropped in order. */
@@ -365,8 +396,14 @@ static int get_info(struct pd_fabric *fab, const struct settings *s)
 		fi_freeinfo(hints);
 	}
 	if (ret)
-		return pd_error(ret, "fi_getinfo(provider %s, RDM, tagged + RMA): %s",
-				s->provider ? s->provider : "auto", fi_strerror(-ret));
+		return pd_error(ret, "fi_getinfo(provider %s%s%s, RDM, tagged + RMA): %s%s",
+				s->provider ? s->provider : "auto", s->domain ? ", domain " : "",
+				s->domain ? s->domain : "", fi_strerror(-ret),
+				s->domain && ret == -FI_ENODATA ?
+				" (pd_fabric_domains and pdctl doctor list the domains)" : "");
+	ret = pick_domain(fab, s);
+	if (ret)
+		return ret;
 	fab->hmem_unasked = hmem_unasked(fab, s);
 	fab->directed_recv = fab->info->caps & FI_DIRECTED_RECV;
 	fab->source = fab->info->caps & FI_SOURCE;
@@ -461,6 +498,75 @@ static int open_objects(struct pd_fabric *fab, bool sleeps)
 		return 0;
 	}
 	return pd_error(ret, "%s on %s: %s", step, fab->provider, fi_strerror(-ret));
+}
+
+/* name is already among buf's used bytes of names. */
+static bool listed(const char *buf, size_t used, const char *name)
+{
+	size_t off;
+
+	for (off = 0; off < used; off += strlen(buf + off) + 1)
+		if (!strcmp(buf + off, name))
+			return true;
+	return false;
+}
+
+/*
+ * The same fi_getinfo as pd_fabric_open's (settings, hints and the tries
+ * dropping nice-to-haves), so that each name listed opens: a node's NICs
+ * for a network plugin that makes one device of each.
+ */
+int pd_fabric_domains(const struct pd_fabric_attr *attr, char *buf, size_t len)
+{
+	struct pd_fabric_attr dflt = { 0 };
+	struct pd_fabric *probe;
+	const char *prov;
+	size_t used = 0;
+	bool short_buf = false;
+	struct fi_info *fi;
+	struct settings s;
+	int ret, n = 0;
+
+	if (!buf || !len)
+		return pd_error(!buf ? -EINVAL : -ENOSPC, "pd_fabric_domains: %s",
+				!buf ? "buf is NULL" : "len is 0");
+	buf[0] = 0;
+	if (!attr) {
+		pd_fabric_attr_init_sz(&dflt, offsetof(struct pd_fabric_attr, max_staging_bytes));
+		attr = &dflt;
+	}
+	ret = read_settings(attr, &s);
+	if (ret)
+		return ret;
+	probe = calloc(1, sizeof(*probe));
+	if (!probe)
+		return pd_error(-ENOMEM, "pd_fabric_domains: out of memory");
+	ret = get_info(probe, &s);
+	if (ret) {
+		free(probe);
+		return ret == -FI_ENODATA ? 0 : ret;
+	}
+	prov = probe->info->fabric_attr->prov_name;
+	for (fi = probe->info; fi; fi = fi->next) {
+		const char *name = fi->domain_attr->name;
+
+		if (!name || strcmp(fi->fabric_attr->prov_name, prov) || listed(buf, used, name))
+			continue;
+		if (used + strlen(name) + 2 > len) {
+			short_buf = true;
+			break;
+		}
+		memcpy(buf + used, name, strlen(name) + 1);
+		used += strlen(name) + 1;
+		buf[used] = 0;
+		n++;
+	}
+	fi_freeinfo(probe->info);
+	free(probe);
+	if (short_buf)
+		return pd_error(-ENOSPC, "pd_fabric_domains: %zu bytes are too few for the domains' names",
+				len);
+	return n;
 }
 
 int pd_fabric_open(const struct pd_fabric_attr *attr, struct pd_fabric **out)

@@ -41,6 +41,15 @@ static int sysfs_speed(const char *nic, bool rdma)
 	return rdma ? (int)(v * 1000) : (int)v;
 }
 
+/* A netdev with IFF_LOOPBACK (lo): reaches no other node. */
+bool pdn_nic_loopback(const char *domain)
+{
+	char path[PATH_MAX], buf[32];
+
+	snprintf(path, sizeof(path), "/sys/class/net/%s/flags", domain);
+	return !read_text(path, buf, sizeof(buf)) && (strtoul(buf, NULL, 0) & 0x8);
+}
+
 void pdn_nic_locate(struct pdn_dev *d)
 {
 	const char *dom = pd_fabric_domain(d->fab);

@@ -86,7 +86,8 @@ static int dev_speed(const struct pdn_dev *d)
 	return pdn.speed_mbps ? pdn.speed_mbps : d->nic_speed_mbps ? d->nic_speed_mbps : 10000;
 }
 
-static int dev_open(struct pdn_dev *d)
+/* Device idx on the provider's domain (NIC) named domain. */
+static int dev_open(struct pdn_dev *d, int idx, const char *domain)
 {
 	struct pd_fabric_attr a;
 	int ret;
@@ -94,9 +95,10 @@ static int dev_open(struct pdn_dev *d)
 	memset(d, 0, sizeof(*d));
 	pthread_mutex_init(&d->lock, NULL);
 	pd_fabric_attr_init(&a);
+	a.domain = domain;
 	ret = pd_fabric_open(&a, &d->fab);
 	if (ret) {
-		PDN_WARN("pd_fabric_open: %s", pd_last_error());
+		PDN_WARN("device %d on %s: pd_fabric_open: %s", idx, domain, pd_last_error());
 		goto fail;
 	}
 	d->addr_len = sizeof(d->addr);
@@ -106,13 +108,14 @@ static int dev_open(struct pdn_dev *d)
 			 d->addr_len, PDN_ADDR_MAX);
 		goto fail;
 	}
-	snprintf(d->name, sizeof(d->name), "%s-%s", PDN_NAME, pd_fabric_provider(d->fab));
+	/* The NIC's name, as NCCL's IB transport and aws-ofi-nccl name theirs. */
+	snprintf(d->name, sizeof(d->name), "%s", pd_fabric_domain(d->fab));
 	attach_device(d);
 	pdn_nic_locate(d);
-	PDN_INFO(NCCL_INIT | NCCL_NET, "device 0: provider %s, wire chunk %zu B, address %zu B; host memory and dma-bufs (no CUDA pointers), %d grouped receives, libpeerdirect ABI %d.%d",
-		 pd_fabric_provider(d->fab), pd_fabric_chunk_size(d->fab), d->addr_len,
+	PDN_INFO(NCCL_INIT | NCCL_NET, "device %d: provider %s, wire chunk %zu B, address %zu B; host memory and dma-bufs (no CUDA pointers), %d grouped receives, libpeerdirect ABI %d.%d",
+		 idx, pd_fabric_provider(d->fab), pd_fabric_chunk_size(d->fab), d->addr_len,
 		 PDN_MAX_RECVS, PD_ABI_MAJOR, PD_ABI_MINOR);
-	PDN_INFO(NCCL_INIT | NCCL_NET, "device 0: NIC %s%s at %s; speed %d Mb/s (%s)",
+	PDN_INFO(NCCL_INIT | NCCL_NET, "device %d: NIC %s%s at %s; speed %d Mb/s (%s)", idx,
 		 d->nic[0] ? d->nic : "(none)", d->nic_rdma ? " (RDMA)" : "",
 		 d->pci_path[0] ? d->pci_path : "on no PCI function (virtual to NCCL's topology)",
 		 dev_speed(d), pdn.speed_mbps ? "PEERDIRECT_NCCL_SPEED_MBPS" :
@@ -148,6 +151,46 @@ static void dev_close(struct pdn_dev *d)
 	memset(d, 0, sizeof(*d));
 }
 
+/*
+ * One device per NIC the provider offers (pd_fabric_domains), as NCCL
+ * expects of a net plugin: it gives each GPU the NIC nearest to it by
+ * pciPath.  A loopback interface is no NIC for other nodes, as NCCL's own
+ * socket transport holds (lo is left out unless nothing else is there).
+ * 0, or -1 when no device opened.
+ */
+static int devs_open(void)
+{
+	struct pd_fabric_attr a;
+	char names[4096];
+	const char *name;
+	int n, i = 0, others = 0;
+
+	pd_fabric_attr_init(&a);
+	n = pd_fabric_domains(&a, names, sizeof(names));
+	if (n <= 0) {
+		PDN_WARN("no NIC to open: %s",
+			 n ? pd_last_error() : "the provider offers no domain (pdctl doctor says why)");
+		return -1;
+	}
+	for (name = names; *name; name += strlen(name) + 1)
+		others += !pdn_nic_loopback(name);
+	for (name = names; *name; name += strlen(name) + 1) {
+		if (others && pdn_nic_loopback(name)) {
+			PDN_INFO(NCCL_INIT | NCCL_NET, "%s left out: a loopback interface", name);
+			continue;
+		}
+		if (i == PDN_MAX_DEVS) {
+			PDN_INFO(NCCL_INIT | NCCL_NET, "%s and the NICs after it left out: %d devices at most",
+				 name, PDN_MAX_DEVS);
+			break;
+		}
+		if (!dev_open(&pdn.devs[i], i, name))
+			i++;
+	}
+	pdn.ndevs = i;
+	return i ? 0 : -1;
+}
+
 ncclResult_t pdn_init(ncclDebugLogger_t logger)
 {
 	ncclResult_t res = ncclSuccess;
@@ -167,11 +210,10 @@ ncclResult_t pdn_init(ncclDebugLogger_t logger)
 	}
 	pdn.connect_timeout_ms = t;
 	pdn.speed_mbps = s;
-	if (dev_open(&pdn.devs[0])) {
+	if (devs_open()) {
 		res = ncclSystemError;	/* NCCL falls back to its own transports */
 		goto out;
 	}
-	pdn.ndevs = 1;
 	/* Readers check ready without the lock (devices, every dev lookup):
 	 * what init set before is theirs once they see it. */
 	__atomic_store_n(&pdn.ready, true, __ATOMIC_RELEASE);

@@ -37,7 +37,7 @@ static const char *const api_slots[] = {
 	/* 1.3 */
 	"pd_fabric_progress_count", "pd_fabric_wait",
 	/* 1.4 */
-	"pd_fabric_domain",
+	"pd_fabric_domain", "pd_fabric_domains",
 };
 
 /* Every exported symbol with the version node that added it. */
@@ -72,7 +72,7 @@ static const char *const exported[] = {
 	"pd_dmabuf_import@@LIBPEERDIRECT_1.1", "pd_dmabuf_release@@LIBPEERDIRECT_1.1",
 	"pd_mr_reg_imported@@LIBPEERDIRECT_1.1",
 	"pd_fabric_progress_count@@LIBPEERDIRECT_1.3", "pd_fabric_wait@@LIBPEERDIRECT_1.3",
-	"pd_fabric_domain@@LIBPEERDIRECT_1.4",
+	"pd_fabric_domain@@LIBPEERDIRECT_1.4", "pd_fabric_domains@@LIBPEERDIRECT_1.4",
 };
 
 #define N(a) (sizeof(a) / sizeof((a)[0]))
@@ -158,7 +158,8 @@ TEST(layouts_are_frozen)
 	EXPECT_EQ(88, offsetof(struct pd_fabric_attr, max_staging_bytes));
 	EXPECT_EQ(96, offsetof(struct pd_fabric_attr, wait_spin_us));
 	EXPECT_EQ(100, offsetof(struct pd_fabric_attr, reserved));
-	EXPECT_EQ(104, sizeof(struct pd_fabric_attr));
+	EXPECT_EQ(104, offsetof(struct pd_fabric_attr, domain));
+	EXPECT_EQ(112, sizeof(struct pd_fabric_attr));
 	EXPECT_EQ(0, offsetof(struct pd_rkey, addr));
 	EXPECT_EQ(8, offsetof(struct pd_rkey, key));
 	EXPECT_EQ(16, offsetof(struct pd_rkey, len));
@@ -184,7 +185,8 @@ TEST(layouts_are_frozen)
 	EXPECT_EQ(408, offsetof(struct pd_api, mr_rkey_sz));
 	EXPECT_EQ(440, offsetof(struct pd_api, fabric_progress_count));
 	EXPECT_EQ(456, offsetof(struct pd_api, fabric_domain));
-	EXPECT_EQ(464, sizeof(struct pd_api));
+	EXPECT_EQ(464, offsetof(struct pd_api, fabric_domains));
+	EXPECT_EQ(472, sizeof(struct pd_api));
 }
 
 /* The shared object exports exactly the frozen list, each symbol in the

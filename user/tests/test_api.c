@@ -274,6 +274,53 @@ TEST(domain_names_the_nic)
 }
 
 /*
+ * A node's NICs, each opened by name (a network plugin's devices): every
+ * domain listed opens and is the one asked for; a name no provider has is
+ * refused, by the attr and by PEERDIRECT_DOMAIN, saying which; a buffer
+ * too short is -ENOSPC, never a truncated list.
+ */
+TEST(domains_are_listed_and_opened_by_name)
+{
+	struct pd_fabric_attr attr;
+	struct pd_fabric *fab;
+	char buf[1024], tiny[3];
+	const char *name;
+	int n, seen = 0;
+
+	pd_fabric_attr_init(&attr);
+	attr.provider = "tcp";
+	n = pd_fabric_domains(&attr, buf, sizeof(buf));
+	ASSERT_LE(1, n) TH_LOG("%s", pd_last_error());
+	for (name = buf; *name; name += strlen(name) + 1, seen++) {
+		attr.domain = name;
+		ASSERT_EQ(0, pd_fabric_open(&attr, &fab)) TH_LOG("%s: %s", name, pd_last_error());
+		EXPECT_STREQ(name, pd_fabric_domain(fab));
+		pd_fabric_close(fab);
+	}
+	EXPECT_EQ(n, seen);
+	/* the first is what an open without a name takes */
+	attr.domain = NULL;
+	ASSERT_EQ(0, pd_fabric_open(&attr, &fab));
+	EXPECT_STREQ(buf, pd_fabric_domain(fab));
+	pd_fabric_close(fab);
+	attr.domain = "pd-no-such-nic";
+	EXPECT_EQ(-ENODATA, pd_fabric_open(&attr, &fab));
+	EXPECT_NE(NULL, strstr(pd_last_error(), "domain pd-no-such-nic")) TH_LOG("%s", pd_last_error());
+	EXPECT_EQ(0, pd_fabric_domains(&attr, buf, sizeof(buf)));
+	EXPECT_EQ(0, buf[0]);
+	attr.domain = NULL;
+	setenv("PEERDIRECT_DOMAIN", "pd-no-such-nic", 1);
+	EXPECT_EQ(-ENODATA, pd_fabric_open(&attr, &fab));
+	unsetenv("PEERDIRECT_DOMAIN");
+	EXPECT_EQ(-ENOSPC, pd_fabric_domains(&attr, tiny, sizeof(tiny)));
+	EXPECT_EQ(-ENOSPC, pd_fabric_domains(&attr, tiny, 0));
+	EXPECT_EQ(-EINVAL, pd_fabric_domains(&attr, NULL, 16));
+	attr.provider = "shm";
+	EXPECT_EQ(1, pd_fabric_domains(&attr, buf, sizeof(buf)));
+	EXPECT_STREQ("shm", buf);
+}
+
+/*
  * The library never writes the environment: setenv races with other
  * threads' getenv, and FI_UNIVERSE_SIZE would leak into every other
  * libfabric user of the process.  The universe size reaches libfabric as

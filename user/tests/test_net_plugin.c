@@ -179,6 +179,7 @@ TEST(tables_and_properties_have_nccls_layouts)
 {
 	int vers[] = VERSIONS;
 	ncclNetProperties_v9_t p;
+	char path[PATH_MAX];
 	struct net n;
 
 	ASSERT_EQ(64, sizeof(ncclNetProperties_v8_t));
@@ -225,9 +226,20 @@ TEST(tables_and_properties_have_nccls_layouts)
 			EXPECT_EQ(0, ndev);
 		ASSERT_EQ(ncclSuccess, net_init(&n));
 		ASSERT_EQ(ncclSuccess, NET(&n, devices, &ndev));
-		ASSERT_EQ(1, ndev);
-		ASSERT_EQ(ncclSuccess, net_props(&n, 0, &p));
-		EXPECT_EQ(ncclInternalError, net_props(&n, 1, &p));
+		ASSERT_LE(1, ndev);
+		ASSERT_GE(16, ndev);
+		EXPECT_EQ(ncclInternalError, net_props(&n, ndev, &p));
+		EXPECT_EQ(ncclInternalError, net_props(&n, -1, &p));
+		/* every device a NIC of its own, named as sysfs names it */
+		for (int d = 1; d < ndev; d++) {
+			char first[64];
+
+			ASSERT_EQ(ncclSuccess, net_props(&n, d - 1, &p));
+			snprintf(first, sizeof(first), "%s", p.name);
+			ASSERT_EQ(ncclSuccess, net_props(&n, d, &p));
+			EXPECT_STRNE(first, p.name);
+			EXPECT_EQ((uint64_t)d, p.guid);
+		}
 		ASSERT_EQ(ncclSuccess, net_props(&n, 0, &p));
 		EXPECT_STREQ("peerdirect", (const char *)NET_NAME(&n));
 		EXPECT_EQ(NCCL_PTR_HOST | NCCL_PTR_DMABUF, p.ptrSupport);
@@ -240,7 +252,10 @@ TEST(tables_and_properties_have_nccls_layouts)
 			EXPECT_EQ(1, p.vProps.ndevs);
 			EXPECT_EQ(NCCL_MAX_NET_SIZE, p.maxP2pBytes);
 		}
-		EXPECT_NE(NULL, strstr(p.name, "tcp"));
+		/* tcp's NIC: an interface, never lo when another is there */
+		snprintf(path, sizeof(path), "/sys/class/net/%s", p.name);
+		EXPECT_EQ(0, access(path, F_OK)) TH_LOG("%s", p.name);
+		EXPECT_STRNE("lo", p.name);
 		if (n.v11) {
 			ncclNetProperties_v11_t p11;
 
