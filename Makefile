@@ -45,9 +45,9 @@ selftests: $(SELFTEST_BINS) $(BUILD)/selftests/pdctl
 PDCTL_VM_SRC := $(addprefix user/tools/pdctl/,main.c json.c sysfs.c devices.c exports.c events.c \
 	revoke.c bind.c ps.c topo.c doctor.c doctor_report.c doctor_host.c doctor_pci.c static.c)
 $(BUILD)/selftests/pdctl: $(PDCTL_VM_SRC) $(wildcard user/tools/pdctl/*.h) $(wildcard user/tools/tool_*.h) \
-		uapi/linux/peerdirect.h
+		user/common/pci_path.h uapi/linux/peerdirect.h
 	@mkdir -p $(dir $@)
-	$(CC) -std=c11 -D_GNU_SOURCE -O2 -g -Wall -Wextra -Werror -static -Iuapi \
+	$(CC) -std=c11 -D_GNU_SOURCE -O2 -g -Wall -Wextra -Werror -static -Iuapi -Iuser/common \
 		-DPD_VERSION='"$(VERSION)"' -o $@ $(PDCTL_VM_SRC)
 
 # Static, so the VM image needs no libraries for them.

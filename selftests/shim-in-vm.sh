@@ -187,16 +187,19 @@ check "test_device: the library on module dma-bufs (4 tests)" 0 $rc /tmp/test-de
 	'# totals: pass:4 fail:0 xfail:0 xpass:0 skip:0 error:0'
 sed 's/^/#| /' /tmp/test-device.log
 
-# The NCCL net plugin on module dma-bufs (issue 36): two processes hand
-# the plugin only their exports' fds, as a runtime hands NCCL a buffer;
-# sizes 0 to 16 MiB, then a revocation of each side's memory between
-# messages, learnt by the plugin's own device (SUBSCRIBE).
-PD_TEST_NET_PLUGIN=/pd/lib/libnccl-net-peerdirect.so timeout 240 /pd/bin/test_net_plugin_device \
-	> /tmp/net-plugin.log 2>&1
+# The NCCL net plugin on the node's devices (issue 36), in a namespace of
+# two NICs: a device per NIC, each carrying traffic; then two processes
+# hand the plugin only their exports' fds, as a runtime hands NCCL a
+# buffer: sizes 0 to 16 MiB, and a revocation of each side's memory
+# between messages, learnt by the plugin's own device (SUBSCRIBE).
+netns_nics > /dev/null
+PD_TEST_NET_MIN_DEVS=2 PD_TEST_NET_PLUGIN=/pd/lib/libnccl-net-peerdirect.so \
+	ip netns exec nics timeout 240 /pd/bin/test_net_plugin_device > /tmp/net-plugin.log 2>&1
 rc=$?
 sed -i 's/# Totals:/# totals:/' /tmp/net-plugin.log
-check "NCCL net plugin on module dma-bufs: 0 to 16 MiB, revocation mid-stream (2 tests)" 0 $rc \
-	/tmp/net-plugin.log '# totals: pass:2 fail:0 xfail:0 xpass:0 skip:0 error:0'
+check "NCCL net plugin: a device per NIC (2), module dma-bufs 0 to 16 MiB, revocation mid-stream (3 tests)" \
+	0 $rc /tmp/net-plugin.log 'device 1: nic[12] at' \
+	'# totals: pass:3 fail:0 xfail:0 xpass:0 skip:0 error:0'
 sed 's/^/#| /' /tmp/net-plugin.log
 
 # Lifecycle costs on module dma-bufs (issue 9): every step has a figure.

@@ -7,6 +7,9 @@
 # netns_tcp   two namespaces ns1/ns2 joined by a veth pair (vt1 in ns1 with
 #             10.0.0.1/24, vt2 in ns2 with 10.0.0.2/24), lo up in each.  For
 #             tcp-provider tests: rxe on 6.1 works in init_net only.
+# netns_nics  a namespace "nics" with two NICs, veth ends nic1 (10.2.1.1/24)
+#             and nic2 (10.2.2.1/24) whose peers sit in "nicpeer": what a
+#             network plugin makes two devices of.
 # rxe_policy  two rxe devices in init_net that really talk over a wire:
 #             veth va (10.0.1.1, rxe0) <-> vb (10.0.1.2, rxe1).  Both
 #             addresses are local, so policy routing sends traffic for the
@@ -56,6 +59,22 @@ netns_tcp() {
 	ip -n ns2 addr add "$NS2_ADDR/24" dev vt2
 	ip -n ns1 link set vt1 up
 	ip -n ns2 link set vt2 up
+}
+
+netns_nics() {
+	local - i
+	set -e
+	modprobe veth
+	ip netns add nics
+	ip netns add nicpeer
+	ip -n nics link set lo up
+	for i in 1 2; do
+		ip link add "nic$i" netns nics type veth peer name "peer$i" netns nicpeer
+		ip -n nics addr add "10.2.$i.1/24" dev "nic$i"
+		ip -n nicpeer addr add "10.2.$i.2/24" dev "peer$i"
+		ip -n nics link set "nic$i" up
+		ip -n nicpeer link set "peer$i" up
+	done
 }
 
 rxe_policy() {

@@ -500,6 +500,19 @@ static int open_objects(struct pd_fabric *fab, bool sleeps)
 	return pd_error(ret, "%s on %s: %s", step, fab->provider, fi_strerror(-ret));
 }
 
+/* A NULL attr does not say which ABI its caller was built for: it gets
+ * 1.1's defaults, which have no staging cap. */
+static int attr_settings(const struct pd_fabric_attr *attr, struct settings *s)
+{
+	struct pd_fabric_attr dflt = { 0 };
+
+	if (!attr) {
+		pd_fabric_attr_init_sz(&dflt, offsetof(struct pd_fabric_attr, max_staging_bytes));
+		attr = &dflt;
+	}
+	return read_settings(attr, s);
+}
+
 /* name is already among buf's used bytes of names. */
 static bool listed(const char *buf, size_t used, const char *name)
 {
@@ -518,7 +531,6 @@ static bool listed(const char *buf, size_t used, const char *name)
  */
 int pd_fabric_domains(const struct pd_fabric_attr *attr, char *buf, size_t len)
 {
-	struct pd_fabric_attr dflt = { 0 };
 	struct pd_fabric *probe;
 	const char *prov;
 	size_t used = 0;
@@ -531,11 +543,7 @@ int pd_fabric_domains(const struct pd_fabric_attr *attr, char *buf, size_t len)
 		return pd_error(!buf ? -EINVAL : -ENOSPC, "pd_fabric_domains: %s",
 				!buf ? "buf is NULL" : "len is 0");
 	buf[0] = 0;
-	if (!attr) {
-		pd_fabric_attr_init_sz(&dflt, offsetof(struct pd_fabric_attr, max_staging_bytes));
-		attr = &dflt;
-	}
-	ret = read_settings(attr, &s);
+	ret = attr_settings(attr, &s);
 	if (ret)
 		return ret;
 	probe = calloc(1, sizeof(*probe));
@@ -571,7 +579,6 @@ int pd_fabric_domains(const struct pd_fabric_attr *attr, char *buf, size_t len)
 
 int pd_fabric_open(const struct pd_fabric_attr *attr, struct pd_fabric **out)
 {
-	struct pd_fabric_attr dflt = { 0 };
 	struct pd_mr_cache_ops ops = {
 		.reg = pd_paths_register, .dereg = pd_paths_deregister,
 	};
@@ -581,13 +588,7 @@ int pd_fabric_open(const struct pd_fabric_attr *attr, struct pd_fabric **out)
 
 	if (!out)
 		return pd_error(-EINVAL, "pd_fabric_open: out is NULL");
-	/* A NULL attr does not say which ABI its caller was built for: it
-	 * gets 1.1's defaults, which have no staging cap. */
-	if (!attr) {
-		pd_fabric_attr_init_sz(&dflt, offsetof(struct pd_fabric_attr, max_staging_bytes));
-		attr = &dflt;
-	}
-	ret = read_settings(attr, &s);
+	ret = attr_settings(attr, &s);
 	if (ret)
 		return ret;
 	fab = calloc(1, sizeof(*fab));

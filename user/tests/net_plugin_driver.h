@@ -134,14 +134,17 @@ static inline ncclResult_t net_init(struct net *n)
 	return n->v8 ? n->v8->init(logger) : n->v9->init(logger);
 }
 
+/* The device listen and connect use (NCCL's dev argument). */
+static int net_dev;
+
 static inline ncclResult_t net_listen(struct net *n, void *handle, void **lcomm)
 {
 	if (n->v11)
-		return n->v11->listen(n->ctx, 0, handle, lcomm);
+		return n->v11->listen(n->ctx, net_dev, handle, lcomm);
 	if (n->v12)
-		return n->v12->listen(n->ctx, 0, handle, lcomm);
-	return n->v8 ? n->v8->listen(0, handle, lcomm) : n->v9 ? n->v9->listen(0, handle, lcomm) :
-		       n->v10->listen(0, handle, lcomm);
+		return n->v12->listen(n->ctx, net_dev, handle, lcomm);
+	return n->v8 ? n->v8->listen(net_dev, handle, lcomm) :
+	       n->v9 ? n->v9->listen(net_dev, handle, lcomm) : n->v10->listen(net_dev, handle, lcomm);
 }
 
 /* finalize (v11 on), then dlclose's answer. */
@@ -199,12 +202,13 @@ static inline ncclResult_t net_connect_once(struct net *n, void *handle, void **
 	ncclNetCommConfig_v10_t cfg = { .trafficClass = -1 };
 
 	if (n->v10)
-		return n->v10->connect(0, &cfg, handle, comm, &dc);
+		return n->v10->connect(net_dev, &cfg, handle, comm, &dc);
 	if (n->v11)
-		return n->v11->connect(n->ctx, 0, handle, comm, &dc);
+		return n->v11->connect(n->ctx, net_dev, handle, comm, &dc);
 	if (n->v12)
-		return n->v12->connect(n->ctx, 0, handle, comm, &dc);
-	return n->v8 ? n->v8->connect(0, handle, comm, &dc) : n->v9->connect(0, handle, comm, &dc);
+		return n->v12->connect(n->ctx, net_dev, handle, comm, &dc);
+	return n->v8 ? n->v8->connect(net_dev, handle, comm, &dc) :
+		       n->v9->connect(net_dev, handle, comm, &dc);
 }
 
 /* NCCL's loop: call again while the comm is NULL. */

@@ -1,13 +1,15 @@
 // SPDX-License-Identifier: MIT
 /*
- * libnccl-net-peerdirect.so on the module's own dma-bufs: what the memfd
+ * libnccl-net-peerdirect.so on the node's devices: a device per NIC, each
+ * carrying traffic (the host has one NIC; the VM's shim part runs this in
+ * a namespace of two), and the module's own dma-bufs, what the memfd
  * stand-in of test_net_plugin cannot show.  Two processes, each exporting
  * its own device memory (/dev/peerdirect0) and handing only the fd to the
  * plugin through regMrDmaBuf, as a runtime hands NCCL a buffer; the
  * plugin's libpeerdirect learns of a revocation through its own device
  * (PEERDIRECT_NCCL_DEVICE, the kernel's SUBSCRIBE), never from the test.
- * Skipped where the module is not loaded (the host); the shim part of
- * `make check` runs it in the VM of every kernel tier.
+ * The dma-buf tests skip where the module is not loaded (the host); the
+ * shim part of `make check` runs them in the VM of every kernel tier.
  */
 #include <sys/mman.h>
 
@@ -95,7 +97,73 @@ static int devbuf_revoke(struct devbuf *b)
 	return 0;
 }
 
-/* ---- sizes ------------------------------------------------------------ */
+/* ---- a device per NIC ------------------------------------------------ */
+
+/* 1 MiB each way between the pair, on the device net_dev names. */
+static int mib_recv(struct pair *p, void *arg)
+{
+	unsigned char *buf = map(MiB);
+	void *mh, *req, *data = buf;
+	size_t cap = MiB;
+	int got, tag = 7;
+	ncclResult_t r;
+
+	(void)arg;
+	if (!buf || (r = NET(&p->n, regMr, p->comm, buf, MiB, NCCL_PTR_HOST, &mh)))
+		FAIL("regMr");
+	if ((r = net_irecv(&p->n, p->comm, 1, &data, &cap, &tag, &mh, &req)) ||
+	    (r = net_wait(&p->n, req, &got, LOOP_MS)) || got != MiB || check(buf, MiB, 7))
+		FAIL("1 MiB on device %d: %d", net_dev, r);
+	NET(&p->n, deregMr, p->comm, mh);
+	munmap(buf, MiB);
+	return sync_pair(p);
+}
+
+static int mib_send(struct pair *p, void *arg)
+{
+	unsigned char *buf = map(MiB);
+	void *mh, *req;
+	ncclResult_t r;
+	int got;
+
+	(void)arg;
+	if (!buf || (r = NET(&p->n, regMr, p->comm, buf, MiB, NCCL_PTR_HOST, &mh)))
+		FAIL("regMr");
+	fill(buf, MiB, 7);
+	if ((r = net_isend(&p->n, p->comm, buf, MiB, 7, mh, &req)) ||
+	    (r = net_wait(&p->n, req, &got, LOOP_MS)))
+		FAIL("1 MiB on device %d: %d", net_dev, r);
+	NET(&p->n, deregMr, p->comm, mh);
+	munmap(buf, MiB);
+	return sync_pair(p);
+}
+
+/*
+ * A device per NIC (NCCL gives each GPU its nearest): every device listens,
+ * connects and moves data on its own NIC.  The host has one NIC; the VM's
+ * shim part runs this in a namespace of two (PD_TEST_NET_MIN_DEVS=2).
+ */
+TEST(every_device_carries_traffic)
+{
+	const char *min = getenv("PD_TEST_NET_MIN_DEVS");
+	ncclNetProperties_v9_t p;
+	struct net n;
+	int ndev = 0;
+
+	ASSERT_EQ(0, net_open(&n, 12));
+	ASSERT_EQ(ncclSuccess, net_init(&n));
+	ASSERT_EQ(ncclSuccess, NET(&n, devices, &ndev));
+	EXPECT_LE(min ? atoi(min) : 1, ndev) TH_LOG("%s", logbuf);
+	for (net_dev = 0; net_dev < ndev; net_dev++) {
+		ASSERT_EQ(ncclSuccess, net_props(&n, net_dev, &p));
+		TH_LOG("device %d: %s at %s", net_dev, p.name, p.pciPath ? p.pciPath : "(none)");
+	}
+	EXPECT_EQ(0, net_close(&n));
+	for (net_dev = 0; net_dev < ndev; net_dev++)
+		EXPECT_EQ(0, run_pair(12, mib_recv, mib_send, NULL)) TH_LOG("device %d", net_dev);
+}
+
+/* ---- sizes on module dma-bufs ----------------------------------------- */
 
 static const size_t sizes[] = { 0, 1, 4097, MiB, 4 * MiB + 1, 16 * MiB };
 #define NSIZES (sizeof(sizes) / sizeof(sizes[0]) - (debug_kernel() ? 2 : 0))
