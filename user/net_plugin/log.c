@@ -42,8 +42,9 @@ static uint64_t fnv1a(uint64_t h, const char *s)
 	return h;
 }
 
-void pdn_log_registration(const struct pdn_mr *m, const char *what)
+void pdn_log_registration(struct pdn_dev *d, const struct pdn_mr *m, const char *what)
 {
+	struct pd_cache_stats st = { 0 };
 	enum pd_path path = pd_mr_path(m->mr);
 	const char *reason = pd_mr_reason(m->mr);
 	uint64_t h = fnv1a(fnv1a(0xcbf29ce484222325ull ^ (uint64_t)m->type, pd_path_name(path)),
@@ -62,10 +63,14 @@ void pdn_log_registration(const struct pdn_mr *m, const char *what)
 		first = false;
 	pthread_mutex_unlock(&seen.lock);
 	/* INFO once per class answers "why not direct" without a line per
-	 * buffer; TRACE has every registration. */
+	 * buffer; TRACE has every registration, and the device's cache so
+	 * far (NCCL registers a buffer again per comm: those are its hits). */
+	pd_fabric_cache_stats(d->fab, &st);
 	pdn_log(first ? NCCL_LOG_INFO : NCCL_LOG_TRACE, NCCL_NET | NCCL_REG, __func__, __LINE__,
-		"%s [%p, +%zu): path %s (%s)", what, (void *)m->base, m->len, pd_path_name(path),
-		reason && *reason ? reason : "no reason given");
+		"%s [%p, +%zu) on %s: path %s (%s); cache %llu hits, %llu misses so far", what,
+		(void *)m->base, m->len, d->name, pd_path_name(path),
+		reason && *reason ? reason : "no reason given", (unsigned long long)st.hits,
+		(unsigned long long)st.misses);
 }
 
 void pdn_log_reset(void)

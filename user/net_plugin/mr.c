@@ -26,14 +26,14 @@ static struct pdn_dev *comm_dev(void *comm, const char *fn)
 #define PDN_ACCESS (PD_ACCESS_SEND | PD_ACCESS_RECV)
 
 /* A registration made: its handle filled in, logged, counted, handed out. */
-static ncclResult_t mr_ready(struct pdn_mr *m, int type, void *data, size_t size,
-			     const char *what, void **mhandle)
+static ncclResult_t mr_ready(struct pdn_dev *d, struct pdn_mr *m, int type, void *data,
+			     size_t size, const char *what, void **mhandle)
 {
 	m->magic = PDN_M_MR;
 	m->type = type;
 	m->base = (uintptr_t)data;
 	m->len = size;
-	pdn_log_registration(m, what);
+	pdn_log_registration(d, m, what);
 	pdn_live(1);
 	*mhandle = m;
 	return ncclSuccess;
@@ -65,7 +65,7 @@ ncclResult_t pdn_reg_mr(void *comm, void *data, size_t size, int type, void **mh
 		free(m);
 		return pdn_result(ret);
 	}
-	return mr_ready(m, NCCL_PTR_HOST, data, size, "regMr host", mhandle);
+	return mr_ready(d, m, NCCL_PTR_HOST, data, size, "regMr host", mhandle);
 }
 
 ncclResult_t pdn_reg_mr_dmabuf(void *comm, void *data, size_t size, int type, uint64_t offset,
@@ -96,7 +96,7 @@ ncclResult_t pdn_reg_mr_dmabuf(void *comm, void *data, size_t size, int type, ui
 		free(m);
 		return pdn_result(ret);
 	}
-	return mr_ready(m, NCCL_PTR_DMABUF, data, size, "regMrDmaBuf", mhandle);
+	return mr_ready(d, m, NCCL_PTR_DMABUF, data, size, "regMrDmaBuf", mhandle);
 }
 
 ncclResult_t pdn_dereg_mr(void *comm, void *mhandle)

@@ -147,7 +147,7 @@ void pdn_log(ncclDebugLogLevel level, unsigned long flags, const char *fn, int l
 #define PDN_TRACE(...) pdn_log(NCCL_LOG_TRACE, NCCL_NET, __func__, __LINE__, __VA_ARGS__)
 /* Says a registration's path and reason at INFO the first time this
  * (type, path, reason) is seen, at TRACE after. */
-void pdn_log_registration(const struct pdn_mr *m, const char *what);
+void pdn_log_registration(struct pdn_dev *d, const struct pdn_mr *m, const char *what);
 void pdn_log_reset(void);
 /* An errno from libpeerdirect as an NCCL result. */
 ncclResult_t pdn_result(int err);

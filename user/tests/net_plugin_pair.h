@@ -87,6 +87,20 @@ static inline void *memfd_map(size_t len, int *fd)
 	return p == MAP_FAILED ? NULL : p;
 }
 
+/* The cache hits the plugin's last registration line of what reported
+ * (they are the device's so far), or -1 without one. */
+static inline long long logged_hits(const char *what)
+{
+	const char *line = NULL, *at = logbuf, *c;
+	long long hits;
+
+	while ((at = strstr(at, what)))
+		line = at++;
+	if (!line || !(c = strstr(line, "; cache ")) || sscanf(c, "; cache %lld hits", &hits) != 1)
+		return -1;
+	return hits;
+}
+
 #define FAIL(...) do { fprintf(stderr, "# rank %d: ", p->rank); \
 	fprintf(stderr, __VA_ARGS__); fprintf(stderr, " (line %d)\n", __LINE__); \
 	return -1; } while (0)

@@ -106,8 +106,9 @@ static int sizes_recv(struct pair *p, void *arg)
 static int sizes_send(struct pair *p, void *arg)
 {
 	unsigned char *buf = map(16 * MiB), *dbuf;
-	void *mh, *dmh, *req;
-	int got, fd, i;
+	void *mh, *dmh, *dmh2, *req;
+	int got, fd, fd2, i;
+	long long hits;
 	ncclResult_t r;
 
 	(void)arg;
@@ -129,6 +130,17 @@ static int sizes_send(struct pair *p, void *arg)
 		FAIL("memfd");
 	if ((r = NET(&p->n, regMrDmaBuf, p->comm, dbuf, DMA_CAP, NCCL_PTR_CUDA, 0, fd, &dmh)))
 		FAIL("regMrDmaBuf: %d", r);
+	/* again, through another fd of it: a hit of the library's cache,
+	 * which keys the dma-buf's inode, not the fd */
+	hits = logged_hits("regMrDmaBuf");
+	fd2 = dup(fd);
+	if ((r = NET(&p->n, regMrDmaBuf, p->comm, dbuf, DMA_CAP, NCCL_PTR_CUDA, 0, fd2, &dmh2)))
+		FAIL("second regMrDmaBuf: %d", r);
+	if (hits < 0 || logged_hits("regMrDmaBuf") != hits + 1)
+		FAIL("the second registration was no cache hit (%lld, then %lld)", hits,
+		     logged_hits("regMrDmaBuf"));
+	NET(&p->n, deregMr, p->comm, dmh2);
+	close(fd2);
 	for (i = 0; i < (int)NDSIZES; i++) {
 		fill(dbuf + 8192, dsizes[i], 1000u + (unsigned)i);
 		if ((r = net_isend(&p->n, p->comm, dbuf + 8192, dsizes[i], 200 + i, dmh, &req)) ||

@@ -210,6 +210,7 @@ static int sizes_send(struct pair *p, void *arg)
 {
 	struct devbuf b;
 	void *mh, *mh2, *req;
+	long long hits;
 	int got, i;
 	ncclResult_t r;
 
@@ -218,10 +219,15 @@ static int sizes_send(struct pair *p, void *arg)
 		FAIL("device memory");
 	if ((r = NET(&p->n, regMrDmaBuf, p->comm, b.p, CAP, NCCL_PTR_DMABUF, 0, b.exp.fd, &mh)))
 		FAIL("regMrDmaBuf of a module dma-buf: %d", r);
+	hits = logged_hits("regMrDmaBuf");
 	/* NCCL registers a buffer again per comm (regIsGlobal): one more
-	 * registration of the same dma-buf moves the same bytes. */
+	 * registration of the same dma-buf is a hit of the library's cache
+	 * (keyed by the dma-buf, not the fd), and moves the same bytes. */
 	if ((r = NET(&p->n, regMrDmaBuf, p->comm, b.p, CAP, NCCL_PTR_DMABUF, 0, b.exp.fd, &mh2)))
 		FAIL("second regMrDmaBuf of the same dma-buf: %d", r);
+	if (hits < 0 || logged_hits("regMrDmaBuf") != hits + 1)
+		FAIL("the second registration was no cache hit (%lld, then %lld):\n%s", hits,
+		     logged_hits("regMrDmaBuf"), logbuf);
 	for (i = 0; i < (int)NSIZES; i++) {
 		fill(b.p + 2 * OFF, sizes[i], (uint64_t)i);
 		if ((r = net_isend(&p->n, p->comm, b.p + 2 * OFF, sizes[i], 10 + i, i % 2 ? mh2 : mh,
