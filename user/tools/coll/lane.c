@@ -14,6 +14,7 @@
  */
 #include <stdio.h>
 #include <string.h>
+#include <sched.h>
 #include <time.h>
 
 #include "coll.h"
@@ -40,9 +41,10 @@ int lane_idle(struct run *r, uint64_t tok, uint64_t end)
 	int ms = now >= end ? 0 : (int)((end - now + 999999) / 1000000), ret;
 
 	/* A plugin moves data only inside its calls and has nothing to sleep
-	 * on: poll again at once, as NCCL's proxy thread does. */
+	 * on: poll again, as NCCL's proxy thread does, but give the core up
+	 * first (a peer rank on this core may be what it waits for). */
 	if (r->l->net)
-		return 0;
+		return sched_yield();
 	ret = pd_fabric_wait(r->l->fab, tok, ms);
 	return ret < 0 ? ret : 0;
 }
