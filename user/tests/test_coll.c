@@ -869,7 +869,10 @@ TEST_F_TIMEOUT(coll1, perf_report_runs_every_part, 300)
 {
 	static const char *const parts[] = {
 		"\n## cache\n$ user/build/pd-bench cache ", "\n## lifecycle\n$ ", "\n## bw\n$ ",
-		"\n## paths\n$ ", "\n## mpi\n$ scripts/coll-vs-mpi.sh ",
+		"\n## paths\n$ ", "\n## net\n$ net_lane ",
+		"\n$ user/build/pd-coll --np 2 --provider shm --paths host --net user/build/libnccl-net-peerdirect.so ",
+		"# out-of-place busbw ratios:       size  host/net\n",
+		"\n## mpi\n$ scripts/coll-vs-mpi.sh ",
 		"\n## mpi-hogs\n$ scripts/coll-vs-mpi.sh -H 2 ", "\n## mpi-hogs-4\n$ ",
 		"\n## wait-budget\n$ scripts/wait-budget.sh ",
 	};
