@@ -7,14 +7,15 @@
  *
  * Flags as nccl-tests: -b/-e/-f/-i sizes, -n iterations, -w warmup, -c
  * checked iterations, -o sum|min|max|all, -d float|bfloat16|all, -r root;
- * and --coll, --paths, --memory, --provider, --csv, --plot, --depth,
+ * and --coll, --paths, --net (a path through an NCCL net plugin,
+ * net_lane.c), --memory, --provider, --csv, --plot, --depth,
  * --chunk, --algo, --rd-max, --stat, --timeout (see usage() and
  * Documentation/man/pd-coll.1).
  *
  * For every size, placement (out-of-place, then in-place) and iteration,
  * the paths take turns (each first in turn over the timed iterations):
  * device memory on the direct path, device memory through bounce, host
- * memory.  After the warmups, -c checked iterations
+ * memory, and with --net the plugin's path.  After the warmups, -c checked iterations
  * each fill the input (hashed values, see data.c), poison output and
  * scratch, barrier over the lane's fabric, run the collective and check
  * every element on every rank; they are not timed.  Then -n timed
