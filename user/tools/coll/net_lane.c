@@ -39,10 +39,16 @@ struct net_lane {
 	char name[64], desc[512];
 };
 
-/* What a rank tells the others at setup: whether it started, its listen's handle. */
+/*
+ * What a rank tells the others at setup: its listen's handle, whether it
+ * started.  The handle first and 8-aligned, in every element of the
+ * array too: NCCL's handles are, and a plugin may read its own struct in
+ * place (ours does: UBSan saw a misaligned struct pdn_handle when the
+ * handle came after the int).
+ */
 struct mine {
+	_Alignas(8) char h[NCCL_NET_HANDLE_MAXSIZE];
 	int32_t ok;
-	char h[NCCL_NET_HANDLE_MAXSIZE];
 };
 
 static int log_rank = -1;
@@ -113,6 +119,7 @@ static int start(struct net_lane *nl, struct lane *l, const struct opts *o, size
 		 char *handle)
 {
 	ncclNetProperties_v9_t pr;
+	char chunk[32];
 	ncclResult_t r;
 	int ndev = 0, ret;
 
@@ -120,8 +127,8 @@ static int start(struct net_lane *nl, struct lane *l, const struct opts *o, size
 	 * and wire chunk, so that only the API differs. */
 	if (o->provider)
 		setenv("PEERDIRECT_PROVIDER", o->provider, 1);
-	snprintf(nl->desc, sizeof(nl->desc), "%zu", o->chunk);
-	setenv("PEERDIRECT_CHUNK_SIZE", nl->desc, 1);
+	snprintf(chunk, sizeof(chunk), "%zu", o->chunk);
+	setenv("PEERDIRECT_CHUNK_SIZE", chunk, 1);
 	ret = load_plugin(&nl->n, o->net);
 	if (ret)
 		return ret;
