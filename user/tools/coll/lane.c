@@ -10,7 +10,9 @@
  * at most --small-max), at most `depth` sends and `depth`
  * receives in flight per exchange, and sends left to complete while the
  * next exchange runs.  So the pipeline depth is the same on every path
- * and a ratio between paths measures the copy, nothing else.
+ * and a ratio between paths measures the copy, nothing else.  The net
+ * lane (net_lane.c) moves the same messages through an NCCL net plugin:
+ * only lane_post, lane_test, lane_drop and the idle wait dispatch on it.
  */
 #include <stdio.h>
 #include <string.h>
