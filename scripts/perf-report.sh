@@ -7,7 +7,7 @@
 #
 #   scripts/perf-report.sh [--quick] [--only NAME,...]
 #
-# Parts (NAME): cache, lifecycle, bw, paths, mpi, mpi-hogs, mpi-hogs-4,
+# Parts (NAME): cache, lifecycle, bw, paths, net, mpi, mpi-hogs, mpi-hogs-4,
 # wait-budget, stack (libfabric 2.x from the unstable root, when
 # /var/cache/peerdirect/root-sid-mpi or its network setup is at hand).
 # --quick: small sizes and few iterations, to check that every part runs
@@ -23,12 +23,12 @@ while [ $# -gt 0 ]; do
 	esac
 	shift
 done
-all="cache lifecycle bw paths mpi mpi-hogs mpi-hogs-4 wait-budget stack"
+all="cache lifecycle bw paths net mpi mpi-hogs mpi-hogs-4 wait-budget stack"
 for p in ${only//,/ }; do
 	[[ " $all " == *" $p "* ]] || { echo "perf-report: no part '$p' (parts: $all)" >&2; exit 2; }
 done
 want() { [ -z "$only" ] || [[ ",$only," == *",$1,"* ]]; }
-MAKEFLAGS='' MAKELEVEL='' make -s -C user build/pd-bench build/pd-coll >/dev/null
+MAKEFLAGS='' MAKELEVEL='' make -s -C user build/pd-bench build/pd-coll build/libnccl-net-peerdirect.so >/dev/null
 commit=$(git rev-parse --short HEAD 2>/dev/null || echo '?')
 out=build/perf-report/perf-$(date -u +%Y%m%dT%H%M%S)-$commit.txt
 mkdir -p build/perf-report
@@ -49,12 +49,24 @@ part() {
 		failed=$((failed + 1))
 	fi
 }
-b=user/build/pd-bench c=user/build/pd-coll
+b=user/build/pd-bench c=user/build/pd-coll plugin=user/build/libnccl-net-peerdirect.so
+# The NCCL net plugin's lane beside the host lane, host memory both, over
+# tcp then shm: the host/net ratios (libpeerdirect.md, "pd-coll's net lane").
+net_lane() {
+	local prov rc=0
+
+	for prov in tcp shm; do
+		echo "\$ $c --np 2 --provider $prov --paths host --net $plugin $*"
+		"$c" --np 2 --provider "$prov" --paths host --net "$plugin" "$@" || rc=1
+	done
+	return $rc
+}
 if ((quick)); then
 	part cache "$b" cache --provider tcp --entries 201 --repeats 2
 	part lifecycle "$b" lifecycle --provider tcp --sizes 4K --repeats 2
 	part bw "$b" bw --provider tcp --sizes 4K,64K --repeats 1
 	part paths "$c" --np 2 --provider tcp --memory memfd -b 64K -e 64K -n 2
+	part net net_lane -b 4K -e 64K -f 4 -n 2
 	part mpi scripts/coll-vs-mpi.sh -b 4096 -e 8192 -i 2 -r 1 tcp shm
 	part mpi-hogs scripts/coll-vs-mpi.sh -H 2 -b 4096 -e 8192 -i 2 -r 1 tcp shm
 	part mpi-hogs-4 scripts/coll-vs-mpi.sh -n 4 -H 2 -b 4096 -e 8192 -i 2 -r 1 tcp
@@ -64,6 +76,7 @@ else
 	part lifecycle "$b" lifecycle --provider tcp --repeats 21
 	part bw "$b" bw --provider tcp --sizes 4K,1M,64M --repeats 5
 	part paths "$c" --np 2 --provider tcp --memory memfd -b 32M -e 256M -f 2 -n 10
+	part net net_lane -b 4K -e 16M -f 4 -n 20
 	part mpi scripts/coll-vs-mpi.sh -b 4096 -e 67108864 -i 20 -r 3 tcp shm
 	part mpi-hogs scripts/coll-vs-mpi.sh -H 2 -b 4096 -e 16777216 -i 20 -r 3 tcp shm
 	part mpi-hogs-4 scripts/coll-vs-mpi.sh -n 4 -H 2 -b 4096 -e 16777216 -i 10 -r 3 tcp shm

@@ -45,6 +45,8 @@ comp pdctl _pdctl "eth0 mlx5_0" pdctl topo --nic ''
 comp pdctl _pdctl "0000:00:04.0 0000:3b:00.0" pdctl bind --force ''
 comp pdctl _pdctl "--force" pdctl bind --f
 comp pd-coll _pd_coll "device:0 device:3 memfd" pd-coll --memory ''
+comp pd-coll _pd_coll "device:0 device:3 host memfd" pd-coll --net-memory ''
+comp pd-coll _pd_coll "--net --net-memory" pd-coll --net
 comp pd-coll _pd_coll "rd ring" pd-coll --algo r
 comp pd-coll _pd_coll "--rank --rd-max --rendezvous --root" pd-coll --r
 comp pd-bench _pd_bench "latency lifecycle" pd-bench l

@@ -105,6 +105,9 @@ static inline long long logged_hits(const char *what)
 	fprintf(stderr, __VA_ARGS__); fprintf(stderr, " (line %d)\n", __LINE__); \
 	return -1; } while (0)
 
+/* The device both sides listen and connect on. */
+static int pair_dev;
+
 static inline int pair_connect(struct pair *p, int ver)
 {
 	char handle[NCCL_NET_HANDLE_MAXSIZE];
@@ -113,6 +116,7 @@ static inline int pair_connect(struct pair *p, int ver)
 
 	if (net_open(&p->n, ver))
 		FAIL("no ncclNetPlugin_v%d", ver);
+	p->n.dev = pair_dev;
 	if ((r = net_init(&p->n)) || (r = NET(&p->n, devices, &ndev)) || ndev < 1)
 		FAIL("init: %d, %d devices", r, ndev);
 	if (p->rank == 0) {

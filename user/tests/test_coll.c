@@ -132,6 +132,8 @@ struct table {
 	int rows, tables, bad_rows;
 	int clean;	/* rows where a placement counted no wrong element */
 	double wrong;
+	int net_rows;	/* the net path's (--net) */
+	double net_wrong;
 };
 
 /*
@@ -158,6 +160,10 @@ static void parse(const char *out, struct table *t)
 					   &v[4], &v[5], &v[6], &v[7], path) == 14) {
 			t->rows++;
 			t->wrong += v[3] + v[7];
+			if (!strcmp(path, "net")) {
+				t->net_rows++;
+				t->net_wrong += v[3] + v[7];
+			}
 			t->clean += !v[3] || !v[7];
 			if (!(v[0] > 0 && v[1] >= 0 && v[2] >= 0 && v[4] > 0 && v[5] >= 0 && v[6] >= 0) ||
 			    !size || !count)
@@ -863,7 +869,10 @@ TEST_F_TIMEOUT(coll1, perf_report_runs_every_part, 300)
 {
 	static const char *const parts[] = {
 		"\n## cache\n$ user/build/pd-bench cache ", "\n## lifecycle\n$ ", "\n## bw\n$ ",
-		"\n## paths\n$ ", "\n## mpi\n$ scripts/coll-vs-mpi.sh ",
+		"\n## paths\n$ ", "\n## net\n$ net_lane ",
+		"\n$ user/build/pd-coll --np 2 --provider shm --paths host --net user/build/libnccl-net-peerdirect.so ",
+		"# out-of-place busbw ratios:       size  host/net\n",
+		"\n## mpi\n$ scripts/coll-vs-mpi.sh ",
 		"\n## mpi-hogs\n$ scripts/coll-vs-mpi.sh -H 2 ", "\n## mpi-hogs-4\n$ ",
 		"\n## wait-budget\n$ scripts/wait-budget.sh ",
 	};
@@ -885,6 +894,97 @@ TEST_F_TIMEOUT(coll1, perf_report_runs_every_part, 300)
 	EXPECT_NE(NULL, strstr(self->out, "\n  shm   hogs       4096 ")) TH_LOG("%s", self->out);
 	EXPECT_EQ(2, run_cmd("'" PD_TOP "/scripts/perf-report.sh' --only nonesuch 2>&1", self->out));
 	EXPECT_NE(NULL, strstr(self->out, "no part 'nonesuch'")) TH_LOG("%s", self->out);
+}
+
+/* "--net PLUGIN" with the plugin built beside pd-coll. */
+static void net_arg(char *out, size_t len)
+{
+	char so[PATH_MAX];
+
+	tool_path(so, sizeof(so), "libnccl-net-peerdirect.so");
+	snprintf(out, len, "--net %s", so);
+}
+
+/*
+ * The net path: the same collectives through our NCCL net plugin, beside
+ * the host path, over tcp and shm (host memory, regMr) and a memfd
+ * (regMrDmaBuf): every element right, both paths' rows, a host/net ratio
+ * per size.
+ */
+TEST_F_TIMEOUT(coll1, net_path_through_the_plugin, 300)
+{
+	static const char *const runs[] = {
+		"--provider tcp", "--provider shm", "--provider tcp --net-memory memfd",
+	};
+	char net[PATH_MAX + 8], args[PATH_MAX + 512];
+	struct table t;
+	size_t i;
+
+	net_arg(net, sizeof(net));
+	for (i = 0; i < sizeof(runs) / sizeof(runs[0]); i++) {
+		int st;
+
+		snprintf(args, sizeof(args), "--np 2 %s --paths host %s -b 4K -e 64K -f 4 -w 1 -n 4 -c 2 "
+			 "--coll allreduce,allgather,sendrecv", runs[i], net);
+		st = run("", args, self->out);
+		parse(self->out, &t);
+		EXPECT_EQ(0, st) TH_LOG("%s: %s", runs[i], self->out);
+		EXPECT_EQ(3, t.tables) TH_LOG("%s", self->out);
+		EXPECT_EQ(18, t.rows) TH_LOG("%s", self->out);	/* 3 sizes, 2 paths, 3 tables */
+		EXPECT_EQ(9, t.net_rows) TH_LOG("%s", self->out);
+		EXPECT_EQ(0, t.bad_rows) TH_LOG("%s", self->out);
+		EXPECT_EQ(0, t.wrong) TH_LOG("%s", self->out);
+		EXPECT_NE(NULL, strstr(self->out, "# out-of-place busbw ratios:       size  host/net\n"))
+			TH_LOG("%s", self->out);
+		EXPECT_NE(NULL, strstr(self->out, "# path net   : peerdirect-")) TH_LOG("%s", self->out);
+		EXPECT_NE(NULL, strstr(self->out, i == 2 ? "memory memfd, regMrDmaBuf" : "memory host, regMr"))
+			TH_LOG("%s", self->out);
+		EXPECT_NE(NULL, strstr(self->out, "# pd-coll avg busbw (net): ")) TH_LOG("%s", self->out);
+		EXPECT_NE(NULL, strstr(self->out, "# Collective test concluded")) TH_LOG("%s", self->out);
+	}
+}
+
+/* A plugin that is not there, a library that is no plugin: refused on
+ * every rank with a message that says which (exit 3); net in --paths
+ * without --net is a usage error. */
+TEST_F_TIMEOUT(coll1, net_path_refuses_what_is_no_plugin, 120)
+{
+	char lib[PATH_MAX], args[PATH_MAX + 256];
+
+	EXPECT_EQ(3, run("", "--np 2 --provider tcp --paths host --net /nonexistent/libx.so -b 4K -e 4K",
+			 self->out)) TH_LOG("%s", self->out);
+	EXPECT_NE(NULL, strstr(self->out, "--net /nonexistent/libx.so: cannot load it: "))
+		TH_LOG("%s", self->out);
+	/* every rank failed on its own: each says so */
+	EXPECT_NE(NULL, strstr(self->out, "pd-coll: rank 1: net path setup: --net /nonexistent/libx.so"))
+		TH_LOG("%s", self->out);
+	tool_path(lib, sizeof(lib), "libpeerdirect.so");
+	snprintf(args, sizeof(args), "--np 2 --provider tcp --paths host --net %s -b 4K -e 4K", lib);
+	EXPECT_EQ(3, run("", args, self->out)) TH_LOG("%s", self->out);
+	EXPECT_NE(NULL, strstr(self->out, "has no ncclNetPlugin_v8 ... _v12 symbol: not an NCCL net plugin"))
+		TH_LOG("%s", self->out);
+	EXPECT_EQ(2, run("", "--np 2 --paths host,net", self->out)) TH_LOG("%s", self->out);
+	EXPECT_NE(NULL, strstr(self->out, "--paths net: give the plugin with --net PLUGIN"))
+		TH_LOG("%s", self->out);
+}
+
+/* --test-corrupt reaches the net path's results as any path's: one
+ * element per rank, placement, checked iteration and size. */
+TEST_F_TIMEOUT(coll1, net_path_corruption_is_counted, 120)
+{
+	char net[PATH_MAX + 8], args[PATH_MAX + 256];
+	struct table t;
+	int st;
+
+	net_arg(net, sizeof(net));
+	snprintf(args, sizeof(args), "--np 2 --provider tcp --paths host %s -b 4K -e 16K -f 4 -w 1 -n 1 "
+		 "-c 3 --coll allreduce --test-corrupt", net);
+	st = run("", args, self->out);
+	parse(self->out, &t);
+	EXPECT_EQ(5, st) TH_LOG("%s", self->out);
+	EXPECT_EQ(0, t.bad_rows) TH_LOG("%s", self->out);
+	EXPECT_EQ(2 * 2 * 3 * 2, t.net_wrong) TH_LOG("%s", self->out);
+	EXPECT_EQ(2 * t.net_wrong, t.wrong) TH_LOG("%s", self->out);
 }
 
 /* Refused before anything runs, with or without Open MPI: sizes that

@@ -99,7 +99,7 @@ static int devbuf_revoke(struct devbuf *b)
 
 /* ---- a device per NIC ------------------------------------------------ */
 
-/* 1 MiB each way between the pair, on the device net_dev names. */
+/* 1 MiB each way between the pair, on the device pair_dev names. */
 static int mib_recv(struct pair *p, void *arg)
 {
 	unsigned char *buf = map(MiB);
@@ -113,7 +113,7 @@ static int mib_recv(struct pair *p, void *arg)
 		FAIL("regMr");
 	if ((r = net_irecv(&p->n, p->comm, 1, &data, &cap, &tag, &mh, &req)) ||
 	    (r = net_wait(&p->n, req, &got, LOOP_MS)) || got != MiB || check(buf, MiB, 7))
-		FAIL("1 MiB on device %d: %d", net_dev, r);
+		FAIL("1 MiB on device %d: %d", pair_dev, r);
 	NET(&p->n, deregMr, p->comm, mh);
 	munmap(buf, MiB);
 	return sync_pair(p);
@@ -132,7 +132,7 @@ static int mib_send(struct pair *p, void *arg)
 	fill(buf, MiB, 7);
 	if ((r = net_isend(&p->n, p->comm, buf, MiB, 7, mh, &req)) ||
 	    (r = net_wait(&p->n, req, &got, LOOP_MS)))
-		FAIL("1 MiB on device %d: %d", net_dev, r);
+		FAIL("1 MiB on device %d: %d", pair_dev, r);
 	NET(&p->n, deregMr, p->comm, mh);
 	munmap(buf, MiB);
 	return sync_pair(p);
@@ -154,13 +154,13 @@ TEST(every_device_carries_traffic)
 	ASSERT_EQ(ncclSuccess, net_init(&n));
 	ASSERT_EQ(ncclSuccess, NET(&n, devices, &ndev));
 	EXPECT_LE(min ? atoi(min) : 1, ndev) TH_LOG("%s", logbuf);
-	for (net_dev = 0; net_dev < ndev; net_dev++) {
-		ASSERT_EQ(ncclSuccess, net_props(&n, net_dev, &p));
-		TH_LOG("device %d: %s at %s", net_dev, p.name, p.pciPath ? p.pciPath : "(none)");
+	for (pair_dev = 0; pair_dev < ndev; pair_dev++) {
+		ASSERT_EQ(ncclSuccess, net_props(&n, pair_dev, &p));
+		TH_LOG("device %d: %s at %s", pair_dev, p.name, p.pciPath ? p.pciPath : "(none)");
 	}
 	EXPECT_EQ(0, net_close(&n));
-	for (net_dev = 0; net_dev < ndev; net_dev++)
-		EXPECT_EQ(0, run_pair(12, mib_recv, mib_send, NULL)) TH_LOG("device %d", net_dev);
+	for (pair_dev = 0; pair_dev < ndev; pair_dev++)
+		EXPECT_EQ(0, run_pair(12, mib_recv, mib_send, NULL)) TH_LOG("device %d", pair_dev);
 }
 
 /* ---- sizes on module dma-bufs ----------------------------------------- */

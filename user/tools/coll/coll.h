@@ -7,6 +7,7 @@
  *   report.c  what rank 0 prints: header, rows, ratios, footers; CSV and plot
  *   launch.c  rank and size (mpirun, Slurm, PMI, flags, --np), bootstrap
  *   lane.c    one fabric per path, pipelined exchange, barrier, waiting
+ *   net_lane.c the net path: the same messages through an NCCL net plugin
  *   algo.c    the collectives (ring, chain, pairwise, recursive doubling)
  *   data.c    types, reductions, fill, poison and check
  *   outfile.c the --csv and --plot files, written when the run went ahead
@@ -29,7 +30,8 @@
 #define MAX_PEND (4 * MAX_DEPTH)	/* sends left pending in a run */
 #define SLOW_PATH_NS 2000000	/* --test-slow-path */
 
-enum lane_kind { LANE_DIRECT, LANE_BOUNCE, LANE_HOST, NLANES };
+/* LANE_NET: --net's plugin, after the native ones (the primary path is the first run). */
+enum lane_kind { LANE_DIRECT, LANE_BOUNCE, LANE_HOST, LANE_NET, NLANES };
 enum coll_kind { C_ALLREDUCE, C_ALLGATHER, C_REDUCESCATTER, C_BROADCAST, C_REDUCE,
 		 C_ALLTOALL, C_SENDRECV, NCOLLS };
 enum dtype { T_FLOAT, T_BF16, NTYPES };
@@ -58,6 +60,7 @@ struct lane {
 	struct dmabuf_source src;
 	uint64_t peer[MAX_RANKS];
 	char ctl[MAX_RANKS];	/* host bytes for the barrier */
+	struct net_lane *net;	/* the net lane's plugin and comms (no fab, mr) */
 };
 
 enum { CORRUPT_POISON = 1, CORRUPT_MISPLACE = 2 };
@@ -76,6 +79,7 @@ struct opts {
 	size_t small_chunk, small_max;
 	unsigned int small_set;	/* SMALL_CHUNK_SET | SMALL_MAX_SET */
 	const char *provider, *memory, *csv, *plot;
+	const char *net, *net_memory;	/* --net PLUGIN, --net-memory KIND (host) */
 	/* test only: undo one element of a received result (CORRUPT_POISON),
 	 * or deliver its first half in place of its second (CORRUPT_MISPLACE) */
 	int corrupt;
@@ -98,7 +102,7 @@ struct run {
 	 * not written until each completes (pend_wait), and the collective
 	 * waits for all of them before it returns. */
 	struct pend {
-		struct pd_req *req;
+		void *req;	/* lane_post's */
 		size_t off, len;
 	} pend[MAX_PEND];
 	int npend;
@@ -115,6 +119,13 @@ struct geom {
 	size_t send_ip_off, recv_ip_off;	/* in elements, times the rank */
 	double alg_factor, bus_factor;	/* algbw = bytes * alg_factor / t */
 };
+
+/* The lane each ratio compares with: direct for the native ones, host for
+ * net (host memory both, unless --net-memory: the API is what differs). */
+static inline int coll_ratio_base(int p)
+{
+	return p == LANE_NET ? LANE_HOST : LANE_DIRECT;
+}
 
 static inline bool coll_reducing(enum coll_kind k)
 {
@@ -160,7 +171,7 @@ struct table_row {
 	size_t esz, size;
 	const struct geom *g;
 	struct result res[NLANES][2];
-	const struct coll_ratio *ratio;	/* [NLANES], direct over each */
+	const struct coll_ratio *ratio;	/* [NLANES], each lane's base over it (coll_ratio_base) */
 };
 
 /* A table's sums so far, for its footer. */
@@ -222,12 +233,29 @@ struct xchg {
 	void *arg;
 };
 int xchg(struct run *r, const struct xchg *x);
+/* A lane's messages, whichever carries them: post returns 0, 1 when the
+ * plugin said try again (nothing posted), or an error; test 0 (in flight),
+ * 1 (done, the request is gone) or an error (gone too); drop cancels. */
+int lane_post(struct lane *l, bool send, bool ctl, size_t off, size_t len, int peer,
+	      uint64_t tag, void **req);
+int lane_test(struct lane *l, void *req);
+void lane_drop(struct lane *l, void *req);
 int pend_wait(struct run *r, size_t off, size_t len);
 void pend_drop(struct run *r);
 int cpu_begin(struct run *r);
 int cpu_end(struct run *r);
 int lane_idle(struct run *r, uint64_t tok, uint64_t end);
 uint64_t coll_now_ns(void);
+
+/* net_lane.c */
+int net_lane_open(struct lane *l, const struct opts *o, struct boot *b, size_t region, int *bad);
+void net_lane_close(struct lane *l);
+int net_lane_post(struct lane *l, bool send, bool ctl, size_t off, size_t len, int peer,
+		  uint64_t tag, void **req);
+int net_lane_test(struct lane *l, void *req);
+/* "peerdirect-tcp;ofi_rxm (ncclNetPlugin_v12 of PATH), memory host, regMr" */
+const char *net_lane_describe(const struct lane *l);
+const char *net_lane_name(const struct lane *l);
 
 /* algo.c */
 void coll_geom(enum coll_kind k, size_t bytes, size_t esz, int n, struct geom *g);

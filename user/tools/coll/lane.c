@@ -10,10 +10,13 @@
  * at most --small-max), at most `depth` sends and `depth`
  * receives in flight per exchange, and sends left to complete while the
  * next exchange runs.  So the pipeline depth is the same on every path
- * and a ratio between paths measures the copy, nothing else.
+ * and a ratio between paths measures the copy, nothing else.  The net
+ * lane (net_lane.c) moves the same messages through an NCCL net plugin:
+ * only lane_post, lane_test, lane_drop and the idle wait dispatch on it.
  */
 #include <stdio.h>
 #include <string.h>
+#include <sched.h>
 #include <time.h>
 
 #include "coll.h"
@@ -39,6 +42,11 @@ int lane_idle(struct run *r, uint64_t tok, uint64_t end)
 	uint64_t now = coll_now_ns();
 	int ms = now >= end ? 0 : (int)((end - now + 999999) / 1000000), ret;
 
+	/* A plugin moves data only inside its calls and has nothing to sleep
+	 * on: poll again, as NCCL's proxy thread does, but give the core up
+	 * first (a peer rank on this core may be what it waits for). */
+	if (r->l->net)
+		return sched_yield();
 	ret = pd_fabric_wait(r->l->fab, tok, ms);
 	return ret < 0 ? ret : 0;
 }
@@ -81,6 +89,8 @@ int lane_open(struct lane *l, enum lane_kind kind, const struct opts *o, struct 
 	bool missing = false;
 	int ret, i, xret;
 
+	if (kind == LANE_NET)
+		return net_lane_open(l, o, b, region, bad);
 	memset(l, 0, sizeof(*l));
 	l->kind = kind;
 	ret = source_open(&l->src, kind == LANE_HOST ? "host" : o->memory, region);
@@ -132,6 +142,10 @@ int lane_open(struct lane *l, enum lane_kind kind, const struct opts *o, struct 
 
 void lane_close(struct lane *l)
 {
+	if (l->net || l->kind == LANE_NET) {
+		net_lane_close(l);
+		return;
+	}
 	pd_mr_dereg(l->mr);
 	pd_mr_dereg(l->ctl_mr);
 	if (l->fab)
@@ -147,13 +161,54 @@ uint64_t coll_tag(struct run *r, int step, size_t piece)
 	return (r->seq & 0xffffff) << 24 | (uint64_t)(step & 0xff) << 16 | (piece & 0xffff);
 }
 
-static int wait_all(struct run *r, struct pd_req **req, int n)
+/* The fabric's progress count: the net lane has none (lane_idle spins). */
+static uint64_t progress(const struct lane *l)
+{
+	return l->net ? 0 : pd_fabric_progress_count(l->fab);
+}
+
+int lane_post(struct lane *l, bool send, bool ctl, size_t off, size_t len, int peer,
+	      uint64_t tag, void **req)
+{
+	struct pd_mr *mr = ctl ? l->ctl_mr : l->mr;
+	struct pd_req *pr = NULL;
+	int ret;
+
+	if (l->net)
+		return net_lane_post(l, send, ctl, off, len, peer, tag, req);
+	ret = send ? pd_tsend(l->fab, mr, off, len, l->peer[peer], tag, &pr) :
+		     pd_trecv(l->fab, mr, off, len, l->peer[peer], tag, &pr);
+	*req = pr;
+	return ret;
+}
+
+int lane_test(struct lane *l, void *req)
+{
+	int t;
+
+	if (l->net)
+		return net_lane_test(l, req);
+	t = pd_test(req, NULL);
+	if (t == 0)
+		return 0;
+	pd_req_free(req);
+	return t < 0 ? t : 1;
+}
+
+/* A plugin cannot cancel: its request ends with its comm (lane_close). */
+void lane_drop(struct lane *l, void *req)
+{
+	if (!l->net)
+		pd_req_free(req);
+}
+
+static int wait_all(struct run *r, void **req, int n)
 {
 	uint64_t t0 = coll_now_ns(), end = t0 + (uint64_t)r->o->timeout_ms * 1000000ULL;
 	int i, ret = 0, left;
 
 	do {
-		uint64_t tok = pd_fabric_progress_count(r->l->fab);
+		uint64_t tok = progress(r->l);
 
 		left = 0;
 		for (i = 0; i < n; i++) {
@@ -161,13 +216,12 @@ static int wait_all(struct run *r, struct pd_req **req, int n)
 
 			if (!req[i])
 				continue;
-			t = pd_test(req[i], NULL);
+			t = lane_test(r->l, req[i]);
 			if (t == 0) {
 				left++;
 				continue;
 			}
 			ret = ret ? ret : t < 0 ? t : 0;
-			pd_req_free(req[i]);
 			req[i] = NULL;
 		}
 		if (left && coll_now_ns() > end) {
@@ -178,7 +232,7 @@ static int wait_all(struct run *r, struct pd_req **req, int n)
 			ret = lane_idle(r, tok, end);
 	} while (left && !ret);
 	for (i = 0; i < n; i++)
-		pd_req_free(req[i]);
+		lane_drop(r->l, req[i]);
 	return ret;
 }
 
@@ -199,13 +253,19 @@ int lane_barrier(struct run *r)
 
 	r->seq++;
 	for (k = 1, round = 0; k < r->n && !ret; k <<= 1, round++) {
-		struct pd_req *req[2] = { 0 };
+		void *req[2] = { 0 };
 		uint64_t tag = coll_tag(r, 0xff, (size_t)round);
 
-		ret = pd_tsend(l->fab, l->ctl_mr, MAX_RANKS - 1, 1, l->peer[(r->rank + k) % r->n],
-			       tag, &req[0]) ?:
-		      pd_trecv(l->fab, l->ctl_mr, (size_t)round, 1,
-			       l->peer[(r->rank - k + r->n) % r->n], tag, &req[1]);
+		/* Posted again while the plugin says try again (native posts
+		 * never do): both loops end, by the post or by a failure. */
+		do
+			ret = lane_post(l, true, true, MAX_RANKS - 1, 1, (r->rank + k) % r->n, tag,
+					&req[0]);
+		while (ret == 1);
+		do
+			ret = ret ?: lane_post(l, false, true, (size_t)round, 1,
+					       (r->rank - k + r->n) % r->n, tag, &req[1]);
+		while (ret == 1);
 		ret = wait_all(r, req, 2) ?: ret;
 	}
 	return ret;
@@ -234,11 +294,10 @@ static size_t piece_size(const struct opts *o, size_t len)
  */
 static int pend_test(struct run *r, int i)
 {
-	int t = pd_test(r->pend[i].req, NULL);
+	int t = lane_test(r->l, r->pend[i].req);
 
 	if (t == 0)
 		return 0;
-	pd_req_free(r->pend[i].req);
 	/* In posting order, oldest first: what pend_poll relies on. */
 	memmove(&r->pend[i], &r->pend[i + 1], (size_t)(--r->npend - i) * sizeof(r->pend[0]));
 	return t < 0 ? t : 1;
@@ -273,7 +332,7 @@ int pend_wait(struct run *r, size_t off, size_t len)
 	int i = 0, t;
 
 	while (i < r->npend) {
-		uint64_t tok = pd_fabric_progress_count(r->l->fab);
+		uint64_t tok = progress(r->l);
 
 		if (!overlaps(&r->pend[i], off, len)) {
 			i++;
@@ -298,7 +357,7 @@ int pend_wait(struct run *r, size_t off, size_t len)
 void pend_drop(struct run *r)
 {
 	while (r->npend)
-		pd_req_free(r->pend[--r->npend].req);
+		lane_drop(r->l, r->pend[--r->npend].req);
 }
 
 /* Length of piece i of a message of len bytes in pieces of P. */
@@ -315,7 +374,7 @@ int xchg(struct run *r, const struct xchg *x)
 	size_t PR = piece_size(r->o, x->rlen), PS = x->chain ? PR : piece_size(r->o, x->slen);
 	size_t ns = x->speer >= 0 ? (x->slen + PS - 1) / PS : 0;
 	size_t nr = x->rpeer >= 0 ? (x->rlen + PR - 1) / PR : 0;
-	struct pd_req *sq[MAX_DEPTH] = { 0 }, *rq[MAX_DEPTH] = { 0 };
+	void *sq[MAX_DEPTH] = { 0 }, *rq[MAX_DEPTH] = { 0 };
 	size_t ps = 0, ds = 0, pr = 0, dr = 0, i;
 	uint64_t last = coll_now_ns(), end;
 	int ret = 0, t;
@@ -331,14 +390,18 @@ int xchg(struct run *r, const struct xchg *x)
 	 * bounce path at 1 MiB, is in results/performance-log.md, section M.
 	 */
 	while (!ret && (ps < ns || dr < nr)) {
-		uint64_t tok = pd_fabric_progress_count(l->fab);
+		uint64_t tok = progress(l);
 		bool moved = false;
 
 		for (; !ret && ps < ns && ps - ds < D && (!x->chain || ps < dr); ps++, moved = true) {
 			size_t len = piece_len(x->slen, ps, PS);
 
-			ret = pd_tsend(l->fab, l->mr, x->soff + ps * PS, len, l->peer[x->speer],
-				       coll_tag(r, x->step, ps), &sq[ps % D]);
+			ret = lane_post(l, true, false, x->soff + ps * PS, len, x->speer,
+					coll_tag(r, x->step, ps), &sq[ps % D]);
+			if (ret == 1) {	/* the plugin's try again: later, not posted */
+				ret = 0;
+				break;
+			}
 		}
 		for (; !ret && pr < nr && pr - dr < D; pr++, moved = true) {
 			size_t len = piece_len(x->rlen, pr, PR);
@@ -346,23 +409,25 @@ int xchg(struct run *r, const struct xchg *x)
 			ret = pend_wait(r, x->roff + pr * PR, len);
 			if (ret)
 				break;
-			ret = pd_trecv(l->fab, l->mr, x->roff + pr * PR, len, l->peer[x->rpeer],
-				       coll_tag(r, x->step, pr), &rq[pr % D]);
+			ret = lane_post(l, false, false, x->roff + pr * PR, len, x->rpeer,
+					coll_tag(r, x->step, pr), &rq[pr % D]);
+			if (ret == 1) {
+				ret = 0;
+				break;
+			}
 		}
-		if (!ret && dr < pr && (t = pd_test(rq[dr % D], NULL)) != 0) {
+		if (!ret && dr < pr && (t = lane_test(l, rq[dr % D])) != 0) {
 			size_t len = piece_len(x->rlen, dr, PR);
 
 			ret = t < 0 ? t : 0;
-			pd_req_free(rq[dr % D]);
 			rq[dr % D] = NULL;
 			if (!ret && x->on_recv)
 				ret = x->on_recv(r, dr * PR, len, x->arg);
 			dr++;
 			moved = true;
 		}
-		if (!ret && ds < ps && (t = pd_test(sq[ds % D], NULL)) != 0) {
+		if (!ret && ds < ps && (t = lane_test(l, sq[ds % D])) != 0) {
 			ret = t < 0 ? t : 0;
-			pd_req_free(sq[ds % D]);
 			sq[ds % D] = NULL;
 			ds++;
 			moved = true;
@@ -394,8 +459,8 @@ int xchg(struct run *r, const struct xchg *x)
 		}
 	}
 	for (i = 0; i < D; i++) {
-		pd_req_free(sq[i]);
-		pd_req_free(rq[i]);
+		lane_drop(l, sq[i]);
+		lane_drop(l, rq[i]);
 	}
 	return ret;
 }

@@ -7,14 +7,15 @@
  *
  * Flags as nccl-tests: -b/-e/-f/-i sizes, -n iterations, -w warmup, -c
  * checked iterations, -o sum|min|max|all, -d float|bfloat16|all, -r root;
- * and --coll, --paths, --memory, --provider, --csv, --plot, --depth,
+ * and --coll, --paths, --net (a path through an NCCL net plugin,
+ * net_lane.c), --memory, --provider, --csv, --plot, --depth,
  * --chunk, --algo, --rd-max, --stat, --timeout (see usage() and
  * Documentation/man/pd-coll.1).
  *
  * For every size, placement (out-of-place, then in-place) and iteration,
  * the paths take turns (each first in turn over the timed iterations):
  * device memory on the direct path, device memory through bounce, host
- * memory.  After the warmups, -c checked iterations
+ * memory, and with --net the plugin's path.  After the warmups, -c checked iterations
  * each fill the input (hashed values, see data.c), poison output and
  * scratch, barrier over the lane's fabric, run the collective and check
  * every element on every rank; they are not timed.  Then -n timed
@@ -48,7 +49,7 @@
 #include "../tool_env.h"
 #include "peerdirect_ext.h"
 
-const char *const lane_names[NLANES] = { "direct", "bounce", "host" };
+const char *const lane_names[NLANES] = { "direct", "bounce", "host", "net" };
 const char *const coll_names[NCOLLS] = { "allreduce", "allgather", "reducescatter",
 					 "broadcast", "reduce", "alltoall", "sendrecv" };
 const char *const type_names[NTYPES] = { "float", "bfloat16" };
@@ -187,8 +188,10 @@ static void summarize(const struct opts *o, int n, const struct sample *all, siz
 }
 
 /*
- * Rank 0: out-of-place busbw of the direct lane over each other lane's,
- * paired per iteration (stats.h): that lane's time over direct's in the
+ * Rank 0: out-of-place busbw of the direct lane over each other native
+ * lane's, and of the host lane over the net lane's (both on host memory
+ * by default: the same bytes, libpeerdirect's API against the plugin's),
+ * paired per iteration (stats.h): that lane's time over its base's in the
  * same iteration.  out[p] has n 0 where there is no ratio.
  */
 static void direct_over(const struct opts *o, int n, const struct sample *all, size_t stride,
@@ -199,14 +202,12 @@ static void direct_over(const struct opts *o, int n, const struct sample *all, s
 
 	for (p = 0; p < NLANES; p++)
 		out[p] = (struct coll_ratio){ NAN, NAN, NAN, 0 };
-	if (!t || !o->lanes[LANE_DIRECT]) {
-		free(t);
-		return;
-	}
-	slowest(o, n, all, stride, LANE_DIRECT, 0, t);
-	for (p = LANE_DIRECT + 1; p < NLANES; p++) {
-		if (!o->lanes[p])
+	for (p = LANE_DIRECT + 1; t && p < NLANES; p++) {
+		int base = coll_ratio_base(p);
+
+		if (!o->lanes[p] || !o->lanes[base])
 			continue;
+		slowest(o, n, all, stride, base, 0, t);
 		slowest(o, n, all, stride, p, 0, t + o->iters);
 		out[p] = coll_paired_ratio(t + o->iters, t, (size_t)o->iters, t + 2 * (size_t)o->iters);
 	}
@@ -506,7 +507,8 @@ int main(int argc, char **argv)
 	status = open_lanes(&o, &b, s.region);
 	if (status)
 		goto out;
-	first = lanes[o.lanes[0] ? 0 : o.lanes[1] ? 1 : 2].fab;	/* same provider on every lane */
+	/* same provider on every native lane; the net lane has no fabric of its own here */
+	first = lanes[o.lanes[0] ? 0 : o.lanes[1] ? 1 : 2].fab;
 	coll_provider_defaults(&o, pd_fabric_provider(first), b.size, shm_lane_without_cma(&o));
 	s.stride = sizeof(struct sample) + (size_t)NLANES * 2 * (size_t)o.iters * sizeof(double);
 	s.stride = (s.stride + 7) / 8 * 8;
@@ -527,7 +529,7 @@ int main(int argc, char **argv)
 		report_run_footer(&o, &s.run, stops(status));
 out:
 	for (p = 0; p < NLANES; p++)
-		if (lanes[p].fab || lanes[p].src.map)
+		if (lanes[p].fab || lanes[p].src.map || lanes[p].net)
 			lane_close(&lanes[p]);
 	if (report_close_outputs(&o, began, datpath))
 		status = status ? status : 1;

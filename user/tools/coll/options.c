@@ -41,6 +41,11 @@ static void usage(FILE *f)
 		"  --coll LIST            allreduce,allgather,reducescatter,broadcast,reduce,alltoall,\n"
 		"                         sendrecv or all (default allreduce)\n"
 		"  --paths LIST           direct,bounce,host (default all three, alternating)\n"
+		"  --net PLUGIN           one path more, net: the same messages through an NCCL net\n"
+		"                         plugin (a path, or NAME for libnccl-net-NAME.so), compared\n"
+		"                         with the host path (host/net ratios)\n"
+		"  --net-memory KIND      the net path's memory: host (default, regMr), memfd,\n"
+		"                         udmabuf or device:DEV (a dma-buf: regMrDmaBuf)\n"
 		"  --memory KIND          device memory: device:DEV, udmabuf or memfd\n"
 		"                         (default device:0 if /dev/peerdirect0 exists, else memfd)\n"
 		"  --device DEV           --memory device:DEV; DEV an index, a path (/dev/peerdirect0,\n"
@@ -136,7 +141,7 @@ static int factor_arg(const char *s, double *out)
 /* Options without a short letter. */
 enum { O_COLL = 256, O_PATHS, O_MEMORY, O_PROVIDER, O_DEPTH, O_CHUNK, O_ALGO, O_RDMAX,
        O_SMALL_CHUNK, O_SMALL_MAX, O_STAT, O_CSV, O_PLOT, O_TIMEOUT, O_NP, O_RANK, O_NRANKS, O_RDV, O_CORRUPT,
-       O_MISPLACE, O_KILL, O_MAXPEND, O_SLOW, O_VERSION, O_DEVICE };
+       O_MISPLACE, O_KILL, O_MAXPEND, O_SLOW, O_VERSION, O_DEVICE, O_NET, O_NET_MEMORY };
 
 static const struct option lopts[] = {
 	{ "minbytes", 1, 0, 'b' }, { "maxbytes", 1, 0, 'e' }, { "stepfactor", 1, 0, 'f' },
@@ -153,7 +158,7 @@ static const struct option lopts[] = {
 	{ "test-corrupt", 0, 0, O_CORRUPT }, { "test-misplace", 0, 0, O_MISPLACE },
 	{ "test-kill-rank", 1, 0, O_KILL }, { "test-max-pending", 1, 0, O_MAXPEND },
 	{ "test-slow-path", 1, 0, O_SLOW }, { "version", 0, 0, O_VERSION },
-	{ "device", 1, 0, O_DEVICE },
+	{ "device", 1, 0, O_DEVICE }, { "net", 1, 0, O_NET }, { "net-memory", 1, 0, O_NET_MEMORY },
 	{ 0 },
 };
 
@@ -216,6 +221,8 @@ static int parse_option(int c, char *arg, struct opts *o, struct launch_opts *lo
 			o->lanes[lanes_sel[i]] = true;
 		break;
 	case O_MEMORY: o->memory = arg; break;
+	case O_NET: o->net = arg; break;
+	case O_NET_MEMORY: o->net_memory = arg; break;
 	case O_DEVICE: o->memory = source_device_spec(arg, devbuf, sizeof(devbuf)); break;
 	case 'h': usage(stdout); return 'h';
 	case O_VERSION: tool_print_version(TOOL_NAME); return 'h';
@@ -306,9 +313,19 @@ static int check_opts(struct opts *o, int argc, char **argv)
 		return -1;
 	}
 	if (!o->lanes[0] && !o->lanes[1] && !o->lanes[2]) {
-		fprintf(stderr, "pd-coll: --paths: want one or more of direct, bounce and host\n");
+		fprintf(stderr, "pd-coll: --paths: want one or more of direct, bounce and host (net, with --net, runs beside them)\n");
 		return -1;
 	}
+	if (o->lanes[LANE_NET] && !o->net) {
+		fprintf(stderr, "pd-coll: --paths net: give the plugin with --net PLUGIN\n");
+		return -1;
+	}
+	if (o->net && !*o->net) {
+		fprintf(stderr, "pd-coll: --net: want a plugin's path or name\n");
+		return -1;
+	}
+	/* --net adds its path whatever --paths said: the plugin is what was asked for. */
+	o->lanes[LANE_NET] = o->net != NULL;
 	if (o->small_set == SMALL_MAX_SET && o->small_max == 0) {
 		o->small_chunk = 0;	/* --small-max 0 alone: off */
 	} else if (o->small_set &&
@@ -337,7 +354,7 @@ int coll_parse(int argc, char **argv, struct opts *o, struct launch_opts *lo)
 			     .iters = 20, .warmup = 1, .check = 1, .depth = 4, .timeout_ms = 60000, .max_pend = MAX_PEND,
 			     .slow_lane = -1,
 			     .ncolls = 1, .ntypes = 1, .nops = 1, .rd_max = 256 << 10,
-			     .lanes = { true, true, true },
+			     .lanes = { true, true, true }, .net_memory = "host",
 			     .memory = access("/dev/peerdirect0", R_OK | W_OK) ? "memfd" : "device:0" };
 	*lo = (struct launch_opts) { .rank = -1 };
 	while ((c = getopt_long(argc, argv, "b:e:f:i:n:w:c:o:d:r:hg:t:a:m:z:G:", lopts, NULL)) != -1) {

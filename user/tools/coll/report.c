@@ -34,6 +34,11 @@ static void fmt(double v, int w, char *s)
 	snprintf(s, (size_t)w + 1, w >= 7 ? "%*.1e" : "%*.0e", w, v);
 }
 
+static const char *lane_memory(const struct opts *o, int p)
+{
+	return p == LANE_HOST ? "host" : p == LANE_NET ? o->net_memory : o->memory;
+}
+
 static void csv_header(void)
 {
 	fprintf(csv.f, "collective,path,path_used,provider,memory,nranks,size,count,type,redop,root,placement,time_us,algbw_gbs,busbw_gbs,wrong,iters,sweep_size\n");
@@ -93,22 +98,21 @@ static void avg_footer(const struct opts *o, const double avg[NLANES], int rows,
 		if (o->lanes[p])
 			printf("# pd-coll avg busbw (%s): %g%s\n", lane_names[p], a[p],
 			       p == primary ? " (the primary path: nccl-tests' average at the end)" : "");
-	if (!o->lanes[LANE_DIRECT])
-		return;
 	for (p = LANE_DIRECT + 1; p < NLANES; p++) {
-		if (!o->lanes[p])
+		int b = coll_ratio_base(p);
+
+		if (!o->lanes[p] || !o->lanes[b])
 			continue;
 		for (si = 0; si < nrat; si++)
 			col[si] = ratio[si][p];
-		if (coll_direction_agree(a[LANE_DIRECT], a[p], col, (size_t)nrat, scratch,
-					 &overall) != 0)
+		if (coll_direction_agree(a[b], a[p], col, (size_t)nrat, scratch, &overall) != 0)
 			continue;
-		printf("# pd-coll direct/%s: the averages rank %s above %s, the paired ratios "
+		printf("# pd-coll %s/%s: the averages rank %s above %s, the paired ratios "
 		       "(median over sizes %.2fx) the other way: the averages are each path's own "
 		       "mean over sizes and placements, weighed by the largest sizes and slow "
 		       "iterations; the ratios pair each iteration's two times: trust the ratios\n",
-		       lane_names[p], a[p] > a[LANE_DIRECT] ? lane_names[p] : "direct",
-		       a[p] > a[LANE_DIRECT] ? "direct" : lane_names[p], overall);
+		       lane_names[b], lane_names[p], a[p] > a[b] ? lane_names[p] : lane_names[b],
+		       a[p] > a[b] ? lane_names[b] : lane_names[p], overall);
 	}
 }
 
@@ -213,7 +217,7 @@ void report_run_header(const char *cmd, const struct opts *o, const struct boot 
 	       pd_fabric_provider(first),
 	       o->piece, small, wire, o->depth, o->algo == ALGO_RING ? "ring" : o->algo == ALGO_RD ?
 	       "recursive doubling" : "recursive doubling up to --rd-max, ring above", o->rd_max);
-	for (p = 0; p < NLANES; p++)
+	for (p = 0; p < LANE_NET; p++)
 		if (o->lanes[p])
 			printf("# path %-6s: memory %-8s %s: %s%s\n", lane_names[p],
 			       p == LANE_HOST ? "host" : o->memory, pd_path_name(pd_mr_path(lanes[p].mr)),
@@ -228,6 +232,9 @@ void report_run_header(const char *cmd, const struct opts *o, const struct boot 
 		printf("# CPU copy of %zu B (rank 0, median of 5): host to %s %.2f GB/s, %s to host %.2f GB/s\n",
 		       len, o->memory, up, o->memory, down);
 	}
+	if (o->lanes[LANE_NET])
+		printf("# path %-6s: %s; host/net: the net path's time over the host path's\n",
+		       lane_names[LANE_NET], net_lane_describe(&lanes[LANE_NET]));
 	printf("# paths alternate per iteration, each first in turn in the timed ones; every checked iteration verifies every element on every rank\n");
 	if (o->corrupt == CORRUPT_POISON)
 		printf("# --test-corrupt: one output element per checked iteration is put back to its poison\n");
@@ -276,9 +283,9 @@ void report_rows(const struct opts *o, const struct table_row *row, const struct
 			if (csv.f)
 				fprintf(csv.f, "%s,%s,%s,%s,%s,%d,%zu,%zu,%s,%s,%d,%s,%.3f,%.6f,%.6f,%llu,%d,%zu\n",
 					coll_names[row->k], lane_names[p],
-					pd_path_name(pd_mr_path(lanes[p].mr)),
-					pd_fabric_provider(lanes[p].fab),
-					p == LANE_HOST ? "host" : o->memory, row->nranks, bytes,
+					p == LANE_NET ? "plugin" : pd_path_name(pd_mr_path(lanes[p].mr)),
+					p == LANE_NET ? net_lane_name(&lanes[p]) : pd_fabric_provider(lanes[p].fab),
+					lane_memory(o, p), row->nranks, bytes,
 					g->count, type_names[row->t],
 					coll_reducing(row->k) ? op_names[row->op] : "none",
 					coll_rooted(row->k) ? o->root : -1, ip ? "in-place" : "out-of-place",
@@ -297,6 +304,34 @@ void report_rows(const struct opts *o, const struct table_row *row, const struct
 	fflush(stdout);
 }
 
+/* Each table's paired ratios: direct over bounce and host, host over net. */
+static void ratio_table(const struct opts *o, const struct table_sums *t)
+{
+	bool native = o->lanes[0] && (o->lanes[1] || o->lanes[2]);
+	bool net = o->lanes[LANE_HOST] && o->lanes[LANE_NET];
+	int si;
+
+	if (!(native || net) || !t->nrat)
+		return;
+	printf("# ratios: paired, per timed iteration the other path's time over %s; their median [quartiles]\n",
+	       native && net ? "direct's (host's for net)" : native ? "direct's" : "host's");
+	printf("# out-of-place busbw ratios: %10s", "size");
+	if (native)
+		printf("  %-24s  %s", "direct/bounce", net ? "direct/host             " : "direct/host");
+	printf("%s\n", net ? "  host/net" : "");
+	for (si = 0; si < t->nrat; si++) {
+		char cb[64], ch[64], cn[64];
+
+		ratio_cell(&t->ratio[si][LANE_BOUNCE], cb, sizeof(cb));
+		ratio_cell(&t->ratio[si][LANE_HOST], ch, sizeof(ch));
+		ratio_cell(&t->ratio[si][LANE_NET], cn, sizeof(cn));
+		printf("#                            %10.0f", t->rsize[si]);
+		if (native)
+			printf("  %-24s  %s%*s", cb, ch, net ? (int)(24 - strlen(ch)) : 0, "");
+		printf("%s%s\n", net ? "  " : "", net ? cn : "");
+	}
+}
+
 /*
  * A table's end, also when it was cut short (ended: the run stops after
  * it): the paired ratios, nccl-tests' out-of-bounds line, the averages;
@@ -307,19 +342,7 @@ void report_table_footer(const struct opts *o, enum coll_kind k, enum dtype type
 {
 	int p, si;
 
-	if (o->lanes[0] && (o->lanes[1] || o->lanes[2]) && t->nrat) {
-		printf("# ratios: paired, per timed iteration the other path's time over direct's; their median [quartiles]\n");
-		printf("# out-of-place busbw ratios: %10s  %-24s  %s\n", "size",
-		       "direct/bounce", "direct/host");
-		for (si = 0; si < t->nrat; si++) {
-			char cb[64], ch[64];
-
-			ratio_cell(&t->ratio[si][LANE_BOUNCE], cb, sizeof(cb));
-			ratio_cell(&t->ratio[si][LANE_HOST], ch, sizeof(ch));
-			printf("#                            %10.0f  %-24s  %s\n", t->rsize[si],
-			       cb, ch);
-		}
-	}
+	ratio_table(o, t);
 	/* A table cut short checked only what it ran. */
 	printf("# %-20s : %llu %s\n", "Out of bounds values", (unsigned long long)t->wrong,
 	       t->wrong ? "FAILED" : ended ? "INCOMPLETE" : "OK");
