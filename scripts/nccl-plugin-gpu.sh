@@ -304,7 +304,9 @@ check_log() {
 		echo "FAIL $t: NCCL used network(s) $used, not $want: it fell back, these figures are not $t's"
 		return 1
 	fi
-	if [ "$t" = peerdirect ] && ! grep -q 'NET/peerdirect' "$log"; then
+	# The plugin's own device line: NCCL's channel lines say
+	# "via NET/peerdirect/0" whatever the plugin logged.
+	if [ "$t" = peerdirect ] && ! grep -qE 'NET/peerdirect device [0-9]+:' "$log"; then
 		echo "FAIL peerdirect: NCCL says \"Using network peerdirect\" but the plugin logged no NET/peerdirect line"
 		return 1
 	fi

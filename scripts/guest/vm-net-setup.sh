@@ -9,7 +9,9 @@
 #             tcp-provider tests: rxe on 6.1 works in init_net only.
 # netns_nics  a namespace "nics" with two NICs, veth ends nic1 (10.2.1.1/24)
 #             and nic2 (10.2.2.1/24) whose peers sit in "nicpeer": what a
-#             network plugin makes two devices of.
+#             network plugin makes two devices of; and a docker0
+#             (172.17.0.1/16, the address every Docker host gives it),
+#             which it must leave out.
 # rxe_policy  two rxe devices in init_net that really talk over a wire:
 #             veth va (10.0.1.1, rxe0) <-> vb (10.0.1.2, rxe1).  Both
 #             addresses are local, so policy routing sends traffic for the
@@ -75,6 +77,10 @@ netns_nics() {
 		ip -n nics link set "nic$i" up
 		ip -n nicpeer link set "peer$i" up
 	done
+	ip link add docker0 netns nics type veth peer name dpeer netns nicpeer
+	ip -n nics addr add 172.17.0.1/16 dev docker0
+	ip -n nics link set docker0 up
+	ip -n nicpeer link set dpeer up
 }
 
 rxe_policy() {

@@ -160,7 +160,8 @@ const char *pd_fabric_domain(const struct pd_fabric *fab);
 /*
  * 1.4: the domains (NICs) pd_fabric_open(attr) could open, of the provider
  * it would take, each once, in libfabric's order: into buf as names each
- * ended by '\0', then one more '\0'.  The count (0: none fits), or
+ * ended by '\0', then one more '\0'.  The count (0: none fits, and
+ * pd_last_error() says why), or
  * -ENOSPC (buf shorter than the names need) or the error of
  * pd_fabric_open's settings and fi_getinfo.  attr may be NULL.
  */

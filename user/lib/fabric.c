@@ -551,8 +551,10 @@ int pd_fabric_domains(const struct pd_fabric_attr *attr, char *buf, size_t len)
 		return pd_error(-ENOMEM, "pd_fabric_domains: out of memory");
 	ret = get_info(probe, &s);
 	if (ret) {
+		/* get_info may fail after fi_getinfo answered (tag bits) */
+		fi_freeinfo(probe->info);
 		free(probe);
-		return ret == -FI_ENODATA ? 0 : ret;
+		return ret == -FI_ENODATA ? 0 : ret;	/* pd_last_error says why */
 	}
 	prov = probe->info->fabric_attr->prov_name;
 	for (fi = probe->info; fi; fi = fi->next) {

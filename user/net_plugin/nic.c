@@ -41,6 +41,28 @@ static int sysfs_speed(const char *nic, bool rdma)
 	return rdma ? (int)(v * 1000) : (int)v;
 }
 
+/*
+ * NCCL_SOCKET_IFNAME's syntax: names by prefix, comma-separated; a
+ * leading '^' excludes them instead, a leading '=' (after the '^') asks
+ * for exact names.
+ */
+bool pdn_nic_wanted(const char *spec, const char *name)
+{
+	bool exclude = *spec == '^', exact;
+	const char *s = spec + exclude, *e;
+	size_t len;
+
+	exact = *s == '=';
+	s += exact;
+	for (; *s; s = *e ? e + 1 : e) {
+		e = strchrnul(s, ',');
+		len = (size_t)(e - s);
+		if (len && !strncmp(name, s, len) && (!exact || !name[len]))
+			return !exclude;
+	}
+	return exclude;
+}
+
 /* A netdev with IFF_LOOPBACK (lo): reaches no other node. */
 bool pdn_nic_loopback(const char *domain)
 {
@@ -53,15 +75,23 @@ bool pdn_nic_loopback(const char *domain)
 void pdn_nic_locate(struct pdn_dev *d)
 {
 	const char *dom = pd_fabric_domain(d->fab);
-	char link[PATH_MAX], *dash;
+	char link[PATH_MAX], path[PATH_MAX], parent[64], *dash;
 
 	snprintf(d->nic, sizeof(d->nic), "%s", dom);
 	dash = strrchr(d->nic, '-');
 	if (dash && (!strcmp(dash, "-rdm") || !strcmp(dash, "-dgrm")))
 		*dash = 0;
-	snprintf(link, sizeof(link), "/sys/class/infiniband/%s/device", d->nic);
+	snprintf(link, sizeof(link), "/sys/class/infiniband/%s", d->nic);
 	d->nic_rdma = !access(link, F_OK);
-	if (!d->nic_rdma) {
+	if (d->nic_rdma) {
+		/* soft-RoCE (rxe, siw) has no device link: its netdev's */
+		snprintf(path, sizeof(path), "/sys/class/infiniband/%s/parent", d->nic);
+		snprintf(link, sizeof(link), "/sys/class/infiniband/%s/device", d->nic);
+		if (access(link, F_OK) && !read_text(path, parent, sizeof(parent))) {
+			parent[strcspn(parent, "\n")] = 0;
+			snprintf(link, sizeof(link), "/sys/class/net/%s/device", parent);
+		}
+	} else {
 		snprintf(d->nic, sizeof(d->nic), "%s", dom);
 		snprintf(link, sizeof(link), "/sys/class/net/%s/device", d->nic);
 	}

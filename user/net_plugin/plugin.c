@@ -151,44 +151,76 @@ static void dev_close(struct pdn_dev *d)
 	memset(d, 0, sizeof(*d));
 }
 
+/* NCCL_SOCKET_IFNAME's default spirit: container and VM bridges
+ * (docker0, virbr0) carry no traffic between nodes, and their addresses
+ * repeat on every node. */
+#define PDN_NICS_DEFAULT "^docker,virbr"
+
+/* Whether name is one of the devices: spec passes it, and it is no
+ * loopback while other NICs pass (lo reaches no other node; alone, as in
+ * a network-less container, it is kept). */
+static bool dev_wanted(const char *spec, const char *name, int others)
+{
+	return pdn_nic_wanted(spec, name) && !(others && pdn_nic_loopback(name));
+}
+
+static void devs_close(int n)
+{
+	while (n > 0)
+		dev_close(&pdn.devs[--n]);
+}
+
 /*
  * One device per NIC the provider offers (pd_fabric_domains), as NCCL
  * expects of a net plugin: it gives each GPU the NIC nearest to it by
- * pciPath.  A loopback interface is no NIC for other nodes, as NCCL's own
- * socket transport holds (lo is left out unless nothing else is there).
- * 0, or -1 when no device opened.
+ * pciPath, and pairs device i of every node (rails), so a NIC that fails
+ * to open fails init rather than shifting the NICs after it.
+ * PEERDIRECT_NCCL_NICS filters them with NCCL_SOCKET_IFNAME's syntax.
+ * 0, or -1 (said at WARN).
  */
 static int devs_open(void)
 {
+	const char *spec = getenv("PEERDIRECT_NCCL_NICS"), *name;
 	struct pd_fabric_attr a;
 	char names[4096];
-	const char *name;
 	int n, i = 0, others = 0;
 
+	if (!spec || !*spec)
+		spec = PDN_NICS_DEFAULT;
 	pd_fabric_attr_init(&a);
 	n = pd_fabric_domains(&a, names, sizeof(names));
 	if (n <= 0) {
-		PDN_WARN("no NIC to open: %s",
-			 n ? pd_last_error() : "the provider offers no domain (pdctl doctor says why)");
+		PDN_WARN("no NIC to open: %s", pd_last_error());
 		return -1;
 	}
 	for (name = names; *name; name += strlen(name) + 1)
-		others += !pdn_nic_loopback(name);
+		others += pdn_nic_wanted(spec, name) && !pdn_nic_loopback(name);
 	for (name = names; *name; name += strlen(name) + 1) {
-		if (others && pdn_nic_loopback(name)) {
-			PDN_INFO(NCCL_INIT | NCCL_NET, "%s left out: a loopback interface", name);
+		if (!dev_wanted(spec, name, others)) {
+			PDN_INFO(NCCL_INIT | NCCL_NET, "%s left out: %s", name,
+				 pdn_nic_wanted(spec, name) ? "a loopback interface" :
+				 "PEERDIRECT_NCCL_NICS (default " PDN_NICS_DEFAULT ")");
 			continue;
 		}
 		if (i == PDN_MAX_DEVS) {
-			PDN_INFO(NCCL_INIT | NCCL_NET, "%s and the NICs after it left out: %d devices at most",
+			PDN_WARN("%s and the NICs after it left out: %d devices at most (PEERDIRECT_NCCL_NICS chooses)",
 				 name, PDN_MAX_DEVS);
 			break;
 		}
-		if (!dev_open(&pdn.devs[i], i, name))
-			i++;
+		if (dev_open(&pdn.devs[i], i, name)) {
+			PDN_WARN("NIC %s (device %d) did not open: no device, so that every node's device %d stays the same rail; PEERDIRECT_NCCL_NICS leaves a NIC out",
+				 name, i, i);
+			devs_close(i);
+			return -1;
+		}
+		i++;
+	}
+	if (!i) {
+		PDN_WARN("PEERDIRECT_NCCL_NICS=%s leaves none of the provider's %d NICs", spec, n);
+		return -1;
 	}
 	pdn.ndevs = i;
-	return i ? 0 : -1;
+	return 0;
 }
 
 ncclResult_t pdn_init(ncclDebugLogger_t logger)

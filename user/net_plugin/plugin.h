@@ -42,7 +42,7 @@
 
 #define PDN_NAME "peerdirect"
 #define PDN_PROTO 1
-#define PDN_MAX_DEVS 16		/* a fabric per NIC of the provider */
+#define PDN_MAX_DEVS 64		/* a fabric per NIC of the provider (32 EFA on a p5) */
 #define PDN_MAX_RECVS 8		/* grouped receives (NCCL's IB plugin's count) */
 #define PDN_ID_BITS 14
 #define PDN_NIDS (1u << PDN_ID_BITS)
@@ -161,6 +161,7 @@ void pdn_fill_props(int dev, ncclNetProperties_v9_t *p);
 /* nic.c */
 void pdn_nic_locate(struct pdn_dev *d);
 bool pdn_nic_loopback(const char *domain);
+bool pdn_nic_wanted(const char *spec, const char *name);
 int pdn_id_alloc(struct pdn_dev *d, uint32_t *id);
 void pdn_id_free(struct pdn_dev *d, uint32_t id);
 int pdn_peer_insert(struct pdn_dev *d, const void *addr, size_t len, uint64_t *peer);

@@ -109,7 +109,7 @@ cat > "$tmp/bin/all_reduce_perf" <<EOF
 echo "\$NCCL_NET_PLUGIN \${NCCL_NET:-} \${LD_LIBRARY_PATH:-} \$*" >> "$tmp/calls"
 case "\$NCCL_NET_PLUGIN:\${FAKE_MODE:-}" in
 peerdirect:fallback) cat "$fx/all_reduce_perf.socket.out" ;;
-peerdirect:noplugin) grep -v NET/peerdirect "$fx/all_reduce_perf.peerdirect.out" ;;
+peerdirect:noplugin) grep -v 'NET/peerdirect device' "$fx/all_reduce_perf.peerdirect.out" ;;
 peerdirect:fail) echo "NCCL WARN NET/peerdirect : init failed"; exit 3 ;;
 peerdirect:*) cat "$fx/all_reduce_perf.peerdirect.out" ;;
 none:*) cat "$fx/all_reduce_perf.socket.out" ;;

@@ -936,7 +936,7 @@ TEST_F_TIMEOUT(coll1, net_path_through_the_plugin, 300)
 		EXPECT_EQ(0, t.wrong) TH_LOG("%s", self->out);
 		EXPECT_NE(NULL, strstr(self->out, "# out-of-place busbw ratios:       size  host/net\n"))
 			TH_LOG("%s", self->out);
-		EXPECT_NE(NULL, strstr(self->out, "# path net   : peerdirect-")) TH_LOG("%s", self->out);
+		EXPECT_NE(NULL, strstr(self->out, "# path net   : peerdirect device 0, ")) TH_LOG("%s", self->out);
 		EXPECT_NE(NULL, strstr(self->out, i == 2 ? "memory memfd, regMrDmaBuf" : "memory host, regMr"))
 			TH_LOG("%s", self->out);
 		EXPECT_NE(NULL, strstr(self->out, "# pd-coll avg busbw (net): ")) TH_LOG("%s", self->out);

@@ -264,10 +264,12 @@ TEST(tables_and_properties_have_nccls_layouts)
 			EXPECT_EQ(1, p.vProps.ndevs);
 			EXPECT_EQ(NCCL_MAX_NET_SIZE, p.maxP2pBytes);
 		}
-		/* tcp's NIC: an interface, never lo when another is there */
+		/* tcp's NIC: an interface; lo only alone (a network-less
+		 * container), never beside another */
 		snprintf(path, sizeof(path), "/sys/class/net/%s", p.name);
 		EXPECT_EQ(0, access(path, F_OK)) TH_LOG("%s", p.name);
-		EXPECT_STRNE("lo", p.name);
+		if (!strcmp(p.name, "lo"))
+			EXPECT_EQ(1, ndev) TH_LOG("lo beside other NICs");
 		if (n.v11) {
 			ncclNetProperties_v11_t p11;
 
@@ -339,6 +341,63 @@ TEST(pci_path_and_speed_come_from_the_nic)
 	}
 	EXPECT_EQ(speed > 0 ? speed : 10000, p.speed);
 	EXPECT_EQ(0, net_close(&n));
+}
+
+/*
+ * PEERDIRECT_NCCL_NICS picks the devices with NCCL_SOCKET_IFNAME's syntax
+ * (prefixes, '^' to exclude, '=' for exact names); a filter that leaves
+ * none, and a PEERDIRECT_DOMAIN no provider has, fail init saying which,
+ * so NCCL falls back to its own transports with the reason in its log.
+ */
+static int first_device(char *name, size_t len, int *ndev)
+{
+	ncclNetProperties_v9_t p;
+	struct net n;
+	int ret = -1;
+
+	loglen = 0;
+	logbuf[0] = 0;
+	if (net_open(&n, 12))
+		return -1;
+	if (net_init(&n) == ncclSuccess && NET(&n, devices, ndev) == ncclSuccess &&
+	    net_props(&n, 0, &p) == ncclSuccess) {
+		snprintf(name, len, "%s", p.name);
+		ret = 0;
+	}
+	net_close(&n);
+	return ret;
+}
+
+TEST(nics_are_chosen_by_name_and_a_bad_choice_fails_init)
+{
+	char first[64], got[64], spec[80];
+	int ndev = 0, n2 = 0;
+
+	ASSERT_EQ(0, first_device(first, sizeof(first), &ndev)) TH_LOG("%s", logbuf);
+	snprintf(spec, sizeof(spec), "=%s", first);
+	setenv("PEERDIRECT_NCCL_NICS", spec, 1);
+	ASSERT_EQ(0, first_device(got, sizeof(got), &n2)) TH_LOG("%s", logbuf);
+	EXPECT_STREQ(first, got);
+	EXPECT_EQ(1, n2);
+	/* a prefix of it takes it too */
+	spec[1 + strlen(first) - 1] = 0;
+	setenv("PEERDIRECT_NCCL_NICS", spec + 1, 1);
+	ASSERT_EQ(0, first_device(got, sizeof(got), &n2)) TH_LOG("%s", logbuf);
+	EXPECT_STREQ(first, got);
+	/* excluded, it is no device (lo takes its place if it was alone) */
+	snprintf(spec, sizeof(spec), "^=%s", first);
+	setenv("PEERDIRECT_NCCL_NICS", spec, 1);
+	if (!first_device(got, sizeof(got), &n2))
+		EXPECT_STRNE(first, got);
+	EXPECT_NE(NULL, strstr(logbuf, "left out: PEERDIRECT_NCCL_NICS")) TH_LOG("%s", logbuf);
+	setenv("PEERDIRECT_NCCL_NICS", "pd-no-such-nic", 1);
+	EXPECT_EQ(-1, first_device(got, sizeof(got), &n2));
+	EXPECT_NE(NULL, strstr(logbuf, "PEERDIRECT_NCCL_NICS=pd-no-such-nic leaves none"))
+		TH_LOG("%s", logbuf);
+	unsetenv("PEERDIRECT_NCCL_NICS");
+	setenv("PEERDIRECT_DOMAIN", "pd-no-such-nic", 1);
+	EXPECT_EQ(-1, first_device(got, sizeof(got), &n2));
+	EXPECT_NE(NULL, strstr(logbuf, "domain pd-no-such-nic")) TH_LOG("%s", logbuf);
 }
 
 /* A malformed setting fails init, saying which (NCCL then falls back to

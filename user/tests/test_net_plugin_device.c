@@ -141,11 +141,13 @@ static int mib_send(struct pair *p, void *arg)
 /*
  * A device per NIC (NCCL gives each GPU its nearest): every device listens,
  * connects and moves data on its own NIC.  The host has one NIC; the VM's
- * shim part runs this in a namespace of two (PD_TEST_NET_MIN_DEVS=2).
+ * shim part runs this in a namespace of two (PD_TEST_NET_MIN_DEVS=2) and
+ * a docker0 bridge, which is no device (PD_TEST_NET_LEFT_OUT).
  */
 TEST(every_device_carries_traffic)
 {
-	const char *min = getenv("PD_TEST_NET_MIN_DEVS");
+	const char *min = getenv("PD_TEST_NET_MIN_DEVS"), *out = getenv("PD_TEST_NET_LEFT_OUT");
+	char line[96];
 	ncclNetProperties_v9_t p;
 	struct net n;
 	int ndev = 0;
@@ -157,6 +159,12 @@ TEST(every_device_carries_traffic)
 	for (pair_dev = 0; pair_dev < ndev; pair_dev++) {
 		ASSERT_EQ(ncclSuccess, net_props(&n, pair_dev, &p));
 		TH_LOG("device %d: %s at %s", pair_dev, p.name, p.pciPath ? p.pciPath : "(none)");
+		if (out)
+			EXPECT_STRNE(out, p.name);
+	}
+	if (out) {
+		snprintf(line, sizeof(line), "%s left out: PEERDIRECT_NCCL_NICS", out);
+		EXPECT_NE(NULL, strstr(logbuf, line)) TH_LOG("%s", logbuf);
 	}
 	EXPECT_EQ(0, net_close(&n));
 	for (pair_dev = 0; pair_dev < ndev; pair_dev++)

@@ -147,8 +147,9 @@ static int start(struct net_lane *nl, struct lane *l, const struct opts *o, size
 	if (nl->dmabuf && !(pr.ptrSupport & NCCL_PTR_DMABUF))
 		return pd_ext_error(-EOPNOTSUPP, "net lane: --net-memory %s: the plugin (%s) takes no dma-bufs",
 				    o->net_memory, nl->name);
-	snprintf(nl->desc, sizeof(nl->desc), "%s (ncclNetPlugin_v%d of %s), memory %s, %s",
-		 nl->name, nl->n.ver, o->net, o->net_memory, nl->dmabuf ? "regMrDmaBuf" : "regMr");
+	snprintf(nl->desc, sizeof(nl->desc), "%s device 0, %s (ncclNetPlugin_v%d of %s), memory %s, %s",
+		 NET_NAME(&nl->n), nl->name, nl->n.ver, o->net, o->net_memory,
+		 nl->dmabuf ? "regMrDmaBuf" : "regMr");
 	if ((r = net_listen(&nl->n, handle, &nl->listen)))
 		return nccl_fail(r, "listen");
 	return 0;
