@@ -534,6 +534,45 @@ TEST_F_TIMEOUT(coll1, ratio_lines_follow_the_slower_path, 240)
 	}
 }
 
+/*
+ * Direct/bounce beside the model's bound on the run's own inputs (issue
+ * 37 part 3): the bound recomputed here from the printed link and copy
+ * figures, the quotient from the printed ratio; the article's setting
+ * through the same formula; no model without both paths.
+ */
+static bool near(double a, double b, double tol)
+{
+	return a - b <= tol && b - a <= tol;
+}
+
+TEST_F_TIMEOUT(coll1, direct_over_bounce_beside_the_model, 120)
+{
+	double up, down, link, meas, bound, quot;
+	const char *at;
+	size_t size;
+
+	ASSERT_EQ(0, run("", "--np 2 --provider tcp -b 1M -e 1M -n 4 --coll allreduce", self->out))
+		TH_LOG("%s", self->out);
+	at = strstr(self->out, "# CPU copy of ");
+	ASSERT_NE(NULL, at);
+	ASSERT_EQ(2, sscanf(strstr(at, "host to memfd"), "host to memfd %lf GB/s, memfd to host %lf",
+			    &up, &down)) TH_LOG("%s", at);
+	at = strstr(self->out, "measured/bound\n");
+	ASSERT_NE(NULL, at) TH_LOG("%s", self->out);
+	ASSERT_EQ(5, sscanf(at + strlen("measured/bound\n"), "# %zu %lf %lfx %lfx %lf", &size, &link,
+			    &meas, &bound, &quot)) TH_LOG("%s", at);
+	EXPECT_EQ(1048576, size);
+	/* printed to 2 decimals: 0.005 each way, and the inputs' rounding */
+	EXPECT_TRUE(near(1 + link * (1 / up + 1 / down), bound, 0.02)) TH_LOG("%s", at);
+	EXPECT_TRUE(near(meas / bound, quot, 0.02)) TH_LOG("%s", at);
+	EXPECT_NE(NULL, strstr(self->out, "B_dh = B_hd = PCIe Gen3 x16 15.75 GB/s x 0.8 = 12.6 GB/s: 1 + B_L (1/B_dh + 1/B_hd) = 1.99x; the article measured 1.5-2x at 32 MB and 1.76x at 256 MB"))
+		TH_LOG("%s", self->out);
+	ASSERT_EQ(0, run("", "--np 2 --provider tcp -b 1M -e 1M -n 4 --coll allreduce --paths direct,host",
+			 self->out)) TH_LOG("%s", self->out);
+	EXPECT_EQ(NULL, strstr(self->out, "against the model")) TH_LOG("%s", self->out);
+	EXPECT_EQ(NULL, strstr(self->out, "the article's setting")) TH_LOG("%s", self->out);
+}
+
 TEST_F_TIMEOUT(coll1, few_iterations_give_no_quartiles, 120)
 {
 	ASSERT_EQ(0, run("", "--np 2 --provider tcp -b 4K -e 4K -n 3", self->out)) TH_LOG("%s", self->out);

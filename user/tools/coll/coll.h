@@ -11,6 +11,7 @@
  *   algo.c    the collectives (ring, chain, pairwise, recursive doubling)
  *   data.c    types, reductions, fill, poison and check
  *   outfile.c the --csv and --plot files, written when the run went ahead
+ *   model.c   direct/bounce's bound from the run's own link and copies
  *   stats.h   medians and paired ratios over the timed iterations
  */
 #ifndef PD_COLL_H
@@ -203,6 +204,11 @@ void report_drop_outputs(void);
 /* main.c */
 void coll_copy_bandwidth(const struct lane *l, size_t len, double *to_dev, double *from_dev);
 
+/* model.c: the model of direct against bounce, on this run's inputs */
+void model_set_copies(double to_dev, double from_dev);
+double model_direct_over_bounce(double link_gbps);	/* NAN without copies measured */
+void model_print_article(void);
+
 /* launch.c */
 int launch(int argc, char **argv, const char *rdv_spec, int rank_opt, int nranks_opt, int np,
 	   struct boot *b);
@@ -253,7 +259,7 @@ void net_lane_close(struct lane *l);
 int net_lane_post(struct lane *l, bool send, bool ctl, size_t off, size_t len, int peer,
 		  uint64_t tag, void **req);
 int net_lane_test(struct lane *l, void *req);
-/* "peerdirect-tcp;ofi_rxm (ncclNetPlugin_v12 of PATH), memory host, regMr" */
+/* "peerdirect device 0, eth0 (ncclNetPlugin_v12 of PATH), memory host, regMr" */
 const char *net_lane_describe(const struct lane *l);
 const char *net_lane_name(const struct lane *l);
 

@@ -229,6 +229,7 @@ void report_run_header(const char *cmd, const struct opts *o, const struct boot 
 		double up, down;
 
 		coll_copy_bandwidth(l, len, &up, &down);
+		model_set_copies(up, down);
 		printf("# CPU copy of %zu B (rank 0, median of 5): host to %s %.2f GB/s, %s to host %.2f GB/s\n",
 		       len, o->memory, up, o->memory, down);
 	}
@@ -332,6 +333,28 @@ static void ratio_table(const struct opts *o, const struct table_sums *t)
 	}
 }
 
+/* Direct over bounce beside the model's bound from this run's own inputs
+ * (model.c): the goal is measured/bound of at least 0.9 at 32 MiB and up. */
+static void model_table(const struct opts *o, const struct table_sums *t)
+{
+	int si;
+
+	if (!o->lanes[LANE_DIRECT] || !o->lanes[LANE_BOUNCE] || !t->nrat)
+		return;
+	printf("# direct/bounce against the model (performance.md, section 5): bound = 1 + B_L (1/B_dh + 1/B_hd), B_L = direct's busbw at the size, B_dh and B_hd the CPU copies above; copies not overlapping the wire, reduction left out\n");
+	printf("# %27s %10s  %8s  %8s  %8s  %14s\n", "", "size", "B_L GB/s", "measured", "bound",
+	       "measured/bound");
+	for (si = 0; si < t->nrat; si++) {
+		double bound = model_direct_over_bounce(t->pbus[LANE_DIRECT][si]);
+		const struct coll_ratio *r = &t->ratio[si][LANE_BOUNCE];
+
+		if (!r->n || isnan(bound))
+			continue;
+		printf("# %27s %10.0f  %8.3f  %7.2fx  %7.2fx  %14.2f\n", "", t->rsize[si],
+		       t->pbus[LANE_DIRECT][si], r->med, bound, r->med / bound);
+	}
+}
+
 /*
  * A table's end, also when it was cut short (ended: the run stops after
  * it): the paired ratios, nccl-tests' out-of-bounds line, the averages;
@@ -343,6 +366,7 @@ void report_table_footer(const struct opts *o, enum coll_kind k, enum dtype type
 	int p, si;
 
 	ratio_table(o, t);
+	model_table(o, t);
 	/* A table cut short checked only what it ran. */
 	printf("# %-20s : %llu %s\n", "Out of bounds values", (unsigned long long)t->wrong,
 	       t->wrong ? "FAILED" : ended ? "INCOMPLETE" : "OK");
@@ -365,6 +389,8 @@ void report_table_footer(const struct opts *o, enum coll_kind k, enum dtype type
 
 void report_run_footer(const struct opts *o, const struct run_sums *run, bool ended)
 {
+	if (o->lanes[LANE_DIRECT] && o->lanes[LANE_BOUNCE])
+		model_print_article();
 	nccl_avg_line(o, run->sum, run->rows);
 	printf("#\n# Collective test %s: pd-coll\n", ended ? "ended early" : "concluded");
 }
