@@ -142,14 +142,14 @@ static int pd_bar_attach(struct pd_device *pd, struct dma_buf_attachment *attach
 	if (!attach->peer2peer) {
 		dev_warn_ratelimited(&bar->pdev->dev,
 				     "refusing importer %s: it did not ask for peer-to-peer and BAR memory has no struct pages\n",
-				     dev_name(attach->dev));
+				     pd_dev_name(attach->dev));
 		return -EOPNOTSUPP;
 	}
 	if ((IS_ENABLED(CONFIG_PCI_P2PDMA) || READ_ONCE(p2p_policy)) &&
 	    !pd_bar_has_path(bar, attach->dev)) {
 		dev_warn_ratelimited(&bar->pdev->dev,
 				     "refusing importer %s: no peer-to-peer path to it%s\n",
-				     dev_name(attach->dev),
+				     pd_dev_name(attach->dev),
 				     IS_ENABLED(CONFIG_PCI_P2PDMA) ? "" :
 				     " (p2p_policy=1, and this kernel has no P2PDMA)");
 		return -EOPNOTSUPP;
@@ -158,7 +158,7 @@ static int pd_bar_attach(struct pd_device *pd, struct dma_buf_attachment *attach
 	if (READ_ONCE(require_revocable) && !dma_buf_attach_revocable(attach)) {
 		dev_warn_ratelimited(&bar->pdev->dev,
 				     "refusing importer %s: it cannot be revoked (pinned without invalidate_mappings); require_revocable=0 accepts it\n",
-				     dev_name(attach->dev));
+				     pd_dev_name(attach->dev));
 		return -EOPNOTSUPP;
 	}
 #endif

@@ -74,7 +74,7 @@ static int pd_dmabuf_attach(struct dma_buf *dmabuf,
 	dma_resv_unlock(dmabuf->resv);
 	ret = 0;
 out:
-	trace_peerdirect_attach(pd->index, exp->id, dev_name(attach->dev),
+	trace_peerdirect_attach(pd->index, exp->id, pd_dev_name(attach->dev),
 				attach->peer2peer, !!attach->importer_ops, ret);
 	return ret;
 }
@@ -85,7 +85,7 @@ static void pd_dmabuf_detach(struct dma_buf *dmabuf,
 	struct pd_export *exp = dmabuf->priv;
 	struct pd_attach *pa = attach->priv;
 
-	trace_peerdirect_detach(exp_pd(exp)->index, exp->id, dev_name(attach->dev),
+	trace_peerdirect_detach(exp_pd(exp)->index, exp->id, pd_dev_name(attach->dev),
 				attach->peer2peer, !!attach->importer_ops, 0);
 	dma_resv_lock(dmabuf->resv, NULL);
 	list_del(&pa->node);
@@ -102,12 +102,12 @@ static int pd_dmabuf_pin(struct dma_buf_attachment *attach)
 	dma_resv_assert_held(attach->dmabuf->resv);
 	if (READ_ONCE(exp->revoked)) {
 		trace_peerdirect_pin(exp_pd(exp)->index, exp->id,
-				     dev_name(attach->dev), pa->pins, -ENODEV);
+				     pd_dev_name(attach->dev), pa->pins, -ENODEV);
 		return -ENODEV;
 	}
 	pa->pins++;
 	exp->nr_pins++;
-	trace_peerdirect_pin(exp_pd(exp)->index, exp->id, dev_name(attach->dev),
+	trace_peerdirect_pin(exp_pd(exp)->index, exp->id, pd_dev_name(attach->dev),
 			     pa->pins, 0);
 	return 0;
 }
@@ -123,7 +123,7 @@ static void pd_dmabuf_unpin(struct dma_buf_attachment *attach)
 		return;
 	pa->pins--;
 	exp->nr_pins--;
-	trace_peerdirect_unpin(exp_pd(exp)->index, exp->id, dev_name(attach->dev),
+	trace_peerdirect_unpin(exp_pd(exp)->index, exp->id, pd_dev_name(attach->dev),
 			       pa->pins, 0);
 }
 
@@ -167,7 +167,7 @@ static struct sg_table *pd_dmabuf_map(struct dma_buf_attachment *attach,
 	atomic_inc(&exp->nr_maps);
 	pd_device_reach(pd, 1);
 out:
-	trace_peerdirect_map(pd->index, exp->id, dev_name(attach->dev), dir,
+	trace_peerdirect_map(pd->index, exp->id, pd_dev_name(attach->dev), dir,
 			     exp->length, IS_ERR(sgt) ? 0 : sgt->nents,
 			     PTR_ERR_OR_ZERO(sgt));
 	return sgt;
@@ -190,7 +190,7 @@ static void pd_dmabuf_unmap(struct dma_buf_attachment *attach,
 		return;
 	list_del(&m->node);
 	pa->maps--;
-	trace_peerdirect_unmap(pd->index, exp->id, dev_name(attach->dev), m->dir,
+	trace_peerdirect_unmap(pd->index, exp->id, pd_dev_name(attach->dev), m->dir,
 			       exp->length, sgt->nents, 0);
 	pd->ops->unmap(pd, attach, sgt, m->dir);
 	kfree(m);

@@ -388,6 +388,19 @@ static inline pid_t pd_pid_nr(struct pid *pid)
 	return pid_nr_ns(pid, task_active_pid_ns(current));
 }
 
+/*
+ * An importer's device name for a trace record, LIST or debugfs, which copy
+ * it with strscpy(): dev_name() is NULL for a device whose kobject has no
+ * name yet (a driver may attach before device_add(), or never register the
+ * device at all).  printk's %s copes with NULL by itself; strscpy() does not.
+ */
+static inline const char *pd_dev_name(const struct device *dev)
+{
+	const char *name = dev ? dev_name(dev) : NULL;
+
+	return name ?: "(unnamed)";
+}
+
 /* list.c: PEERDIRECT_IOCTL_LIST, arguments validated by ioctl.c */
 int pd_list(struct pd_device *pd, struct peerdirect_list *l);
 
