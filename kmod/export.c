@@ -467,7 +467,9 @@ static void pd_dmabuf_vunmap(struct dma_buf *dmabuf, struct iosys_map *map)
  * direction it was made (the DMA API wants the mapping's direction), and
  * only where it matters: before CPU access if the device may have written
  * (not a DMA_TO_DEVICE mapping), after it if the CPU may have written (not
- * a read-only access).
+ * a read-only access).  A read-only export brackets reads only: a CPU
+ * write (DMA_TO_DEVICE, DMA_BIDIRECTIONAL) is EPERM, as a writable mmap is
+ * EACCES; exp->rdonly never changes, so no lock is needed to check it.
  */
 static int pd_dmabuf_cpu_access(struct dma_buf *dmabuf,
 				enum dma_data_direction cpu_dir, bool begin)
@@ -478,6 +480,8 @@ static int pd_dmabuf_cpu_access(struct dma_buf *dmabuf,
 	struct pd_map *m;
 	int ret = 0;
 
+	if (exp->rdonly && cpu_dir != DMA_FROM_DEVICE)
+		return -EPERM;
 	dma_resv_lock(dmabuf->resv, NULL);
 	if (READ_ONCE(exp->revoked)) {
 		ret = -ENODEV;
