@@ -100,6 +100,13 @@ struct pd_bar {
 	struct p2pdma_provider *provider;	/* P2PDMA routing (7.x), else NULL */
 	/* Hardware access (zero, map) against removal and reset. */
 	struct rw_semaphore hw_lock;
+	/*
+	 * The BAR is prefetchable: mapped write-combining, in the kernel and
+	 * for userspace.  Else uncached, as its reads and writes may have side
+	 * effects that merging or reordering would break (a function bound by
+	 * new_id or driver_override need not be memory).
+	 */
+	bool wc;
 	bool gone;
 	bool resetting;
 	unsigned int reset_gen;	/* resets begun: zeroing across one restarts */
@@ -341,7 +348,9 @@ static unsigned long pd_bar_pfn(struct pd_device *pd, u64 offset)
 
 static pgprot_t pd_bar_pgprot(struct pd_device *pd, pgprot_t prot)
 {
-	return pgprot_writecombine(prot);
+	struct pd_bar *bar = pd->backend;
+
+	return bar->wc ? pgprot_writecombine(prot) : pgprot_noncached(prot);
 }
 
 /*
@@ -613,7 +622,11 @@ static int pd_bar_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 	bar->phys = pci_resource_start(pdev, PD_BAR_INDEX);
 	init_rwsem(&bar->hw_lock);
 	init_waitqueue_head(&bar->hw_wq);
-	bar->va = ioremap_wc(bar->phys, len);
+	bar->wc = pci_resource_flags(pdev, PD_BAR_INDEX) & IORESOURCE_PREFETCH;
+	if (!bar->wc)
+		dev_info(&pdev->dev, "BAR%d is not prefetchable: mapped uncached, not write-combining\n",
+			 PD_BAR_INDEX);
+	bar->va = bar->wc ? ioremap_wc(bar->phys, len) : ioremap(bar->phys, len);
 	if (!bar->va) {
 		ret = -ENOMEM;
 		goto err_bar;
