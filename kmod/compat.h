@@ -26,12 +26,10 @@
  * unmap within bounded time after invalidate_mappings() from those that
  * may not (pinned without the op).  The same series dropped
  * CONFIG_DMABUF_MOVE_NOTIFY: dynamic importers always get notified.
+ * PD_MOVE_NOTIFY (1, 0, or -1 for a combination that does not tell) is
+ * decided in compat_notify.h, which a script can check without a kernel.
  */
-#if IS_ENABLED(CONFIG_DMABUF_MOVE_NOTIFY) || defined(PD_HAVE_DMA_BUF_ATTACH_REVOCABLE)
-#define PD_MOVE_NOTIFY			1
-#else
-#define PD_MOVE_NOTIFY			0
-#endif
+#include "compat_notify.h"
 
 /* vm_flags became read-only behind accessors in 6.3. */
 #ifdef PD_HAVE_VM_FLAGS_SET

@@ -154,6 +154,11 @@ stage_static() {
 	else
 		f=$((f + 1)); echo "not ok every module parameter is documented, and only those"; grep "^not ok" "$out/check-params-doc.log"
 	fi
+	if scripts/check-compat-notify.sh . > "$out/check-compat-notify.log" 2>&1; then
+		p=$((p + 1)); echo "ok the pin rule is the safe one where the build cannot tell (compat_notify.h)"
+	else
+		f=$((f + 1)); echo "not ok the pin rule is the safe one where the build cannot tell (compat_notify.h)"; grep "^not ok" "$out/check-compat-notify.log"
+	fi
 	add static $p $f 0 $((SECONDS - t0))
 }
 
