@@ -12,6 +12,27 @@
 #include <linux/mm.h>
 #include <linux/pci.h>
 
+/*
+ * A probe that found the name but not the whole prototype (PD_SEEN_* without
+ * PD_HAVE_*, kmod/probes.mk): the interface changed, and the fallbacks below
+ * are for kernels that lack it.  Stop here, naming the probe to update.
+ */
+#if defined(PD_SEEN_DMA_BUF_INVALIDATE_MAPPINGS) && !defined(PD_HAVE_DMA_BUF_INVALIDATE_MAPPINGS)
+#error "linux/dma-buf.h has dma_buf_invalidate_mappings() but not the prototype of probe pd_proto_invalidate (kmod/probes.mk): update the probe"
+#endif
+#if defined(PD_SEEN_VM_FLAGS_SET) && !defined(PD_HAVE_VM_FLAGS_SET)
+#error "linux/mm.h has vm_flags_set() but not the prototype of probe pd_proto_vm_flags (kmod/probes.mk): update the probe"
+#endif
+#if defined(PD_SEEN_RELEASE_FAULT_LOCK) && !defined(PD_HAVE_RELEASE_FAULT_LOCK)
+#error "linux/mm.h has release_fault_lock() but not the prototype of probe pd_proto_release_fault (kmod/probes.mk): update the probe"
+#endif
+#if defined(PD_SEEN_ZAP_SPECIAL_VMA_RANGE) && !defined(PD_HAVE_ZAP_SPECIAL_VMA_RANGE)
+#error "linux/mm.h has zap_special_vma_range() but not the prototype of probe pd_proto_zap_special (kmod/probes.mk): update the probe"
+#endif
+#if defined(PD_SEEN_DEVICE_HAS_DRIVER_OVERRIDE) && !defined(PD_HAVE_DEVICE_HAS_DRIVER_OVERRIDE)
+#error "linux/device.h has device_has_driver_override() but not the prototype of probe pd_proto_has_override (kmod/probes.mk): update the probe"
+#endif
+
 /* 7.1 renamed move_notify to invalidate_mappings. */
 #ifdef PD_HAVE_DMA_BUF_INVALIDATE_MAPPINGS
 #define pd_dma_buf_invalidate(dmabuf)	dma_buf_invalidate_mappings(dmabuf)
