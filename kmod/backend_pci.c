@@ -353,25 +353,7 @@ static pgprot_t pd_bar_pgprot(struct pd_device *pd, pgprot_t prot)
 	return bar->wc ? pgprot_writecombine(prot) : pgprot_noncached(prot);
 }
 
-/*
- * Called only for an export that is not revoked (under its vmap_lock), so
- * never after unplug, when the mapping may be gone.
- */
-static int pd_bar_vmap(struct pd_device *pd, u64 offset, u64 length,
-		       struct iosys_map *map)
-{
-	struct pd_bar *bar = pd->backend;
-	void __iomem *va = READ_ONCE(bar->va);
-
-	if (WARN_ON_ONCE(!va))
-		return -ENODEV;
-	iosys_map_set_vaddr_iomem(map, va + offset);
-	return 0;
-}
-
-static void pd_bar_vunmap(struct pd_device *pd, struct iosys_map *map)
-{
-}
+/* No .vmap: a kernel CPU mapping of the BAR survives no reset (export.c). */
 
 /*
  * Under hw_lock (read); returns with it held, the device out of reset, or
@@ -557,8 +539,6 @@ static const struct pd_backend_ops pd_bar_ops = {
 	.unmap = pd_bar_unmap,
 	.pfn = pd_bar_pfn,
 	.pgprot = pd_bar_pgprot,
-	.vmap = pd_bar_vmap,
-	.vunmap = pd_bar_vunmap,
 	.zero = pd_bar_zero,
 	.unplug = pd_bar_unplug,
 	.release = pd_bar_release,

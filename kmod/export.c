@@ -20,7 +20,7 @@
 #include "peerdirect.h"
 #include "trace.h"
 
-static const struct dma_buf_ops pd_dmabuf_ops;
+static const struct dma_buf_ops pd_dmabuf_ops, pd_dmabuf_novmap_ops;
 
 u64 pd_export_dev_offset(const struct pd_export *exp)
 {
@@ -510,7 +510,7 @@ static int pd_dmabuf_end_cpu_access(struct dma_buf *dmabuf,
 
 bool pd_dmabuf_is_ours(const struct dma_buf *dmabuf)
 {
-	return dmabuf->ops == &pd_dmabuf_ops;
+	return dmabuf->ops == &pd_dmabuf_ops || dmabuf->ops == &pd_dmabuf_novmap_ops;
 }
 
 static const struct dma_buf_ops pd_dmabuf_ops = {
@@ -524,6 +524,25 @@ static const struct dma_buf_ops pd_dmabuf_ops = {
 	.mmap = pd_dmabuf_mmap,
 	.vmap = pd_dmabuf_vmap,
 	.vunmap = pd_dmabuf_vunmap,
+	.begin_cpu_access = pd_dmabuf_begin_cpu_access,
+	.end_cpu_access = pd_dmabuf_end_cpu_access,
+};
+
+/*
+ * A backend without a kernel CPU mapping (a BAR: a vmap would be CPU MMIO
+ * that neither a revoke nor a reset or AER stop, as vfio-pci's and
+ * habanalabs' exporters offer none).  No .vmap at all: dma_buf_vmap() is
+ * then EINVAL, where an error from the op would WARN on every kernel.
+ */
+static const struct dma_buf_ops pd_dmabuf_novmap_ops = {
+	.attach = pd_dmabuf_attach,
+	.detach = pd_dmabuf_detach,
+	.pin = pd_dmabuf_pin,
+	.unpin = pd_dmabuf_unpin,
+	.map_dma_buf = pd_dmabuf_map,
+	.unmap_dma_buf = pd_dmabuf_unmap,
+	.release = pd_dmabuf_release,
+	.mmap = pd_dmabuf_mmap,
 	.begin_cpu_access = pd_dmabuf_begin_cpu_access,
 	.end_cpu_access = pd_dmabuf_end_cpu_access,
 };
@@ -603,7 +622,7 @@ struct dma_buf *pd_export_create(struct pd_file *pfile, struct pd_alloc *alloc,
 		goto err_unlock;
 	}
 
-	exp_info.ops = &pd_dmabuf_ops;
+	exp_info.ops = pd->ops->vmap ? &pd_dmabuf_ops : &pd_dmabuf_novmap_ops;
 	exp_info.owner = THIS_MODULE;
 	exp_info.size = exp->length;
 	exp_info.flags = open_flags;

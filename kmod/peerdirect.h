@@ -73,6 +73,7 @@ struct pd_backend_ops {
 		      struct sg_table *sgt, enum dma_data_direction dir);
 	unsigned long (*pfn)(struct pd_device *pd, u64 offset);
 	pgprot_t (*pgprot)(struct pd_device *pd, pgprot_t prot);
+	/* NULL: no kernel CPU mapping, and the dma-buf offers no .vmap */
 	int (*vmap)(struct pd_device *pd, u64 offset, u64 length,
 		    struct iosys_map *map);
 	void (*vunmap)(struct pd_device *pd, struct iosys_map *map);
