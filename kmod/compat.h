@@ -18,19 +18,19 @@
  * are for kernels that lack it.  Stop here, naming the probe to update.
  */
 #if defined(PD_SEEN_DMA_BUF_INVALIDATE_MAPPINGS) && !defined(PD_HAVE_DMA_BUF_INVALIDATE_MAPPINGS)
-#error "linux/dma-buf.h has dma_buf_invalidate_mappings() but not the prototype of probe pd_proto_invalidate (kmod/probes.mk): update the probe"
+#error "probes.mk pd_proto_invalidate: dma_buf_invalidate_mappings() in linux/dma-buf.h changed"
 #endif
 #if defined(PD_SEEN_VM_FLAGS_SET) && !defined(PD_HAVE_VM_FLAGS_SET)
-#error "linux/mm.h has vm_flags_set() but not the prototype of probe pd_proto_vm_flags (kmod/probes.mk): update the probe"
+#error "probes.mk pd_proto_vm_flags: vm_flags_set() in linux/mm.h changed"
 #endif
 #if defined(PD_SEEN_RELEASE_FAULT_LOCK) && !defined(PD_HAVE_RELEASE_FAULT_LOCK)
-#error "linux/mm.h has release_fault_lock() but not the prototype of probe pd_proto_release_fault (kmod/probes.mk): update the probe"
+#error "probes.mk pd_proto_release_fault: release_fault_lock() in linux/mm.h changed"
 #endif
 #if defined(PD_SEEN_ZAP_SPECIAL_VMA_RANGE) && !defined(PD_HAVE_ZAP_SPECIAL_VMA_RANGE)
-#error "linux/mm.h has zap_special_vma_range() but not the prototype of probe pd_proto_zap_special (kmod/probes.mk): update the probe"
+#error "probes.mk pd_proto_zap_special: zap_special_vma_range() in linux/mm.h changed"
 #endif
 #if defined(PD_SEEN_DEVICE_HAS_DRIVER_OVERRIDE) && !defined(PD_HAVE_DEVICE_HAS_DRIVER_OVERRIDE)
-#error "linux/device.h has device_has_driver_override() but not the prototype of probe pd_proto_has_override (kmod/probes.mk): update the probe"
+#error "probes.mk pd_proto_has_override: device_has_driver_override() in linux/device.h changed"
 #endif
 
 /* 7.1 renamed move_notify to invalidate_mappings. */
