@@ -299,6 +299,19 @@ vm_selftests() {
 	rm -rf "$payload"
 }
 
+# vm_prefetch NAME MODDIR: selftests/prefetch-in-vm.sh, a non-prefetchable
+# BAR2 (QEMU's std VGA) mapped uncached, an ivshmem one write-combining.
+vm_prefetch() {
+	local name=$1 moddir=$2 t0=$SECONDS payload
+	payload=$(mktemp -d)
+	cp selftests/prefetch-in-vm.sh "$payload/"
+	tier_vm --timeout 300 --ko "$moddir/kmod/peerdirect.ko" --ivshmem 32M \
+		--qemu-arg -device --qemu-arg VGA \
+		--payload "$payload" --log "$out/$name.log" -- prefetch-in-vm.sh > "$out/$name.out" 2>&1
+	vm_result "$name" $? "$t0"
+	rm -rf "$payload"
+}
+
 # vm_bind NAME MODDIR: selftests/bind-in-vm.sh (pdctl bind/unbind, the
 # devices.conf helper, topo and ps) with two ivshmem functions that the
 # module, loaded without bind_ivshmem, binds only when asked.
@@ -515,7 +528,8 @@ run_tier() {
 		sim) vm_selftests "$TIER_LABEL-$part" "$mod" "$part" ;;
 		bar)
 			vm_selftests "$TIER_LABEL-$part" "$mod" "$part"
-			vm_bind "$TIER_LABEL-bind" "$mod" ;;
+			vm_bind "$TIER_LABEL-bind" "$mod"
+			vm_prefetch "$TIER_LABEL-prefetch" "$mod" ;;
 		unplug) vm_unplug "$TIER_LABEL-unplug" "$mod" ;;
 		shim) vm_user_part "$TIER_LABEL-shim" "$mod" "$ubuild" shim-in-vm.sh ;;
 		doctor)
