@@ -100,6 +100,13 @@ struct pd_bar {
 	struct p2pdma_provider *provider;	/* P2PDMA routing (7.x), else NULL */
 	/* Hardware access (zero, map) against removal and reset. */
 	struct rw_semaphore hw_lock;
+	/*
+	 * The BAR is prefetchable: mapped write-combining, in the kernel and
+	 * for userspace.  Else uncached, as its reads and writes may have side
+	 * effects that merging or reordering would break (a function bound by
+	 * new_id or driver_override need not be memory).
+	 */
+	bool wc;
 	bool gone;
 	bool resetting;
 	unsigned int reset_gen;	/* resets begun: zeroing across one restarts */
@@ -142,14 +149,14 @@ static int pd_bar_attach(struct pd_device *pd, struct dma_buf_attachment *attach
 	if (!attach->peer2peer) {
 		dev_warn_ratelimited(&bar->pdev->dev,
 				     "refusing importer %s: it did not ask for peer-to-peer and BAR memory has no struct pages\n",
-				     dev_name(attach->dev));
+				     pd_dev_name(attach->dev));
 		return -EOPNOTSUPP;
 	}
 	if ((IS_ENABLED(CONFIG_PCI_P2PDMA) || READ_ONCE(p2p_policy)) &&
 	    !pd_bar_has_path(bar, attach->dev)) {
 		dev_warn_ratelimited(&bar->pdev->dev,
 				     "refusing importer %s: no peer-to-peer path to it%s\n",
-				     dev_name(attach->dev),
+				     pd_dev_name(attach->dev),
 				     IS_ENABLED(CONFIG_PCI_P2PDMA) ? "" :
 				     " (p2p_policy=1, and this kernel has no P2PDMA)");
 		return -EOPNOTSUPP;
@@ -158,7 +165,7 @@ static int pd_bar_attach(struct pd_device *pd, struct dma_buf_attachment *attach
 	if (READ_ONCE(require_revocable) && !dma_buf_attach_revocable(attach)) {
 		dev_warn_ratelimited(&bar->pdev->dev,
 				     "refusing importer %s: it cannot be revoked (pinned without invalidate_mappings); require_revocable=0 accepts it\n",
-				     dev_name(attach->dev));
+				     pd_dev_name(attach->dev));
 		return -EOPNOTSUPP;
 	}
 #endif
@@ -341,28 +348,12 @@ static unsigned long pd_bar_pfn(struct pd_device *pd, u64 offset)
 
 static pgprot_t pd_bar_pgprot(struct pd_device *pd, pgprot_t prot)
 {
-	return pgprot_writecombine(prot);
-}
-
-/*
- * Called only for an export that is not revoked (under its vmap_lock), so
- * never after unplug, when the mapping may be gone.
- */
-static int pd_bar_vmap(struct pd_device *pd, u64 offset, u64 length,
-		       struct iosys_map *map)
-{
 	struct pd_bar *bar = pd->backend;
-	void __iomem *va = READ_ONCE(bar->va);
 
-	if (WARN_ON_ONCE(!va))
-		return -ENODEV;
-	iosys_map_set_vaddr_iomem(map, va + offset);
-	return 0;
+	return bar->wc ? pgprot_writecombine(prot) : pgprot_noncached(prot);
 }
 
-static void pd_bar_vunmap(struct pd_device *pd, struct iosys_map *map)
-{
-}
+/* No .vmap: a kernel CPU mapping of the BAR survives no reset (export.c). */
 
 /*
  * Under hw_lock (read); returns with it held, the device out of reset, or
@@ -548,8 +539,6 @@ static const struct pd_backend_ops pd_bar_ops = {
 	.unmap = pd_bar_unmap,
 	.pfn = pd_bar_pfn,
 	.pgprot = pd_bar_pgprot,
-	.vmap = pd_bar_vmap,
-	.vunmap = pd_bar_vunmap,
 	.zero = pd_bar_zero,
 	.unplug = pd_bar_unplug,
 	.release = pd_bar_release,
@@ -613,7 +602,11 @@ static int pd_bar_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 	bar->phys = pci_resource_start(pdev, PD_BAR_INDEX);
 	init_rwsem(&bar->hw_lock);
 	init_waitqueue_head(&bar->hw_wq);
-	bar->va = ioremap_wc(bar->phys, len);
+	bar->wc = pci_resource_flags(pdev, PD_BAR_INDEX) & IORESOURCE_PREFETCH;
+	if (!bar->wc)
+		dev_info(&pdev->dev, "BAR%d is not prefetchable: mapped uncached, not write-combining\n",
+			 PD_BAR_INDEX);
+	bar->va = bar->wc ? ioremap_wc(bar->phys, len) : ioremap(bar->phys, len);
 	if (!bar->va) {
 		ret = -ENOMEM;
 		goto err_bar;

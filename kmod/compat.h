@@ -12,6 +12,27 @@
 #include <linux/mm.h>
 #include <linux/pci.h>
 
+/*
+ * A probe that found the name but not the whole prototype (PD_SEEN_* without
+ * PD_HAVE_*, kmod/probes.mk): the interface changed, and the fallbacks below
+ * are for kernels that lack it.  Stop here, naming the probe to update.
+ */
+#if defined(PD_SEEN_DMA_BUF_INVALIDATE_MAPPINGS) && !defined(PD_HAVE_DMA_BUF_INVALIDATE_MAPPINGS)
+#error "probes.mk pd_proto_invalidate: dma_buf_invalidate_mappings() in linux/dma-buf.h changed"
+#endif
+#if defined(PD_SEEN_VM_FLAGS_SET) && !defined(PD_HAVE_VM_FLAGS_SET)
+#error "probes.mk pd_proto_vm_flags: vm_flags_set() in linux/mm.h changed"
+#endif
+#if defined(PD_SEEN_RELEASE_FAULT_LOCK) && !defined(PD_HAVE_RELEASE_FAULT_LOCK)
+#error "probes.mk pd_proto_release_fault: release_fault_lock() in linux/mm.h changed"
+#endif
+#if defined(PD_SEEN_ZAP_SPECIAL_VMA_RANGE) && !defined(PD_HAVE_ZAP_SPECIAL_VMA_RANGE)
+#error "probes.mk pd_proto_zap_special: zap_special_vma_range() in linux/mm.h changed"
+#endif
+#if defined(PD_SEEN_DEVICE_HAS_DRIVER_OVERRIDE) && !defined(PD_HAVE_DEVICE_HAS_DRIVER_OVERRIDE)
+#error "probes.mk pd_proto_has_override: device_has_driver_override() in linux/device.h changed"
+#endif
+
 /* 7.1 renamed move_notify to invalidate_mappings. */
 #ifdef PD_HAVE_DMA_BUF_INVALIDATE_MAPPINGS
 #define pd_dma_buf_invalidate(dmabuf)	dma_buf_invalidate_mappings(dmabuf)
@@ -26,12 +47,10 @@
  * unmap within bounded time after invalidate_mappings() from those that
  * may not (pinned without the op).  The same series dropped
  * CONFIG_DMABUF_MOVE_NOTIFY: dynamic importers always get notified.
+ * PD_MOVE_NOTIFY (1, 0, or -1 for a combination that does not tell) is
+ * decided in compat_notify.h, which a script can check without a kernel.
  */
-#if IS_ENABLED(CONFIG_DMABUF_MOVE_NOTIFY) || defined(PD_HAVE_DMA_BUF_ATTACH_REVOCABLE)
-#define PD_MOVE_NOTIFY			1
-#else
-#define PD_MOVE_NOTIFY			0
-#endif
+#include "compat_notify.h"
 
 /* vm_flags became read-only behind accessors in 6.3. */
 #ifdef PD_HAVE_VM_FLAGS_SET

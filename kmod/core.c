@@ -275,7 +275,7 @@ u64 pd_device_features(struct pd_device *pd)
 
 	if (pd->ops->dyn_features)
 		features |= pd->ops->dyn_features(pd);
-	if (PD_MOVE_NOTIFY)
+	if (PD_MOVE_NOTIFY > 0)
 		features |= PEERDIRECT_FEAT_MOVE_NOTIFY;
 	return features;
 }

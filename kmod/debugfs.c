@@ -282,7 +282,7 @@ static size_t pd_attach_snap(struct pd_device *pd, struct pd_attach_line *lines,
 					.export_id = exp->id, .pins = pa->pins, .dir = -1,
 				};
 
-				strscpy(l.dev, dev_name(pa->attach->dev), sizeof(l.dev));
+				strscpy(l.dev, pd_dev_name(pa->attach->dev), sizeof(l.dev));
 				if (list_empty(&pa->map_list) && n++ < cap)
 					lines[n - 1] = l;
 				list_for_each_entry(mp, &pa->map_list, node) {

@@ -20,7 +20,7 @@
 #include "peerdirect.h"
 #include "trace.h"
 
-static const struct dma_buf_ops pd_dmabuf_ops;
+static const struct dma_buf_ops pd_dmabuf_ops, pd_dmabuf_novmap_ops;
 
 u64 pd_export_dev_offset(const struct pd_export *exp)
 {
@@ -74,7 +74,7 @@ static int pd_dmabuf_attach(struct dma_buf *dmabuf,
 	dma_resv_unlock(dmabuf->resv);
 	ret = 0;
 out:
-	trace_peerdirect_attach(pd->index, exp->id, dev_name(attach->dev),
+	trace_peerdirect_attach(pd->index, exp->id, pd_dev_name(attach->dev),
 				attach->peer2peer, !!attach->importer_ops, ret);
 	return ret;
 }
@@ -85,7 +85,7 @@ static void pd_dmabuf_detach(struct dma_buf *dmabuf,
 	struct pd_export *exp = dmabuf->priv;
 	struct pd_attach *pa = attach->priv;
 
-	trace_peerdirect_detach(exp_pd(exp)->index, exp->id, dev_name(attach->dev),
+	trace_peerdirect_detach(exp_pd(exp)->index, exp->id, pd_dev_name(attach->dev),
 				attach->peer2peer, !!attach->importer_ops, 0);
 	dma_resv_lock(dmabuf->resv, NULL);
 	list_del(&pa->node);
@@ -102,12 +102,12 @@ static int pd_dmabuf_pin(struct dma_buf_attachment *attach)
 	dma_resv_assert_held(attach->dmabuf->resv);
 	if (READ_ONCE(exp->revoked)) {
 		trace_peerdirect_pin(exp_pd(exp)->index, exp->id,
-				     dev_name(attach->dev), pa->pins, -ENODEV);
+				     pd_dev_name(attach->dev), pa->pins, -ENODEV);
 		return -ENODEV;
 	}
 	pa->pins++;
 	exp->nr_pins++;
-	trace_peerdirect_pin(exp_pd(exp)->index, exp->id, dev_name(attach->dev),
+	trace_peerdirect_pin(exp_pd(exp)->index, exp->id, pd_dev_name(attach->dev),
 			     pa->pins, 0);
 	return 0;
 }
@@ -123,7 +123,7 @@ static void pd_dmabuf_unpin(struct dma_buf_attachment *attach)
 		return;
 	pa->pins--;
 	exp->nr_pins--;
-	trace_peerdirect_unpin(exp_pd(exp)->index, exp->id, dev_name(attach->dev),
+	trace_peerdirect_unpin(exp_pd(exp)->index, exp->id, pd_dev_name(attach->dev),
 			       pa->pins, 0);
 }
 
@@ -167,7 +167,7 @@ static struct sg_table *pd_dmabuf_map(struct dma_buf_attachment *attach,
 	atomic_inc(&exp->nr_maps);
 	pd_device_reach(pd, 1);
 out:
-	trace_peerdirect_map(pd->index, exp->id, dev_name(attach->dev), dir,
+	trace_peerdirect_map(pd->index, exp->id, pd_dev_name(attach->dev), dir,
 			     exp->length, IS_ERR(sgt) ? 0 : sgt->nents,
 			     PTR_ERR_OR_ZERO(sgt));
 	return sgt;
@@ -190,7 +190,7 @@ static void pd_dmabuf_unmap(struct dma_buf_attachment *attach,
 		return;
 	list_del(&m->node);
 	pa->maps--;
-	trace_peerdirect_unmap(pd->index, exp->id, dev_name(attach->dev), m->dir,
+	trace_peerdirect_unmap(pd->index, exp->id, pd_dev_name(attach->dev), m->dir,
 			       exp->length, sgt->nents, 0);
 	pd->ops->unmap(pd, attach, sgt, m->dir);
 	kfree(m);
@@ -467,7 +467,9 @@ static void pd_dmabuf_vunmap(struct dma_buf *dmabuf, struct iosys_map *map)
  * direction it was made (the DMA API wants the mapping's direction), and
  * only where it matters: before CPU access if the device may have written
  * (not a DMA_TO_DEVICE mapping), after it if the CPU may have written (not
- * a read-only access).
+ * a read-only access).  A read-only export brackets reads only: a CPU
+ * write (DMA_TO_DEVICE, DMA_BIDIRECTIONAL) is EPERM, as a writable mmap is
+ * EACCES; exp->rdonly never changes, so no lock is needed to check it.
  */
 static int pd_dmabuf_cpu_access(struct dma_buf *dmabuf,
 				enum dma_data_direction cpu_dir, bool begin)
@@ -478,6 +480,8 @@ static int pd_dmabuf_cpu_access(struct dma_buf *dmabuf,
 	struct pd_map *m;
 	int ret = 0;
 
+	if (exp->rdonly && cpu_dir != DMA_FROM_DEVICE)
+		return -EPERM;
 	dma_resv_lock(dmabuf->resv, NULL);
 	if (READ_ONCE(exp->revoked)) {
 		ret = -ENODEV;
@@ -506,7 +510,7 @@ static int pd_dmabuf_end_cpu_access(struct dma_buf *dmabuf,
 
 bool pd_dmabuf_is_ours(const struct dma_buf *dmabuf)
 {
-	return dmabuf->ops == &pd_dmabuf_ops;
+	return dmabuf->ops == &pd_dmabuf_ops || dmabuf->ops == &pd_dmabuf_novmap_ops;
 }
 
 static const struct dma_buf_ops pd_dmabuf_ops = {
@@ -520,6 +524,25 @@ static const struct dma_buf_ops pd_dmabuf_ops = {
 	.mmap = pd_dmabuf_mmap,
 	.vmap = pd_dmabuf_vmap,
 	.vunmap = pd_dmabuf_vunmap,
+	.begin_cpu_access = pd_dmabuf_begin_cpu_access,
+	.end_cpu_access = pd_dmabuf_end_cpu_access,
+};
+
+/*
+ * A backend without a kernel CPU mapping (a BAR: a vmap would be CPU MMIO
+ * that neither a revoke nor a reset or AER stop, as vfio-pci's and
+ * habanalabs' exporters offer none).  No .vmap at all: dma_buf_vmap() is
+ * then EINVAL, where an error from the op would WARN on every kernel.
+ */
+static const struct dma_buf_ops pd_dmabuf_novmap_ops = {
+	.attach = pd_dmabuf_attach,
+	.detach = pd_dmabuf_detach,
+	.pin = pd_dmabuf_pin,
+	.unpin = pd_dmabuf_unpin,
+	.map_dma_buf = pd_dmabuf_map,
+	.unmap_dma_buf = pd_dmabuf_unmap,
+	.release = pd_dmabuf_release,
+	.mmap = pd_dmabuf_mmap,
 	.begin_cpu_access = pd_dmabuf_begin_cpu_access,
 	.end_cpu_access = pd_dmabuf_end_cpu_access,
 };
@@ -599,7 +622,7 @@ struct dma_buf *pd_export_create(struct pd_file *pfile, struct pd_alloc *alloc,
 		goto err_unlock;
 	}
 
-	exp_info.ops = &pd_dmabuf_ops;
+	exp_info.ops = pd->ops->vmap ? &pd_dmabuf_ops : &pd_dmabuf_novmap_ops;
 	exp_info.owner = THIS_MODULE;
 	exp_info.size = exp->length;
 	exp_info.flags = open_flags;

@@ -321,6 +321,31 @@ static int pd_ioctl_list(struct pd_file *pfile, void __user *uarg)
 	return pd_copy_out(uarg, &l, sizeof(l), usize);
 }
 
+/*
+ * The commands that change device memory or what others see of it need a
+ * file opened for writing, so that a node an admin made readable (0640)
+ * for a monitoring group gives that group QUERY, LIST, SUBSCRIBE and the
+ * event queue, not use of the memory.  SUBSCRIBE only arms the caller's
+ * own queue for a dma-buf it already holds the fd of, and read() of that
+ * queue is a read.  EBADF as write(2) on such a file and as the block
+ * layer's ioctls that need BLK_OPEN_WRITE; EPERM stays for a missing
+ * capability (RESET, ADMIN_REVOKE).
+ */
+static bool pd_ioctl_needs_write(unsigned int cmd)
+{
+	switch (cmd) {
+	case PEERDIRECT_IOCTL_ALLOC:
+	case PEERDIRECT_IOCTL_FREE:
+	case PEERDIRECT_IOCTL_EXPORT:
+	case PEERDIRECT_IOCTL_REVOKE:
+	case PEERDIRECT_IOCTL_RESET:
+	case PEERDIRECT_IOCTL_ADMIN_REVOKE:
+		return true;
+	default:
+		return false;
+	}
+}
+
 long pd_ioctl(struct file *filp, unsigned int cmd, unsigned long arg)
 {
 	struct pd_file *pfile = filp->private_data;
@@ -333,6 +358,8 @@ long pd_ioctl(struct file *filp, unsigned int cmd, unsigned long arg)
 		return -ENOTTY;
 	if (READ_ONCE(pfile->pd->dead))
 		return -ENODEV;
+	if (pd_ioctl_needs_write(cmd) && !(filp->f_mode & FMODE_WRITE))
+		return -EBADF;
 
 	switch (cmd) {
 	case PEERDIRECT_IOCTL_QUERY:

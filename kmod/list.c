@@ -57,7 +57,7 @@ static void pd_list_attachments(struct pd_list_snap *s, struct pd_export *exp,
 			a->flags |= PEERDIRECT_ATTACH_INFO_PEER2PEER;
 		if (pd_attach_revocable(pa))
 			a->flags |= PEERDIRECT_ATTACH_INFO_REVOCABLE;
-		strscpy(a->device, dev_name(pa->attach->dev), sizeof(a->device));
+		strscpy(a->device, pd_dev_name(pa->attach->dev), sizeof(a->device));
 	}
 }
 

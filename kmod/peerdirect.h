@@ -73,6 +73,7 @@ struct pd_backend_ops {
 		      struct sg_table *sgt, enum dma_data_direction dir);
 	unsigned long (*pfn)(struct pd_device *pd, u64 offset);
 	pgprot_t (*pgprot)(struct pd_device *pd, pgprot_t prot);
+	/* NULL: no kernel CPU mapping, and the dma-buf offers no .vmap */
 	int (*vmap)(struct pd_device *pd, u64 offset, u64 length,
 		    struct iosys_map *map);
 	void (*vunmap)(struct pd_device *pd, struct iosys_map *map);
@@ -386,6 +387,19 @@ static inline pid_t pd_pid_nr(struct pid *pid)
 	if (!pid || !pid_has_task(pid, PIDTYPE_TGID))
 		return 0;
 	return pid_nr_ns(pid, task_active_pid_ns(current));
+}
+
+/*
+ * An importer's device name for a trace record, LIST or debugfs, which copy
+ * it with strscpy(): dev_name() is NULL for a device whose kobject has no
+ * name yet (a driver may attach before device_add(), or never register the
+ * device at all).  printk's %s copes with NULL by itself; strscpy() does not.
+ */
+static inline const char *pd_dev_name(const struct device *dev)
+{
+	const char *name = dev ? dev_name(dev) : NULL;
+
+	return name ?: "(unnamed)";
 }
 
 /* list.c: PEERDIRECT_IOCTL_LIST, arguments validated by ioctl.c */

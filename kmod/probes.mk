@@ -22,3 +22,14 @@ pd_proto_zap_special := void zap_special_vma_range\(struct vm_area_struct \*$(pd
 pd_probe_flags += $(call pd_probe,linux/mm.h,$(pd_proto_zap_special),PD_HAVE_ZAP_SPECIAL_VMA_RANGE)
 pd_proto_has_override := bool device_has_driver_override\(struct device \*$(pd_id)\)
 pd_probe_flags += $(call pd_probe,linux/device.h,$(pd_proto_has_override),PD_HAVE_DEVICE_HAS_DRIVER_OVERRIDE)
+# The name alone, where compat.h's fallback is for kernels without it: the
+# name without the prototype above means the interface changed, and
+# compat.h stops with an #error naming the probe instead of compiling the
+# fallback (which would fail late and cryptically, or worse, build).
+pd_lparen := (
+pd_seen = $(call pd_probe,$(1),[^A-Za-z0-9_]$(2)[$(pd_lparen)],PD_SEEN_$(3))
+pd_probe_flags += $(call pd_seen,linux/dma-buf.h,dma_buf_invalidate_mappings,DMA_BUF_INVALIDATE_MAPPINGS)
+pd_probe_flags += $(call pd_seen,linux/mm.h,vm_flags_set,VM_FLAGS_SET)
+pd_probe_flags += $(call pd_seen,linux/mm.h,release_fault_lock,RELEASE_FAULT_LOCK)
+pd_probe_flags += $(call pd_seen,linux/mm.h,zap_special_vma_range,ZAP_SPECIAL_VMA_RANGE)
+pd_probe_flags += $(call pd_seen,linux/device.h,device_has_driver_override,DEVICE_HAS_DRIVER_OVERRIDE)

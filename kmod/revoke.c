@@ -71,10 +71,14 @@ static void pd_revoke_ctx_init(struct pd_revoke_ctx *ctx, u32 reason)
  * importers with the op, and for a pinned one the op is a revocation it
  * agreed to (dma_buf_attach_revocable()).
  */
-/* The importer's own pins, beyond those the core takes per map. */
+/*
+ * The importer's own pins, beyond those the core takes per map.  Where the
+ * build cannot tell whether the core pins per map (PD_MOVE_NOTIFY < 0,
+ * compat_notify.h), every pin may be the importer's.
+ */
 bool pd_attach_pinned(const struct pd_attach *pa)
 {
-	return pa->pins > (PD_MOVE_NOTIFY ? 0 : pa->maps);
+	return pa->pins > (PD_MOVE_NOTIFY == 0 ? pa->maps : 0);
 }
 
 /*

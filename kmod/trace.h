@@ -5,7 +5,10 @@
  * importers' attach, pin and map and their undoing, revocation with how
  * long the importers took to let go, and event delivery.  Devices are
  * named by N of /dev/peerdirectN, exports by their export id, importers by
- * their device name (cut to PD_TRACE_DEVNAME - 1 bytes).
+ * their device name (cut to PD_TRACE_DEVNAME - 1 bytes; callers pass
+ * pd_dev_name(), never NULL).  A fixed field, not __string(): its
+ * __assign_str() lost the source argument in 6.10, and the record's layout
+ * stays the same on every kernel.
  */
 #undef TRACE_SYSTEM
 #define TRACE_SYSTEM peerdirect

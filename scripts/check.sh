@@ -154,6 +154,11 @@ stage_static() {
 	else
 		f=$((f + 1)); echo "not ok every module parameter is documented, and only those"; grep "^not ok" "$out/check-params-doc.log"
 	fi
+	if scripts/check-compat-notify.sh . > "$out/check-compat-notify.log" 2>&1; then
+		p=$((p + 1)); echo "ok the pin rule is the safe one where the build cannot tell (compat_notify.h)"
+	else
+		f=$((f + 1)); echo "not ok the pin rule is the safe one where the build cannot tell (compat_notify.h)"; grep "^not ok" "$out/check-compat-notify.log"
+	fi
 	add static $p $f 0 $((SECONDS - t0))
 }
 
@@ -290,6 +295,19 @@ vm_selftests() {
 		--ko "$moddir/selftests/importer/pd_test_importer.ko" \
 		--payload "$payload" --log "$out/$name.log" "${extra[@]}" \
 		-- run-in-vm.sh "$backend" > "$out/$name.out" 2>&1
+	vm_result "$name" $? "$t0"
+	rm -rf "$payload"
+}
+
+# vm_prefetch NAME MODDIR: selftests/prefetch-in-vm.sh, a non-prefetchable
+# BAR2 (QEMU's std VGA) mapped uncached, an ivshmem one write-combining.
+vm_prefetch() {
+	local name=$1 moddir=$2 t0=$SECONDS payload
+	payload=$(mktemp -d)
+	cp selftests/prefetch-in-vm.sh "$payload/"
+	tier_vm --timeout 300 --ko "$moddir/kmod/peerdirect.ko" --ivshmem 32M \
+		--qemu-arg -device --qemu-arg VGA \
+		--payload "$payload" --log "$out/$name.log" -- prefetch-in-vm.sh > "$out/$name.out" 2>&1
 	vm_result "$name" $? "$t0"
 	rm -rf "$payload"
 }
@@ -510,7 +528,8 @@ run_tier() {
 		sim) vm_selftests "$TIER_LABEL-$part" "$mod" "$part" ;;
 		bar)
 			vm_selftests "$TIER_LABEL-$part" "$mod" "$part"
-			vm_bind "$TIER_LABEL-bind" "$mod" ;;
+			vm_bind "$TIER_LABEL-bind" "$mod"
+			vm_prefetch "$TIER_LABEL-prefetch" "$mod" ;;
 		unplug) vm_unplug "$TIER_LABEL-unplug" "$mod" ;;
 		shim) vm_user_part "$TIER_LABEL-shim" "$mod" "$ubuild" shim-in-vm.sh ;;
 		doctor)

@@ -146,6 +146,24 @@ TEST_F(exp, read_only_export_refuses_writable_mappings)
 	close(d);
 }
 
+/*
+ * N10: SYNC of a read-only export may bracket reads only: WRITE and RW are
+ * EPERM at start and end, as a writable mapping is refused above.
+ */
+TEST_F(exp, read_only_export_refuses_sync_for_write)
+{
+	int d = pd_export_id(self->fd, self->h, 0, 4096, PEERDIRECT_EXPORT_CLOEXEC, NULL);
+
+	ASSERT_LE(0, d);
+	EXPECT_EQ(-EPERM, pd_sync(d, DMA_BUF_SYNC_START | DMA_BUF_SYNC_WRITE));
+	EXPECT_EQ(-EPERM, pd_sync(d, DMA_BUF_SYNC_END | DMA_BUF_SYNC_WRITE));
+	EXPECT_EQ(-EPERM, pd_sync(d, DMA_BUF_SYNC_START | DMA_BUF_SYNC_RW));
+	EXPECT_EQ(-EPERM, pd_sync(d, DMA_BUF_SYNC_END | DMA_BUF_SYNC_RW));
+	EXPECT_EQ(0, pd_sync(d, DMA_BUF_SYNC_START | DMA_BUF_SYNC_READ));
+	EXPECT_EQ(0, pd_sync(d, DMA_BUF_SYNC_END | DMA_BUF_SYNC_READ));
+	close(d);
+}
+
 TEST_F(exp, set_name_shows_in_fdinfo)
 {
 	int d = pd_export(self->fd, self->h, 0, 4096);

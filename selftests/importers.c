@@ -116,7 +116,12 @@ TEST_F(imp, pinned_import_matches_exporter_pages)
 	ASSERT_EQ(0, pdti_import(t, self->d, pd_pinned_flags(&self->q), 0));
 	ASSERT_EQ(0, pdti_status(t, &st));
 	EXPECT_EQ(0, st.sg_error);
-	EXPECT_EQ(self->len / 4096, st.sg_checked);
+	/* a BAR export has no vmap to check pages against (N9): the DMA read below */
+	if (self->q.backend == PEERDIRECT_BACKEND_PCI_BAR) {
+		EXPECT_EQ(1, st.unverified);
+	} else {
+		EXPECT_EQ(self->len / 4096, st.sg_checked);
+	}
 	EXPECT_EQ(1, st.pinned);
 	EXPECT_EQ(1, st.mapped);
 	EXPECT_LE(st.max_entry, 65536);

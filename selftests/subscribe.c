@@ -101,6 +101,22 @@ TEST_F(sub, subscriber_gets_one_record_with_its_cookie)
 }
 
 /* A process that holds only the fd: the subscriber may be another device. */
+/* N16: SUBSCRIBE and the event queue are an observer's, open to O_RDONLY. */
+TEST_F(sub, rdonly_file_can_subscribe)
+{
+	int ro = open(PD_DEV0, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+	struct peerdirect_event ev[2];
+
+	ASSERT_LE(0, ro);
+	ASSERT_EQ(0, pd_subscribe(ro, self->dbuf, 0, 7, NULL));
+	ASSERT_EQ(0, pd_revoke(self->owner, PEERDIRECT_REVOKE_EXPORT, 0, self->id, NULL));
+	ASSERT_EQ(1, read_events(ro, ev, 2));
+	EXPECT_EQ(PEERDIRECT_EVENT_SUBSCRIBED, ev[0].flags);
+	EXPECT_EQ(self->id, ev[0].export_id);
+	EXPECT_EQ(7, ev[0].cookie);
+	close(ro);
+}
+
 TEST_F(sub, subscriber_on_another_device)
 {
 	struct peerdirect_event ev[2];

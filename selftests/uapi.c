@@ -284,6 +284,58 @@ TEST_F(dev, unprivileged_reset_and_admin_revoke_are_eperm)
 	EXPECT_EQ(0, pd_query(self->fd, &self->q));
 }
 
+/*
+ * N16: a file opened O_RDONLY observes (QUERY, LIST, read() of events;
+ * SUBSCRIBE in subscribe.c) but cannot change device memory.  Every
+ * mutating command is EBADF before its arguments are looked at, for root
+ * too, and changes nothing.
+ */
+TEST_F(dev, rdonly_file_cannot_mutate)
+{
+	int ro = open(PD_DEV0, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+	struct peerdirect_revoke r = {
+		.argsz = sizeof(r), .flags = PEERDIRECT_REVOKE_EXPORT,
+	};
+	struct peerdirect_reset rs = { .argsz = sizeof(rs) };
+	struct peerdirect_query q;
+	struct peerdirect_event ev;
+	__u64 id = 0;
+	int64_t h;
+	int d;
+
+	ASSERT_LE(0, ro) TH_LOG("open %s O_RDONLY: %s", PD_DEV0, strerror(errno));
+	h = pd_alloc(self->fd, 4096);
+	ASSERT_LT(0, h);
+	d = pd_export_id(self->fd, h, 0, 4096, PEERDIRECT_EXPORT_RDWR, &id);
+	ASSERT_LE(0, d);
+
+	EXPECT_EQ(-EBADF, pd_alloc(ro, 4096));
+	EXPECT_EQ(-EBADF, pd_free(ro, 1));
+	EXPECT_EQ(-EBADF, pd_export(ro, 1, 0, 4096));
+	EXPECT_EQ(-EBADF, pd_revoke(ro, PEERDIRECT_REVOKE_EXPORT, 0, id, NULL));
+	EXPECT_EQ(-EBADF, pd_revoke(ro, PEERDIRECT_REVOKE_ALLOC, 1, 0, NULL));
+	EXPECT_EQ(-1, ioctl(ro, PEERDIRECT_IOCTL_RESET, &rs));
+	EXPECT_EQ(EBADF, errno);
+	r.export_id = id;
+	EXPECT_EQ(-1, ioctl(ro, PEERDIRECT_IOCTL_ADMIN_REVOKE, &r));
+	EXPECT_EQ(EBADF, errno);
+
+	/* the queries still work */
+	EXPECT_EQ(0, pd_query(ro, &q));
+	EXPECT_EQ(self->q.mem_size, q.mem_size);
+	EXPECT_EQ(0, export_busy(ro, id));
+	EXPECT_EQ(-1, read(ro, &ev, sizeof(ev)));
+	EXPECT_EQ(EAGAIN, errno);
+
+	/* nothing was revoked or reset: the owner's revoke finds it live */
+	memset(&r, 0, sizeof(r));
+	ASSERT_EQ(0, pd_revoke(self->fd, PEERDIRECT_REVOKE_EXPORT, 0, id, &r));
+	EXPECT_EQ(1, r.revoked);
+	close(d);
+	EXPECT_EQ(0, pd_free(self->fd, h));
+	close(ro);
+}
+
 TEST(event_read_needs_a_whole_record)
 {
 	char small[sizeof(struct peerdirect_event) - 1];

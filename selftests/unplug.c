@@ -12,6 +12,7 @@
  *                             DEVICE: creates DIR/ready, lets go once
  *                             DIR/release exists (unplug-in-vm.sh)
  *   unplug hold-vmap DEVICE DIR   the same with a kernel vmap of the export
+ *                                 (a BAR export has none: exits 1, EINVAL)
  *   unplug hold-revoking DEVICE DIR   a revocation REVOKE left to its
  *                             revoke_work: an importer holds the
  *                             reservation, with no mapping of the BAR

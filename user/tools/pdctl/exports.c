@@ -5,6 +5,7 @@
  * allocation.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -52,7 +53,7 @@ static const char *revoke_effect(const struct listing *x, const struct peerdirec
 static int do_list(int idx, struct listing *x)
 {
 	uint32_t cap_e = 64, cap_a = 64;
-	int fd = open_dev(idx), tries;
+	int fd = open_dev(idx, O_RDONLY), tries;
 
 	memset(x, 0, sizeof(*x));
 	x->dev = idx;

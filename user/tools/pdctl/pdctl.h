@@ -58,7 +58,9 @@ void dev_parent(int idx, char *buf, size_t len);
 bool module_loaded(void);
 int list_devices(int *out, int max);
 int select_devices(int *out, int *nr);
-int open_dev(int idx);
+/* O_RDONLY for the queries (LIST), O_RDWR for the commands that change
+ * something (REVOKE): the module refuses those on a read-only file. */
+int open_dev(int idx, int mode);
 
 /* "revoked/free" ... "revoked/unplug": the revocation counters by reason */
 #define NR_REVOKED_ATTRS 5

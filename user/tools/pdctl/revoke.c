@@ -4,6 +4,7 @@
  * every export of a device (CAP_SYS_ADMIN), and what is left mapped.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -24,7 +25,7 @@
 static int admin_ioctl(int dev, unsigned long req, void *arg, const char *what,
 		       const char *enoent_hint)
 {
-	int fd = open_dev(dev), e;
+	int fd = open_dev(dev, O_RDWR), e;
 
 	if (fd < 0)
 		return errno_exit(-fd);

@@ -170,13 +170,13 @@ int select_devices(int *out, int *nr)
 	return EX_NODEV;
 }
 
-int open_dev(int idx)
+int open_dev(int idx, int mode)
 {
 	char path[128];
 	int fd;
 
 	snprintf(path, sizeof(path), "%s/peerdirect%d", devroot, idx);
-	fd = open(path, O_RDWR | O_CLOEXEC);
+	fd = open(path, mode | O_CLOEXEC);
 	if (fd < 0)
 		err("%s: %s%s", path, strerror(errno),
 		    errno == EACCES ? " (root or the peerdirect group needed)" : "");
