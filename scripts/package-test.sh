@@ -209,8 +209,8 @@ tdeps=$(dpkg-deb -f "$(pkgfile peerdirect-tools)" Depends)
 entries() { dpkg-deb -f "$(pkgfile "$1")" "$2" | tr ',' '\n' | sed 's/^ *//; s/ *$//'; }
 check "peerdirect-tools Depends: libpeerdirect1 (= $deb_ver) ($tdeps)" \
 	grep -qxF "libpeerdirect1 (= $deb_ver)" <<<"$(entries peerdirect-tools Depends)"
-check "libnccl-net-peerdirect: the plugin in the loader's path" has libnccl-net-peerdirect \
-	"$ma/libnccl-net-peerdirect.so"
+check "libnccl-net-peerdirect: the plugin in the loader's path, its man page" has libnccl-net-peerdirect \
+	"$ma/libnccl-net-peerdirect.so" /usr/share/man/man7/libnccl-net-peerdirect.7.gz
 check "libnccl-net-peerdirect Depends: libpeerdirect1 (= $deb_ver) ($(dpkg-deb -f "$(pkgfile libnccl-net-peerdirect)" Depends))" \
 	grep -qxF "libpeerdirect1 (= $deb_ver)" <<<"$(entries libnccl-net-peerdirect Depends)"
 tsugg=$(dpkg-deb -f "$(pkgfile peerdirect-tools)" Suggests)
