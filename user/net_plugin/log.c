@@ -25,7 +25,7 @@ void pdn_log(ncclDebugLogLevel level, unsigned long flags, const char *fn, int l
 	char msg[1024];
 	va_list ap;
 
-	if (!logger)
+	if (!logger || (level == NCCL_LOG_TRACE && !__atomic_load_n(&pdn.trace, __ATOMIC_RELAXED)))
 		return;
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
@@ -62,6 +62,8 @@ void pdn_log_registration(struct pdn_dev *d, const struct pdn_mr *m, const char 
 	else
 		first = false;
 	pthread_mutex_unlock(&seen.lock);
+	if (!first && !__atomic_load_n(&pdn.trace, __ATOMIC_RELAXED))
+		return;	/* a cache hit pays for no line nobody reads */
 	/* INFO once per class answers "why not direct" without a line per
 	 * buffer; TRACE has every registration, and the device's cache so
 	 * far (NCCL registers a buffer again per comm: those are its hits). */

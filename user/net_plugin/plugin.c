@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/mman.h>
 #include <time.h>
 
@@ -231,6 +232,10 @@ ncclResult_t pdn_init(ncclDebugLogger_t logger)
 	/* NCCL may init more than once (per communicator in newer cores):
 	 * the latest logger wins, the fabric stays. */
 	__atomic_store_n(&pdn.logger, logger, __ATOMIC_RELEASE);
+	/* A line per registration would cost a formatted message on every
+	 * cache hit: NCCL drops TRACE below NCCL_DEBUG=TRACE anyway. */
+	__atomic_store_n(&pdn.trace, getenv("NCCL_DEBUG") && !strcasecmp(getenv("NCCL_DEBUG"), "TRACE"),
+			 __ATOMIC_RELAXED);
 	pthread_mutex_lock(&pdn.lock);
 	if (__atomic_load_n(&pdn.ready, __ATOMIC_ACQUIRE))
 		goto out;

@@ -130,6 +130,7 @@ struct pdn_hdr {
 struct pdn_state {
 	pthread_mutex_t lock;
 	bool ready;
+	bool trace;			/* NCCL_DEBUG=TRACE: TRACE lines are formatted */
 	ncclDebugLogger_t logger;
 	int ndevs;
 	struct pdn_dev devs[PDN_MAX_DEVS];

@@ -24,6 +24,8 @@
 __attribute__((constructor)) static void test_env(void)
 {
 	setenv("PEERDIRECT_PROVIDER", "tcp", 0);
+	/* the registration lines after the first of a class are TRACE */
+	setenv("NCCL_DEBUG", "TRACE", 0);
 }
 
 static bool module_present(void)
