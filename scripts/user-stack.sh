@@ -32,7 +32,7 @@ in_root() { "$src/scripts/in-root.sh" "$root" "$@"; }
 rm -rf "$root$dst"
 mkdir -p "$root$dst/build"
 tar -C "$src" -c --exclude='user/build*' user uapi build/kselftest \
-	scripts/packaging/debian/libpeerdirect1.symbols |
+	scripts/packaging/debian/libpeerdirect1.symbols scripts/nccl-plugin-gpu.sh |
 	tar -C "$root$dst" -x || exit 1
 
 failed=0
