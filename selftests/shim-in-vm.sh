@@ -194,7 +194,7 @@ sed 's/^/#| /' /tmp/test-device.log
 # between messages, learnt by the plugin's own device (SUBSCRIBE).
 netns_nics > /dev/null
 PD_TEST_NET_MIN_DEVS=2 PD_TEST_NET_LEFT_OUT=docker0 PD_TEST_NET_PLUGIN=/pd/lib/libnccl-net-peerdirect.so \
-	ip netns exec nics timeout 240 /pd/bin/test_net_plugin_device > /tmp/net-plugin.log 2>&1
+	ip netns exec nics timeout 600 /pd/bin/test_net_plugin_device > /tmp/net-plugin.log 2>&1
 rc=$?
 sed -i 's/# Totals:/# totals:/' /tmp/net-plugin.log
 check "NCCL net plugin: a device per NIC (2, docker0 left out), module dma-bufs 0 to 16 MiB, revocation mid-stream (3 tests)" \

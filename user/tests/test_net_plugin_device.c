@@ -28,6 +28,25 @@ __attribute__((constructor)) static void test_env(void)
 	setenv("NCCL_DEBUG", "TRACE", 0);
 }
 
+/*
+ * Each test starts two processes per pair, each loading libfabric: on the
+ * debug kernel under TCG (KASAN, kmemleak) one pair took 25.6 s, and the
+ * harness's default 30 s cut off a test of two pairs.
+ */
+#define PAIR_TEST_S 240
+
+FIXTURE(node) {
+	int unused;
+};
+
+FIXTURE_SETUP(node)
+{
+}
+
+FIXTURE_TEARDOWN(node)
+{
+}
+
 static bool module_present(void)
 {
 	return !access("/dev/peerdirect0", F_OK);
@@ -146,7 +165,7 @@ static int mib_send(struct pair *p, void *arg)
  * shim part runs this in a namespace of two (PD_TEST_NET_MIN_DEVS=2) and
  * a docker0 bridge, which is no device (PD_TEST_NET_LEFT_OUT).
  */
-TEST(every_device_carries_traffic)
+TEST_F_TIMEOUT(node, every_device_carries_traffic, PAIR_TEST_S)
 {
 	const char *min = getenv("PD_TEST_NET_MIN_DEVS"), *out = getenv("PD_TEST_NET_LEFT_OUT");
 	char line[96];
@@ -259,7 +278,7 @@ static int sizes_send(struct pair *p, void *arg)
  * a second round straight after would find the device's 64 MiB still
  * held by the first.
  */
-TEST(module_dmabufs_move_0_to_16M_between_processes)
+TEST_F_TIMEOUT(node, module_dmabufs_move_0_to_16M_between_processes, PAIR_TEST_S)
 {
 	long long t0 = now_ms();
 
@@ -381,7 +400,7 @@ static int revoke_send(struct pair *p, void *arg)
 	return sync_pair(p);
 }
 
-TEST(a_revocation_mid_stream_fails_the_next_transfer_clearly)
+TEST_F_TIMEOUT(node, a_revocation_mid_stream_fails_the_next_transfer_clearly, PAIR_TEST_S)
 {
 	if (!module_present())
 		SKIP(return, "no /dev/peerdirect0 (the module is not loaded here)");
