@@ -157,13 +157,10 @@ static void dev_close(struct pdn_dev *d)
  * repeat on every node. */
 #define PDN_NICS_DEFAULT "^docker,virbr"
 
-/* Whether name is one of the devices: spec passes it, and it is no
- * loopback while other NICs pass (lo reaches no other node; alone, as in
- * a network-less container, it is kept). */
-static bool dev_wanted(const char *spec, const char *name, int others)
-{
-	return pdn_nic_wanted(spec, name) && !(others && pdn_nic_loopback(name));
-}
+/* How a NIC stands: spec leaves it out; a loopback interface, no device
+ * while other NICs pass (lo reaches no other node; alone, as in a
+ * network-less container, it is kept); a device. */
+enum nic_class { NIC_OUT, NIC_LOOPBACK, NIC_IN };
 
 static void devs_close(int n)
 {
@@ -184,7 +181,9 @@ static int devs_open(void)
 	const char *spec = getenv("PEERDIRECT_NCCL_NICS"), *name;
 	struct pd_fabric_attr a;
 	char names[4096];
-	int n, i = 0, others = 0;
+	/* a name takes at least 2 of names' bytes */
+	unsigned char cls[sizeof(names) / 2];
+	int n, i = 0, k, others = 0;
 
 	if (!spec || !*spec)
 		spec = PDN_NICS_DEFAULT;
@@ -194,12 +193,16 @@ static int devs_open(void)
 		PDN_WARN("no NIC to open: %s", pd_last_error());
 		return -1;
 	}
-	for (name = names; *name; name += strlen(name) + 1)
-		others += pdn_nic_wanted(spec, name) && !pdn_nic_loopback(name);
-	for (name = names; *name; name += strlen(name) + 1) {
-		if (!dev_wanted(spec, name, others)) {
+	/* each NIC's sysfs flags and filter match, once */
+	for (name = names, k = 0; *name && k < (int)sizeof(cls); name += strlen(name) + 1, k++) {
+		cls[k] = !pdn_nic_wanted(spec, name) ? NIC_OUT :
+			 pdn_nic_loopback(name) ? NIC_LOOPBACK : NIC_IN;
+		others += cls[k] == NIC_IN;
+	}
+	for (name = names, k = 0; *name; name += strlen(name) + 1, k++) {
+		if (cls[k] == NIC_OUT || (cls[k] == NIC_LOOPBACK && others)) {
 			PDN_INFO(NCCL_INIT | NCCL_NET, "%s left out: %s", name,
-				 pdn_nic_wanted(spec, name) ? "a loopback interface" :
+				 cls[k] == NIC_LOOPBACK ? "a loopback interface" :
 				 "PEERDIRECT_NCCL_NICS (default " PDN_NICS_DEFAULT ")");
 			continue;
 		}
